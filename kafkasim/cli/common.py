@@ -1,0 +1,51 @@
+"""Options and output helpers shared by every CLI command.
+
+The data dir comes from ``--data-dir``, else ``$KAFKASIM_DATA_DIR``, else
+``./kafkasim-data``. Output goes through :func:`emit`: JSON with ``--json``,
+else the command's text renderer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "DEFAULT_DATA_DIR"]
+
+DEFAULT_DATA_DIR = "./kafkasim-data"
+
+
+def command(sub, name: str, *, help: str, example: str, handler: Callable, **kw) -> argparse.ArgumentParser:
+    """Add a subcommand whose help ends with ``Example:`` and bind its handler."""
+    p = sub.add_parser(name, help=help, description=help,
+                       epilog=f"Example:\n  {example}",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    p.set_defaults(handler=handler)
+    return p
+
+
+def add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=None,
+                   help=f"broker data directory (default: $KAFKASIM_DATA_DIR or {DEFAULT_DATA_DIR})")
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def data_dir_of(args: argparse.Namespace) -> str:
+    return args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or DEFAULT_DATA_DIR
+
+
+def emit(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> None:
+    """Print ``data`` as JSON when ``--json`` was given, else ``text(data)``."""
+    if getattr(args, "json", False):
+        json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+        sys.stdout.write("\n")
+    else:
+        out = text(data)
+        if out:
+            print(out)

@@ -1,0 +1,292 @@
+"""The one exception hierarchy of kafkasim, named after Kafka's error codes.
+
+Every exception raised on purpose by kafkasim derives from :class:`KafkaSimError`,
+so ``except KafkaSimError`` catches everything of ours::
+
+    KafkaSimError                      root; never raised itself
+    ├── BrokerResponseError            an error Kafka's protocol has a code for (``errno``)
+    │   ├── OffsetOutOfRangeError (1)          ├── InvalidTopicError (17)
+    │   ├── CorruptRecordError (2)             ├── RecordBatchTooLargeError (18)
+    │   ├── UnknownTopicOrPartitionError (3)   ├── InvalidRequiredAcksError (21)
+    │   ├── RecordTooLargeError (10)           ├── IllegalGenerationError (22)
+    │   ├── CoordinatorNotAvailableError (15)  ├── InconsistentGroupProtocolError (23)
+    │   ├── NotCoordinatorError (16)           ├── InvalidGroupIdError (24)
+    │   ├── UnknownMemberIdError (25)          ├── InvalidSessionTimeoutError (26)
+    │   ├── RebalanceInProgressError (27)      ├── InvalidTimestampError (32)
+    │   ├── TopicAlreadyExistsError (36)       ├── InvalidPartitionsError (37)
+    │   ├── InvalidReplicationFactorError (38) ├── InvalidReplicaAssignmentError (39)
+    │   ├── InvalidConfigurationError (40)     ├── InvalidRequestError (42)
+    │   ├── OutOfOrderSequenceNumberError (45) ├── DuplicateSequenceNumberError (46)
+    │   ├── InvalidProducerEpochError (47)     ├── KafkaStorageError (56)
+    │   ├── UnknownProducerIdError (59)        ├── NonEmptyGroupError (68)
+    │   ├── GroupIdNotFoundError (69)          ├── MemberIdRequiredError (79)
+    │   ├── GroupMaxSizeReachedError (81)      ├── FencedInstanceIdError (82)
+    │   └── InvalidRecordError (87)            └── UnknownServerError (-1)
+    └── client-side errors (Kafka has them only in its clients, no wire code)
+        ├── CommitFailedError          a commit after the member lost its partitions
+        ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
+        ├── IllegalStateError          an API called in a state that forbids it
+        ├── KafkaTimeoutError          a bounded wait ran out
+        └── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
+
+Each class carries ``errno`` (Kafka's code, or ``None``), ``retriable`` and a one-line
+``description``; :func:`for_code` maps a code back to its class.  Messages always name
+the bad value.  Lower-layer errors (``OSError``, msgpack's) are translated at the
+boundary with ``raise ... from exc``.  Pure data; thread-safe.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "KafkaSimError", "BrokerResponseError", "for_code",
+    "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
+    "UnknownTopicOrPartitionError", "RecordTooLargeError", "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError", "NotCoordinatorError", "InvalidTopicError",
+    "RecordBatchTooLargeError", "InvalidRequiredAcksError", "IllegalGenerationError",
+    "InconsistentGroupProtocolError", "InvalidGroupIdError", "UnknownMemberIdError",
+    "InvalidSessionTimeoutError", "RebalanceInProgressError", "InvalidTimestampError",
+    "TopicAlreadyExistsError", "InvalidPartitionsError", "InvalidReplicationFactorError",
+    "InvalidReplicaAssignmentError", "InvalidConfigurationError", "InvalidRequestError",
+    "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError",
+    "InvalidProducerEpochError", "KafkaStorageError", "UnknownProducerIdError",
+    "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
+    "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
+    "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
+    "KafkaTimeoutError", "InvalidArgumentError",
+]
+
+
+class KafkaSimError(Exception):
+    """Root of every error kafkasim raises on purpose."""
+
+    errno: int | None = None
+    retriable: bool = False
+    description: str = "kafkasim error"
+
+
+class BrokerResponseError(KafkaSimError):
+    """An error that Kafka's protocol reports with an error code (``errno``)."""
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+
+
+def _code(errno: int, description: str, retriable: bool = False):
+    def register(cls: type[BrokerResponseError]) -> type[BrokerResponseError]:
+        cls.errno, cls.description, cls.retriable = errno, description, retriable
+        if errno in _BY_CODE:
+            raise AssertionError(f"error code {errno} registered twice")
+        _BY_CODE[errno] = cls
+        return cls
+    return register
+
+
+def for_code(errno: int) -> type[BrokerResponseError]:
+    """Return the class for Kafka error code ``errno`` (``UnknownServerError`` if unknown)."""
+    return _BY_CODE.get(errno, UnknownServerError)
+
+
+@_code(-1, "The server experienced an unexpected error when processing the request.")
+class UnknownServerError(BrokerResponseError):
+    """Raised for an unexpected internal failure that has no better code."""
+
+
+@_code(1, "The requested offset is not within the range of offsets maintained by the server.")
+class OffsetOutOfRangeError(BrokerResponseError):
+    """Raised when a read or seek names an offset below the log start or above the log end."""
+
+
+@_code(2, "This message has failed its CRC checksum, exceeds the valid size, or is otherwise corrupt.", True)
+class CorruptRecordError(BrokerResponseError):
+    """Raised when a batch fails its length or CRC check; the message names file and position."""
+
+
+@_code(3, "This server does not host this topic-partition.", True)
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    """Raised when a request names a topic or partition that does not exist."""
+
+
+@_code(10, "The request included a message larger than the max message size the server will accept.")
+class RecordTooLargeError(BrokerResponseError):
+    """Raised when a record or batch exceeds ``max.message.bytes`` or ``max_request_size``."""
+
+
+@_code(14, "The coordinator is loading and hence can't process requests.", True)
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    """Raised while the group coordinator is still loading its state from the offsets topic."""
+
+
+@_code(15, "The coordinator is not available.", True)
+class CoordinatorNotAvailableError(BrokerResponseError):
+    """Raised when no group coordinator is running (e.g. the broker is closed)."""
+
+
+@_code(16, "This is not the correct coordinator.", True)
+class NotCoordinatorError(BrokerResponseError):
+    """Raised when a group request reaches a broker that does not coordinate the group."""
+
+
+@_code(17, "The request attempted to perform an operation on an invalid topic.")
+class InvalidTopicError(BrokerResponseError):
+    """Raised for a topic name that breaks Kafka's rules (charset, length, '.' or '..')."""
+
+
+@_code(18, "The request included message batch larger than the configured segment size on the server.")
+class RecordBatchTooLargeError(BrokerResponseError):
+    """Raised when one batch cannot fit in a segment of ``segment.bytes``."""
+
+
+@_code(21, "Produce request specified an invalid value for required acks.")
+class InvalidRequiredAcksError(BrokerResponseError):
+    """Raised when ``acks`` is not 0, 1, -1 or 'all'."""
+
+
+@_code(22, "Specified group generation id is not valid.")
+class IllegalGenerationError(BrokerResponseError):
+    """Raised when a group request carries a generation id that is not the group's current one."""
+
+
+@_code(23, "The group member's supported protocols are incompatible with those of existing members.")
+class InconsistentGroupProtocolError(BrokerResponseError):
+    """Raised when a joining member shares no assignor with the group."""
+
+
+@_code(24, "The configured groupId is invalid.")
+class InvalidGroupIdError(BrokerResponseError):
+    """Raised for an empty or otherwise invalid group id."""
+
+
+@_code(25, "The coordinator is not aware of this member.")
+class UnknownMemberIdError(BrokerResponseError):
+    """Raised when a group request names a member id the coordinator does not know."""
+
+
+@_code(26, "The session timeout is not within the range allowed by the broker.")
+class InvalidSessionTimeoutError(BrokerResponseError):
+    """Raised when ``session_timeout_ms`` is outside the broker's min/max bounds."""
+
+
+@_code(27, "The group is rebalancing, so a rejoin is needed.")
+class RebalanceInProgressError(BrokerResponseError):
+    """Raised when a heartbeat or commit arrives while the group is rebalancing."""
+
+
+@_code(32, "The timestamp of the message is out of acceptable range.")
+class InvalidTimestampError(BrokerResponseError):
+    """Raised for a negative or otherwise invalid record timestamp."""
+
+
+@_code(36, "Topic with this name already exists.")
+class TopicAlreadyExistsError(BrokerResponseError):
+    """Raised when creating a topic whose name is taken."""
+
+
+@_code(37, "Number of partitions is below 1.")
+class InvalidPartitionsError(BrokerResponseError):
+    """Raised for a partition count below 1, or an add-partitions that does not grow the topic."""
+
+
+@_code(38, "Replication factor is below 1 or larger than the number of available brokers.")
+class InvalidReplicationFactorError(BrokerResponseError):
+    """Raised for a replication factor below 1 or above the number of brokers."""
+
+
+@_code(39, "Replica assignment is invalid.")
+class InvalidReplicaAssignmentError(BrokerResponseError):
+    """Raised for a manual replica assignment that is inconsistent."""
+
+
+@_code(40, "Configuration is invalid.")
+class InvalidConfigurationError(BrokerResponseError):
+    """Raised for an unknown config name or an out-of-range value; names both and the range."""
+
+
+@_code(42, "This most likely occurs because of a request being malformed.")
+class InvalidRequestError(BrokerResponseError):
+    """Raised for a request whose fields contradict each other."""
+
+
+@_code(45, "The broker received an out of order sequence number.")
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    """Raised when an idempotent producer's batch skips sequence numbers."""
+
+
+@_code(46, "The broker received a duplicate sequence number.")
+class DuplicateSequenceNumberError(BrokerResponseError):
+    """Raised (and handled as success) when an idempotent batch was already written."""
+
+
+@_code(47, "Producer attempted to produce with an old epoch.")
+class InvalidProducerEpochError(BrokerResponseError):
+    """Raised when a producer id writes with an epoch older than the latest seen."""
+
+
+@_code(56, "Disk error when trying to access log file on the disk.")
+class KafkaStorageError(BrokerResponseError):
+    """Raised when an ``OSError`` hits a log file; chained to the original error."""
+
+
+@_code(59, "This exception is raised by the broker if it could not locate the producer metadata.")
+class UnknownProducerIdError(BrokerResponseError):
+    """Raised when an idempotent batch names a producer id with no state on the broker."""
+
+
+@_code(68, "The group is not empty.")
+class NonEmptyGroupError(BrokerResponseError):
+    """Raised when deleting a group that still has members."""
+
+
+@_code(69, "The group id does not exist.")
+class GroupIdNotFoundError(BrokerResponseError):
+    """Raised when describing or deleting a group that does not exist."""
+
+
+@_code(79, "The group member needs to have a valid member id before actually entering a consumer group.")
+class MemberIdRequiredError(BrokerResponseError):
+    """Raised on a first JoinGroup without a member id (KIP-394); retry with the id given."""
+
+
+@_code(81, "The consumer group has reached its max size.")
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """Raised when a join would exceed ``group.max.size``."""
+
+
+@_code(82, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.")
+class FencedInstanceIdError(BrokerResponseError):
+    """Raised when a second member claims a ``group_instance_id`` already held by another."""
+
+
+@_code(87, "This record has failed the validation on broker and hence will be rejected.")
+class InvalidRecordError(BrokerResponseError):
+    """Raised for a record the broker rejects, e.g. a keyless record on a compacted topic."""
+
+
+class CommitFailedError(KafkaSimError):
+    """Raised at the consumer when a commit fails because the member was evicted or fenced."""
+
+    description = "Commit cannot be completed since the group has already rebalanced."
+
+
+class NoOffsetForPartitionError(KafkaSimError):
+    """Raised by a consumer with ``auto_offset_reset='none'`` for a partition with no committed offset."""
+
+    description = "Undefined offset with no reset policy for partitions."
+
+
+class IllegalStateError(KafkaSimError):
+    """Raised when an API is called in a state that forbids it (e.g. a closed producer)."""
+
+    description = "Illegal state."
+
+
+class KafkaTimeoutError(KafkaSimError):
+    """Raised when a bounded wait (flush, future result) runs out of time."""
+
+    retriable = True
+    description = "A request timed out."
+
+
+class InvalidArgumentError(KafkaSimError, ValueError):
+    """Raised for a bad argument that Kafka has no error code for (CLI input, spec files)."""
+
+    description = "Invalid argument."

@@ -1,0 +1,50 @@
+"""Small value types shared by every layer: TopicPartition, OffsetAndMetadata, Record.
+
+Invariants: all are immutable (NamedTuples) and compare/sort by field order, so
+``sorted(tps)`` orders by topic then partition, as Kafka's assignors do.
+Thread-safety: immutable, so safe to share.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+__all__ = ["TopicPartition", "OffsetAndMetadata", "Record", "Header"]
+
+Header = tuple  # (key: str, value: bytes | None)
+
+
+class TopicPartition(NamedTuple):
+    """A topic name and a partition number, e.g. ``TopicPartition("orders", 3)``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next offset to read) with free-form metadata."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class Record(NamedTuple):
+    """One record as read back from a log (offset and timestamp assigned).
+
+    ``headers`` is a tuple of ``(key: str, value: bytes | None)`` pairs.
+    ``producer_id``/``producer_epoch``/``sequence`` come from the record's batch
+    header (``sequence`` = base sequence + offset delta, or -1 when not idempotent).
+    """
+
+    offset: int
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Sequence[Header] = ()
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1

@@ -1,0 +1,103 @@
+"""Names on disk, in one place (FORMAT.md §1): partition directories and segment files.
+
+Pure functions over names and paths; no I/O except :func:`list_partitions` and
+:func:`list_segments`, which only list directories. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple, Optional
+
+from kafkasim.errors import InvalidTopicError
+
+__all__ = [
+    "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "META_DIR", "MAX_TOPIC_LENGTH",
+    "validate_topic", "partition_dir_name", "parse_partition_dir", "segment_name",
+    "parse_segment_name", "list_partitions", "list_segments", "PartitionDir",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+META_DIR = "meta"
+MAX_TOPIC_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_SEGMENT = re.compile(r"^(\d{20})\.log$")
+
+
+def validate_topic(name: object) -> str:
+    """Return ``name`` if it is a legal Kafka topic name, else raise InvalidTopicError.
+
+    Kafka's rules: 1–249 characters from ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError(f"Topic name is illegal, it can't be empty: {name!r}")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"Topic name cannot be \".\" or \"..\": {name!r}")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, "
+            f"topic name: {name[:40]}... ({len(name)} characters)")
+    if not _LEGAL.match(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'")
+    return name
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``orders``, 3 → ``orders-3``."""
+    return f"{topic}-{partition}"
+
+
+class PartitionDir(NamedTuple):
+    topic: str
+    partition: int
+
+
+def parse_partition_dir(name: str) -> Optional[PartitionDir]:
+    """``orders-3`` → ``PartitionDir("orders", 3)``; None for anything else."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or (len(part) > 1 and part[0] == "0"):
+        return None
+    try:
+        validate_topic(topic)
+    except InvalidTopicError:
+        return None
+    return PartitionDir(topic, int(part))
+
+
+def segment_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    """4711 → ``00000000000000004711.log`` (20 digits so ``ls`` sorts numerically)."""
+    if base_offset < 0:
+        raise ValueError(f"negative base offset {base_offset}")
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_name(name: str) -> Optional[int]:
+    """``00000000000000004711.log`` → 4711; None for anything else."""
+    m = _SEGMENT.match(name)
+    return int(m.group(1)) if m else None
+
+
+def list_partitions(data_dir: str) -> list[tuple[PartitionDir, str]]:
+    """Every partition directory under ``data_dir``, sorted by (topic, partition)."""
+    out = []
+    for entry in os.scandir(data_dir):
+        if entry.is_dir():
+            pd = parse_partition_dir(entry.name)
+            if pd is not None:
+                out.append((pd, entry.path))
+    return sorted(out)
+
+
+def list_segments(partition_path: str) -> list[tuple[int, str]]:
+    """``(base_offset, path)`` of every ``.log`` segment in a partition directory, in order."""
+    out = []
+    for entry in os.scandir(partition_path):
+        base = parse_segment_name(entry.name)
+        if base is not None:
+            out.append((base, entry.path))
+    return sorted(out)

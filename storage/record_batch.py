@@ -1,0 +1,266 @@
+"""Record batches: the unit of append, storage and fetch (see storage/FORMAT.md §2).
+
+This module is the only code that turns batches into bytes and back; the log, the
+broker, the producer, ``kafkasim dump-log`` and the Spark data source all go through it.
+
+Invariants (checked by :func:`decode_header` / :func:`verify`):
+- ``batch_length`` counts the bytes after the length field: a batch occupies
+  ``BATCH_OVERHEAD + batch_length`` = ``size`` bytes.
+- ``crc`` is CRC-32 (zlib, IEEE polynomial) of the bytes from ``attributes`` to
+  the end of the batch. ``base_offset`` and ``partition_leader_epoch`` sit before
+  the CRC'd range so the log can stamp them without re-checksumming.
+- Offsets in a batch are ``base_offset + offset_delta``; deltas are strictly
+  increasing and the last one is at most ``last_offset_delta`` (compaction may
+  drop records but never changes a batch's offset range).
+
+Thread-safety: pure functions over bytes; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
+
+import msgpack
+
+from kafkasim.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.types import Record
+
+__all__ = [
+    "MAGIC", "HEADER_SIZE", "BATCH_OVERHEAD", "LENGTH_OFFSET", "CRC_START",
+    "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH",
+    "ATTR_TIMESTAMP_TYPE_LOG_APPEND", "BatchHeader", "encode_batch", "decode_header",
+    "verify", "decode_records", "iter_records", "set_base_offset", "batch_size_of",
+]
+
+MAGIC = 1
+"""Format version written in the ``magic`` byte (Kafka's own v2 batches say 2)."""
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+LENGTH_OFFSET = 8            # where batch_length sits
+BATCH_OVERHEAD = 12          # base_offset + batch_length: bytes not counted by batch_length
+CRC_OFFSET = 17
+CRC_START = 21               # the CRC covers [CRC_START, end of batch)
+MIN_BATCH_LENGTH = HEADER_SIZE - BATCH_OVERHEAD
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+ATTR_TIMESTAMP_TYPE_LOG_APPEND = 0x08
+_ATTR_KNOWN = ATTR_TIMESTAMP_TYPE_LOG_APPEND  # compression, transactional, control: always 0 here
+
+_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of a batch, field for field (FORMAT.md §2.1)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies on disk."""
+        return BATCH_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+
+def encode_batch(
+    base_offset: int,
+    records: Sequence[tuple],
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    attributes: int = 0,
+    last_offset_delta: Optional[int] = None,
+) -> bytes:
+    """Encode one batch.
+
+    ``records`` is a sequence of ``(offset_delta, timestamp_ms, key, value, headers)``
+    with strictly increasing ``offset_delta`` >= 0, ``key``/``value`` bytes or None and
+    ``headers`` a sequence of ``(str, bytes | None)``. ``last_offset_delta`` defaults to
+    the last record's delta; it may be larger (a compacted batch keeps its range).
+
+    Example::
+
+        >>> b = encode_batch(0, [(0, 1000, b"k", b"v", ())])
+        >>> decode_header(b).record_count, batch_size_of(b) == len(b)
+        (1, True)
+    """
+    if not records:
+        raise InvalidRecordError("a batch needs at least one record")
+    if attributes & ~_ATTR_KNOWN:
+        raise InvalidRecordError(f"unsupported batch attributes 0x{attributes:x}")
+    first_ts = records[0][1]
+    max_ts = first_ts
+    prev = -1
+    body = []
+    for rec in records:
+        delta, ts, key, value, headers = rec
+        if delta <= prev:
+            raise InvalidRecordError(f"offset deltas must increase: {delta} after {prev}")
+        if ts < 0:
+            raise InvalidRecordError(f"negative timestamp {ts} at offset delta {delta}")
+        if ts > max_ts:
+            max_ts = ts
+        prev = delta
+        body.append((delta, ts - first_ts, key, value, headers))
+    if last_offset_delta is None:
+        last_offset_delta = prev
+    elif last_offset_delta < prev:
+        raise InvalidRecordError(f"last_offset_delta {last_offset_delta} < last record delta {prev}")
+    try:
+        payload = _packb(body)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
+    return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta,
+                     first_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                     len(records), payload)
+
+
+def _assemble(base_offset, leader_epoch, attributes, last_offset_delta, first_ts, max_ts,
+              producer_id, producer_epoch, base_sequence, count, payload) -> bytes:
+    tail = struct.pack(">hiqqqhii", attributes, last_offset_delta, first_ts, max_ts,
+                       producer_id, producer_epoch, base_sequence, count) + payload
+    crc = zlib.crc32(tail)
+    head = struct.pack(">qiibI", base_offset, len(tail) + 9, leader_epoch, MAGIC, crc)
+    return head + tail
+
+
+def batch_size_of(buf, pos: int = 0) -> int:
+    """Total size of the batch starting at ``pos`` according to its length field."""
+    return BATCH_OVERHEAD + struct.unpack_from(">i", buf, pos + LENGTH_OFFSET)[0]
+
+
+def decode_header(buf, pos: int = 0, *, where: str = "<buffer>") -> BatchHeader:
+    """Parse and sanity-check the header at ``pos`` (not the CRC: see :func:`verify`).
+
+    Raises :class:`CorruptRecordError` naming ``where`` and ``pos`` when fewer than
+    61 bytes remain, the magic is unknown, or the length/count fields are impossible.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(
+            f"{where}: truncated batch header at position {pos} "
+            f"({len(buf) - pos} of {HEADER_SIZE} bytes)")
+    h = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    if h.magic != MAGIC:
+        raise CorruptRecordError(f"{where}: unknown magic {h.magic} at position {pos} (expected {MAGIC})")
+    if h.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"{where}: batch length {h.batch_length} at position {pos} is below the minimum {MIN_BATCH_LENGTH}")
+    if h.record_count < 0 or h.last_offset_delta < 0 or h.base_offset < 0:
+        raise CorruptRecordError(
+            f"{where}: impossible header at position {pos}: base_offset={h.base_offset} "
+            f"record_count={h.record_count} last_offset_delta={h.last_offset_delta}")
+    return h
+
+
+def verify(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> None:
+    """Check that the whole batch is present and its CRC matches; raise CorruptRecordError if not."""
+    end = pos + header.size
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"{where}: truncated batch at position {pos}: needs {header.size} bytes, "
+            f"{len(buf) - pos} present")
+    actual = zlib.crc32(memoryview(buf)[pos + CRC_START:end])
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"{where}: CRC mismatch in batch at position {pos} (base offset {header.base_offset}): "
+            f"stored 0x{header.crc:08x}, computed 0x{actual:08x}")
+
+
+def decode_records(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> list:
+    """Decode the records of a verified batch into raw tuples.
+
+    Returns a list of ``[offset_delta, timestamp_delta, key, value, headers]`` lists
+    exactly as stored (FORMAT.md §2.2), checked for shape and count.
+    """
+    start = pos + HEADER_SIZE
+    end = pos + header.size
+    try:
+        body = msgpack.unpackb(memoryview(buf)[start:end], raw=False, use_list=True,
+                               strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CorruptRecordError(f"{where}: undecodable records in batch at position {pos}: {exc}") from exc
+    if not isinstance(body, list) or len(body) != header.record_count:
+        raise CorruptRecordError(
+            f"{where}: batch at position {pos} says {header.record_count} records, "
+            f"payload holds {len(body) if isinstance(body, list) else type(body).__name__}")
+    prev = -1
+    for rec in body:
+        if (not isinstance(rec, list) or len(rec) != 5 or not isinstance(rec[0], int)
+                or rec[0] <= prev or rec[0] > header.last_offset_delta):
+            raise CorruptRecordError(f"{where}: malformed record {rec!r:.80} in batch at position {pos}")
+        prev = rec[0]
+    return body
+
+
+def iter_records(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>",
+                 min_offset: int = 0) -> Iterator[Record]:
+    """Yield the :class:`Record` objects of a verified batch with offset >= ``min_offset``."""
+    base, ts0 = header.base_offset, header.base_timestamp
+    pid, epoch, seq0 = header.producer_id, header.producer_epoch, header.base_sequence
+    for delta, tsd, key, value, headers in decode_records(buf, pos, header, where=where):
+        off = base + delta
+        if off < min_offset:
+            continue
+        yield Record(off, ts0 + tsd, key, value, tuple(tuple(h) for h in headers) if headers else (),
+                     pid, epoch, seq0 + delta if seq0 >= 0 else NO_SEQUENCE)
+
+
+def set_base_offset(batch: bytes | bytearray, base_offset: int,
+                    partition_leader_epoch: Optional[int] = None) -> bytes:
+    """Return ``batch`` with its base offset (and optionally leader epoch) replaced.
+
+    Both fields sit outside the CRC, so the checksum stays valid.
+    """
+    buf = bytearray(batch)
+    struct.pack_into(">q", buf, 0, base_offset)
+    if partition_leader_epoch is not None:
+        struct.pack_into(">i", buf, 12, partition_leader_epoch)
+    return bytes(buf)
+
+
+def iter_batches(buf, start: int = 0, end: Optional[int] = None, *, where: str = "<buffer>",
+                 check_crc: bool = True) -> Iterable[tuple[int, BatchHeader]]:
+    """Yield ``(position, header)`` for each batch in ``buf[start:end]``, verified.
+
+    Stops with :class:`CorruptRecordError` at the first bad batch; callers that
+    want to skip corruption catch it and decide (see FORMAT.md §5).
+    """
+    end = len(buf) if end is None else end
+    pos = start
+    while pos < end:
+        h = decode_header(buf, pos, where=where)
+        if pos + h.size > end:
+            raise CorruptRecordError(
+                f"{where}: truncated batch at position {pos}: needs {h.size} bytes, {end - pos} present")
+        if check_crc:
+            verify(buf, pos, h, where=where)
+        yield pos, h
+        pos += h.size
+
+
+__all__.append("iter_batches")
