@@ -48,3 +48,15 @@ class Record(NamedTuple):
     producer_id: int = -1
     producer_epoch: int = -1
     sequence: int = -1
+
+
+PRODUCER_HEADER = "kafkasim.producer"
+"""Header key the producer stamps with its identity (client id, UTF-8) when ``stamp_headers`` is on."""
+
+SEQUENCE_HEADER = "kafkasim.seq"
+"""Header key carrying the producer's per-key send sequence (ASCII decimal, 0-based) when stamped.
+
+The Spark ordering audit compares these only among records of the same producer and key.
+"""
+
+__all__ += ["PRODUCER_HEADER", "SEQUENCE_HEADER"]
