@@ -1,0 +1,111 @@
+"""Broker-side idempotent-producer state for one partition (Kafka's ProducerStateManager).
+
+For each producer id the state keeps the current epoch and the metadata of the
+last :data:`MAX_CACHED_BATCHES` (5, as Kafka) batches appended: first/last sequence
+and base offset. :meth:`ProducerStateTable.check` decides, before an append, whether a
+batch is new, a duplicate of a recent batch (a retry: the caller returns the
+original offset and writes nothing), or illegal:
+
+1. ``producer_id < 0``: not idempotent, always new.
+2. epoch older than the stored epoch → :class:`InvalidProducerEpochError`.
+3. epoch newer than the stored epoch → the sequence must restart at 0, else
+   :class:`OutOfOrderSequenceNumberError`; the producer's cached batches are dropped.
+4. same epoch: a batch whose (first, last) sequence equals a cached batch's is a
+   duplicate; otherwise its first sequence must be the last appended sequence + 1
+   (wrapping at 2^31-1 to 0, as Kafka), else :class:`OutOfOrderSequenceNumberError`.
+5. unknown producer id: any sequence is accepted (Kafka ≥ 2.5 behaves alike when a
+   producer's state has expired; kafkasim keeps the state only in memory and
+   rebuilds it from the active segment on first use after a restart).
+
+Not thread-safe: the broker calls it under the partition's produce lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from kafkasim.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from storage.record_batch import BatchHeader
+
+__all__ = ["ProducerStateTable", "MAX_CACHED_BATCHES"]
+
+MAX_CACHED_BATCHES = 5
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class _ProducerEntry:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    # each cached batch: (first_seq, last_seq, base_offset)
+
+    @property
+    def last_seq(self) -> Optional[int]:
+        return self.batches[-1][1] if self.batches else None
+
+
+def _last_seq_of(h: BatchHeader) -> int:
+    # sequences wrap like Kafka's DefaultRecordBatch.incrementSequence
+    return (h.base_sequence + h.last_offset_delta) % (_INT32_MAX + 1)
+
+
+class ProducerStateTable:
+    """Idempotence state of one partition: producer id → epoch and recent batches."""
+
+    def __init__(self, partition_name: str) -> None:
+        self._name = partition_name
+        self._producers: dict[int, _ProducerEntry] = {}
+
+    def check(self, h: BatchHeader) -> Optional[int]:
+        """Return the original base offset if ``h`` duplicates a recent batch, None if new.
+
+        Raises InvalidProducerEpochError or OutOfOrderSequenceNumberError (see module doc).
+        """
+        if h.producer_id < 0:
+            return None
+        entry = self._producers.get(h.producer_id)
+        if entry is None:
+            return None
+        if h.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {h.producer_id} at {self._name} is {h.producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.epoch}")
+        if h.producer_epoch > entry.epoch:
+            if h.base_sequence != 0:
+                raise OutOfOrderSequenceNumberError(
+                    f"Invalid sequence number for new epoch {h.producer_epoch} of producer "
+                    f"{h.producer_id} at {self._name}: {h.base_sequence} (request epoch), 0 (expected)")
+            return None
+        last = _last_seq_of(h)
+        for first_seq, last_seq, base_offset in entry.batches:
+            if first_seq == h.base_sequence and last_seq == last:
+                return base_offset
+        expected = 0 if entry.last_seq is None else (entry.last_seq + 1) % (_INT32_MAX + 1)
+        if h.base_sequence != expected:
+            raise OutOfOrderSequenceNumberError(
+                f"Out of order sequence number for producer {h.producer_id} at {self._name}: "
+                f"{h.base_sequence} (incoming seq. number), {entry.last_seq} (current end sequence number)")
+        return None
+
+    def update(self, h: BatchHeader) -> None:
+        """Record an appended batch (``h`` carries its assigned base offset)."""
+        if h.producer_id < 0:
+            return
+        entry = self._producers.get(h.producer_id)
+        if entry is None or h.producer_epoch > entry.epoch:
+            entry = self._producers[h.producer_id] = _ProducerEntry(h.producer_epoch)
+        entry.batches.append((h.base_sequence, _last_seq_of(h), h.base_offset))
+
+    def load(self, headers: Iterable[BatchHeader]) -> None:
+        """Rebuild from the headers of appended batches, oldest first."""
+        for h in headers:
+            if h.producer_id >= 0 and h.base_sequence >= 0:
+                entry = self._producers.get(h.producer_id)
+                if entry is not None and h.producer_epoch < entry.epoch:
+                    continue
+                self.update(h)
+
+    def producer_ids(self) -> list[int]:
+        return sorted(self._producers)
