@@ -1,0 +1,101 @@
+"""Java collection orders that Kafka's sticky assignors depend on, reproduced exactly.
+
+Kafka's ``AbstractStickyAssignor`` walks ``HashMap``/``HashSet`` instances, so where
+two choices tie its result depends on Java's hash iteration order.  To give the same
+output as Kafka for the same input, kafkasim reproduces that order here:
+
+- ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, as a signed 32-bit int;
+- ``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()`` (32-bit);
+- ``HashMap`` iteration: buckets in index order, index = ``(h ^ (h >>> 16)) & (cap-1)``,
+  entries of one bucket in insertion order; ``cap`` starts at 16 and doubles when the
+  size exceeds 3/4 of it (a resize keeps the relative order within a bucket).
+
+Not reproduced: the order inside a "treeified" bucket (8+ colliding keys in a table
+of 64+), which needs pathological member ids.
+
+Pure functions and a small single-threaded helper class; not thread-safe to share a
+:class:`JavaHashSet` between threads (the assignors create their own per call).
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Iterable, Optional
+
+__all__ = ["string_hash", "topic_partition_hash", "hashmap_capacity", "hashmap_order", "JavaHashSet"]
+
+_MASK = 0xFFFFFFFF
+
+
+def string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` as an unsigned 32-bit value."""
+    h = 0
+    if s.isascii():
+        for ch in s.encode("ascii"):
+            h = (31 * h + ch) & _MASK
+        return h
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
+    return h
+
+
+def topic_partition_hash(topic: str, partition: int) -> int:
+    """Kafka's ``TopicPartition.hashCode`` as an unsigned 32-bit value."""
+    return (31 * ((31 + partition) & _MASK) + string_hash(topic)) & _MASK
+
+
+def _spread(h: int) -> int:
+    return (h ^ (h >> 16)) & _MASK
+
+
+def hashmap_capacity(size: int) -> int:
+    """Table size of a default ``new HashMap<>()`` after ``size`` puts."""
+    cap = 16
+    while size > cap * 3 // 4:
+        cap *= 2
+    return cap
+
+
+def hashmap_order(keys: Iterable[str], capacity: Optional[int] = None) -> list[str]:
+    """The iteration order of a default Java ``HashMap<String, ?>`` filled with ``keys`` in order."""
+    keys = list(keys)
+    cap = capacity or hashmap_capacity(len(keys))
+    mask = cap - 1
+    return [k for _, _, k in sorted((_spread(string_hash(k)) & mask, i, k) for i, k in enumerate(keys))]
+
+
+class JavaHashSet:
+    """Tracks which element a Java ``HashSet`` iterator returns first (``iterator().next()``).
+
+    Elements are hashed with ``hash_fn`` (unsigned 32-bit).  The table grows like Java's
+    (never shrinks); order = bucket index, then insertion order within the bucket.
+    """
+
+    __slots__ = ("_hash", "_items", "_seq", "_cap")
+
+    def __init__(self, hash_fn) -> None:
+        self._hash = hash_fn
+        self._items: dict[Hashable, int] = {}
+        self._seq = 0
+        self._cap = 16
+
+    def add(self, item: Hashable) -> None:
+        if item in self._items:
+            return
+        self._items[item] = self._seq
+        self._seq += 1
+        while len(self._items) > self._cap * 3 // 4:
+            self._cap *= 2
+
+    def discard(self, item: Hashable) -> None:
+        self._items.pop(item, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, item: Hashable) -> bool:
+        return item in self._items
+
+    def first(self) -> Hashable:
+        mask = self._cap - 1
+        return min(self._items, key=lambda it: (_spread(self._hash(it)) & mask, self._items[it]))

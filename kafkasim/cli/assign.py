@@ -1,0 +1,50 @@
+"""``kafkasim assign``: the assignment calculator (a thin call into coordinator.assignors.calculator)."""
+
+from __future__ import annotations
+
+from kafkasim.cli.common import add_json, command, emit
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    p = command(sub, "assign",
+                help="run a partition assignor (range, roundrobin, sticky, cooperative-sticky) on a JSON spec",
+                example="echo '{\"partitions_per_topic\": {\"t0\": 3}, "
+                        "\"subscriptions\": {\"C0\": [\"t0\"], \"C1\": [\"t0\"]}}' "
+                        "| kafkasim assign --strategy cooperative-sticky --spec - --json",
+                handler=_assign)
+    p.add_argument("--strategy", required=True, metavar="NAME",
+                   help="partition.assignment.strategy name: range, roundrobin, sticky, cooperative-sticky "
+                        "(or a registered custom assignor)")
+    p.add_argument("--spec", required=True, metavar="FILE",
+                   help="JSON spec file, or - for stdin: partitions_per_topic, subscriptions and optionally "
+                        "previous_assignment, generation, group_instance_ids (see docs/assignors.md)")
+    p.add_argument("--follow-up", action="store_true",
+                   help="cooperative-sticky: run the follow-up rebalances until nothing is revoked "
+                        "and print the final assignment")
+    add_json(p)
+
+
+def _assign(args) -> int:
+    from coordinator.assignors.calculator import calculate, read_spec
+
+    result = calculate(args.strategy, read_spec(args.spec), follow_up=args.follow_up)
+    emit(args, result, _text)
+    return 0
+
+
+def _text(result: dict) -> str:
+    rows = [(m, str(len(tps)), ", ".join(f"{t}-{p}" for t, p in tps) or "-")
+            for m, tps in result["assignment"].items()]
+    w0 = max([len("MEMBER")] + [len(r[0]) for r in rows])
+    lines = [f"strategy: {result['strategy']}   rounds: {result['rounds']}",
+             f"{'MEMBER':<{w0}}  COUNT  PARTITIONS"]
+    lines += [f"{m:<{w0}}  {c:>5}  {tps}" for m, c, tps in rows]
+    moved = result["moved"]
+    lines.append(f"moved ({len(moved)}): " + (", ".join(
+        f"{d['topic']}-{d['partition']} {d['from']}->{d['to'] if d['to'] is not None else '(none)'}"
+        for d in moved) or "-"))
+    revoked = result["revoked_first"]
+    lines.append(f"revoked first ({len(revoked)}): " + (", ".join(f"{t}-{p}" for t, p in revoked) or "-"))
+    return "\n".join(lines)

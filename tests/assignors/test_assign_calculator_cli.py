@@ -1,0 +1,136 @@
+"""The assignment calculator (coordinator.assignors.calculator) and ``kafkasim assign``."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+import kafkasim.cli
+from coordinator.assignors.calculator import calculate, parse_spec, read_spec
+from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError
+
+SPEC = {
+    "partitions_per_topic": {"t0": 3, "t1": 3},
+    "subscriptions": {"C0": ["t0", "t1"], "C1": ["t0", "t1"], "C2": ["t0", "t1"]},
+    "previous_assignment": {"C0": [["t0", 0], ["t0", 1], ["t0", 2]], "C1": [["t1", 0], ["t1", 1], ["t1", 2]]},
+    "generation": {"C0": 1, "C1": 1},
+}
+
+
+def test_cooperative_first_round_withholds_what_changes_owner():
+    out = calculate("cooperative-sticky", parse_spec(SPEC))
+    assert out["assignment"] == {"C0": [["t0", 0], ["t0", 1]], "C1": [["t1", 0], ["t1", 1]], "C2": []}
+    assert out["revoked_first"] == [["t0", 2], ["t1", 2]]
+    assert out["moved"] == [{"topic": "t0", "partition": 2, "from": "C0", "to": None},
+                            {"topic": "t1", "partition": 2, "from": "C1", "to": None}]
+    assert out["rounds"] == 1
+
+
+def test_cooperative_follow_up_assigns_the_revoked_partitions():
+    out = calculate("cooperative-sticky", parse_spec(SPEC), follow_up=True)
+    assert out["assignment"] == {"C0": [["t0", 0], ["t0", 1]], "C1": [["t1", 0], ["t1", 1]],
+                                 "C2": [["t0", 2], ["t1", 2]]}
+    assert out["revoked_first"] == [["t0", 2], ["t1", 2]]
+    assert [(m["topic"], m["partition"], m["from"], m["to"]) for m in out["moved"]] == [
+        ("t0", 2, "C0", "C2"), ("t1", 2, "C1", "C2")]
+    assert out["rounds"] == 2
+
+
+def test_eager_sticky_moves_in_one_round_and_range_ignores_history():
+    sticky = calculate("sticky", parse_spec(SPEC))
+    assert sticky["assignment"]["C2"] == [["t0", 2], ["t1", 2]] and sticky["revoked_first"] == []
+    rng = calculate("range", parse_spec(SPEC), follow_up=True)
+    assert rng["assignment"] == {"C0": [["t0", 0], ["t1", 0]], "C1": [["t0", 1], ["t1", 1]],
+                                 "C2": [["t0", 2], ["t1", 2]]}
+    assert len(rng["moved"]) == 4 and rng["rounds"] == 1
+
+
+def test_static_members_change_the_order():
+    spec = {"partitions_per_topic": {"t": 3}, "subscriptions": {"a": ["t"], "b": ["t"]},
+            "group_instance_ids": {"b": "i-0"}}
+    assert calculate("range", parse_spec(spec))["assignment"] == {"a": [["t", 2]], "b": [["t", 0], ["t", 1]]}
+
+
+def test_previous_owner_is_the_highest_generation_and_a_tie_has_none():
+    spec = parse_spec({"partitions_per_topic": {"t": 2}, "subscriptions": {"A": ["t"], "B": ["t"]},
+                       "previous_assignment": {"A": [["t", 0]], "B": [["t", 0], ["t", 1]], "Gone": [["t", 1]]},
+                       "generation": {"A": 3, "B": 2, "Gone": 2}})
+    owners = spec.previous_owners()
+    assert owners == {("t", 0): "A"}   # t-1 claimed by B and Gone in generation 2: no valid owner
+
+
+@pytest.mark.parametrize("spec, field", [
+    ([], "expected a JSON object"),
+    ({}, "subscriptions"),
+    ({"subscriptions": {}, "extra": 1}, "extra"),
+    ({"subscriptions": {"C0": "t0"}}, "subscriptions.C0"),
+    ({"subscriptions": {"C0": ["t0"]}, "partitions_per_topic": {"t0": -1}}, "partitions_per_topic.t0"),
+    ({"subscriptions": {"C0": ["t0"]}, "partitions_per_topic": {"t0": True}}, "partitions_per_topic.t0"),
+    ({"subscriptions": {"C0": ["t0"]}, "previous_assignment": {"C0": [["t0"]]}}, "previous_assignment.C0"),
+    ({"subscriptions": {"C0": ["t0"]}, "previous_assignment": {"C0": [["t0", 0], ["t0", 0]]}},
+     "previous_assignment.C0"),
+    ({"subscriptions": {"C0": ["t0"]}, "generation": {"C0": "1"}}, "generation.C0"),
+    ({"subscriptions": {"C0": ["t0"]}, "group_instance_ids": {"C9": "i"}}, "group_instance_ids.C9"),
+    ({"subscriptions": {"C0": ["t0"], "C1": ["t0"]}, "group_instance_ids": {"C0": "i", "C1": "i"}},
+     "group_instance_ids.C1"),
+])
+def test_bad_spec_names_the_field(spec, field):
+    with pytest.raises(InvalidArgumentError, match=field.replace(".", r"\.")):
+        parse_spec(spec)
+
+
+def test_read_spec_file_and_errors(tmp_path):
+    good = tmp_path / "spec.json"
+    good.write_text(json.dumps(SPEC))
+    assert read_spec(str(good)).subscriptions["C2"] == ["t0", "t1"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidArgumentError, match="bad.json.*not valid JSON"):
+        read_spec(str(bad))
+    with pytest.raises(InvalidArgumentError, match="missing.json"):
+        read_spec(str(tmp_path / "missing.json"))
+
+
+def test_unknown_strategy_is_a_configuration_error():
+    with pytest.raises(InvalidConfigurationError, match="'nope'"):
+        calculate("nope", parse_spec(SPEC))
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """The real ``kafkasim`` entry point with only this area's command registered."""
+    monkeypatch.setattr(kafkasim.cli, "COMMAND_MODULES", ["kafkasim.cli.assign"])
+    return kafkasim.cli.main
+
+
+def test_cli_json_from_file(cli, tmp_path, capsys):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(SPEC))
+    assert cli(["assign", "--strategy", "cooperative-sticky", "--spec", str(path), "--json", "--follow-up"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["assignment"]["C2"] == [["t0", 2], ["t1", 2]] and out["rounds"] == 2
+
+
+def test_cli_text_from_stdin(cli, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(SPEC)))
+    assert cli(["assign", "--strategy", "cooperative-sticky", "--spec", "-"]) == 0
+    text = capsys.readouterr().out
+    assert "MEMBER" in text and "C2" in text
+    assert "revoked first (2): t0-2, t1-2" in text
+    assert "t0-2 C0->(none)" in text
+
+
+def test_cli_bad_spec_exits_1_naming_the_field(cli, tmp_path, capsys):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"subscriptions": {"C0": ["t0"]}, "generation": {"C0": "x"}}))
+    assert cli(["assign", "--strategy", "range", "--spec", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "InvalidArgumentError" in err and "generation.C0" in err
+
+
+def test_cli_help_has_example(cli, capsys):
+    with pytest.raises(SystemExit):
+        cli(["assign", "--help"])
+    assert "Example:" in capsys.readouterr().out
