@@ -290,3 +290,11 @@ class InvalidArgumentError(KafkaSimError, ValueError):
     """Raised for a bad argument that Kafka has no error code for (CLI input, spec files)."""
 
     description = "Invalid argument."
+
+
+@_code(13, "The server disconnected before a response was received.", True)
+class NetworkError(BrokerResponseError):
+    """Raised by the producer's fault injection: a produce request or its response was lost."""
+
+
+__all__.append("NetworkError")
