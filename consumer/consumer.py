@@ -1,0 +1,449 @@
+"""``Consumer``: kafka-python's ``KafkaConsumer`` API over an in-process broker.
+
+Usage::
+
+    c = Consumer(broker, "orders", group_id="billing", auto_offset_reset="earliest",
+                 enable_auto_commit=False)
+    while True:
+        batch = c.poll(timeout_ms=100)        # {TopicPartition: [ConsumerRecord]}
+        process(batch)
+        c.commit()                            # commit after processing: at-least-once
+
+Delivery is **at-least-once** when the application commits after processing (manually,
+or with auto-commit, which commits at the start of a later ``poll()`` the positions
+of records an earlier ``poll()`` returned): a crash between processing and commit
+re-delivers the uncommitted records to whoever owns the partition next.
+
+Configs use Kafka's names and defaults (underscored, as kafka-python): see
+:data:`DEFAULT_CONFIG`. kafkasim additions: ``clock`` (injected Clock),
+``heartbeat_thread`` (run Kafka's background heartbeat thread; default on with the real
+clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick` instead) and
+``metadata_max_age_ms`` (how often the leader checks partition counts).
+
+Positions: a newly assigned partition starts at the group's committed offset, else by
+``auto_offset_reset`` (``earliest``, ``latest``, or ``none`` → NoOffsetForPartitionError).
+A position that falls outside the log (retention deleted it, or a seek past the end) is
+reset the same way, or raises OffsetOutOfRangeError with ``none``, as Kafka's fetcher.
+
+Thread-safety: like KafkaConsumer, use one consumer from one thread; an internal lock
+only serialises the optional heartbeat thread with the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Iterator, Optional
+
+from consumer.fetcher import ConsumerRecord, Fetcher
+from consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
+from consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
+from kafkasim.clock import Clock, MockClock, SystemClock
+from kafkasim.errors import (
+    IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,
+    OffsetOutOfRangeError, UnknownTopicOrPartitionError,
+)
+from kafkasim.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["Consumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceListener"]
+
+EARLIEST = -2
+LATEST = -1
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "group_id": None,
+    "client_id": "kafkasim-consumer",
+    "key_deserializer": None,
+    "value_deserializer": None,
+    "fetch_max_bytes": 52_428_800,
+    "max_partition_fetch_bytes": 1_048_576,
+    "max_poll_records": 500,
+    "max_poll_interval_ms": 300_000,
+    "session_timeout_ms": 45_000,          # Kafka >= 3.0
+    "heartbeat_interval_ms": 3_000,
+    "enable_auto_commit": True,
+    "auto_commit_interval_ms": 5_000,
+    "auto_offset_reset": "latest",
+    "partition_assignment_strategy": ("range", "cooperative-sticky"),   # Kafka 3.x default
+    "group_instance_id": None,
+    "retry_backoff_ms": 100,
+    "consumer_timeout_ms": float("inf"),
+    "metadata_max_age_ms": 300_000,
+    "clock": None,
+    "heartbeat_thread": None,
+}
+
+
+class Consumer:
+    """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
+
+    def __init__(self, broker, *topics: str, **configs: Any) -> None:
+        unknown = set(configs) - set(DEFAULT_CONFIG)
+        if unknown:
+            raise InvalidConfigurationError(f"Unrecognized configs: {sorted(unknown)}")
+        cfg = dict(DEFAULT_CONFIG)
+        cfg.update(configs)
+        if cfg["auto_offset_reset"] not in ("earliest", "latest", "none"):
+            raise InvalidConfigurationError(
+                f"Invalid value {cfg['auto_offset_reset']!r} for configuration auto_offset_reset: "
+                "String must be one of: latest, earliest, none")
+        for name in ("max_poll_records", "heartbeat_interval_ms", "session_timeout_ms",
+                     "max_poll_interval_ms", "max_partition_fetch_bytes", "fetch_max_bytes"):
+            if not isinstance(cfg[name], int) or cfg[name] < 1:
+                raise InvalidConfigurationError(
+                    f"Invalid value {cfg[name]!r} for configuration {name}: Value must be at least 1")
+        if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
+            raise InvalidConfigurationError(
+                f"heartbeat_interval_ms {cfg['heartbeat_interval_ms']} must be lower than "
+                f"session_timeout_ms {cfg['session_timeout_ms']}")
+        strategy = cfg["partition_assignment_strategy"]
+        if isinstance(strategy, str) or not isinstance(strategy, Iterable):
+            strategy = [strategy]
+        cfg["partition_assignment_strategy"] = list(strategy)
+        self.config = cfg
+        self._broker = broker
+        self._clock: Clock = cfg["clock"] or getattr(broker, "clock", None) or SystemClock()
+        self._lock = threading.RLock()
+        self._closed = False
+        self._subs = SubscriptionState()
+        self._fetcher = Fetcher(broker, self._subs,
+                                max_partition_fetch_bytes=cfg["max_partition_fetch_bytes"],
+                                fetch_max_bytes=cfg["fetch_max_bytes"],
+                                key_deserializer=cfg["key_deserializer"],
+                                value_deserializer=cfg["value_deserializer"],
+                                on_out_of_range=self._reset_out_of_range)
+        self._member: Optional[GroupMember] = None
+        if cfg["group_id"] is not None:
+            self._member = GroupMember(
+                broker, cfg["group_id"], self._subs, clock=self._clock, client_id=cfg["client_id"],
+                assignors=cfg["partition_assignment_strategy"],
+                session_timeout_ms=cfg["session_timeout_ms"],
+                heartbeat_interval_ms=cfg["heartbeat_interval_ms"],
+                max_poll_interval_ms=cfg["max_poll_interval_ms"],
+                group_instance_id=cfg["group_instance_id"],
+                metadata_max_age_ms=cfg["metadata_max_age_ms"],
+                on_commit_needed=self._commit_on_revoke)
+        self._next_auto_commit = self._clock.now_ms() + cfg["auto_commit_interval_ms"]
+        self._iter_buffer: list = []
+        self._hb_thread: Optional[threading.Thread] = None
+        self._hb_stop = threading.Event()
+        use_thread = cfg["heartbeat_thread"]
+        if use_thread is None:
+            use_thread = not isinstance(self._clock, MockClock)
+        if use_thread and self._member is not None:
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                               name=f"kafkasim-heartbeat-{cfg['client_id']}")
+            self._hb_thread.start()
+        if topics:
+            self.subscribe(list(topics))
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, topics: Iterable[str] = (), listener: Optional[ConsumerRebalanceListener] = None) -> None:
+        """Subscribe to ``topics`` (replacing any previous subscription); the group assigns partitions."""
+        with self._lock:
+            self._check_open()
+            if self._member is None:
+                raise IllegalStateError("subscribe() needs a group_id; use assign() without a group")
+            if isinstance(topics, str):
+                topics = [topics]
+            before = self._subs.topics
+            self._subs.subscribe(topics)
+            self._member.listener = listener if listener is not None else self._member.listener
+            if self._subs.topics != before:
+                self._member.rejoin_needed = True
+
+    def subscription(self) -> set[str]:
+        return set(self._subs.topics)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assign partitions (no group membership, no rebalances)."""
+        with self._lock:
+            self._check_open()
+            parts = [TopicPartition(*tp) for tp in partitions]
+            self._subs.assign_from_user(parts)
+            self._fetcher.invalidate()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._subs.assignment)
+
+    def unsubscribe(self) -> None:
+        with self._lock:
+            if self._member is not None and self._subs.mode == AUTO_TOPICS:
+                self._member.close()      # revoke (on_partitions_revoked), then leave
+            self._subs.unsubscribe()
+            self._fetcher.invalidate()
+
+    # ------------------------------------------------------------------ poll
+    def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records since the last poll: ``{TopicPartition: [ConsumerRecord]}``.
+
+        Never blocks while there is work to do; without records it waits up to
+        ``timeout_ms`` on the injected clock (a MockClock just advances).
+        ``update_offsets`` is accepted for kafka-python compatibility; positions always advance.
+        """
+        max_records = max_records or self.config["max_poll_records"]
+        clock = self._clock
+        deadline = clock.now_ms() + timeout_ms
+        while True:
+            with self._lock:
+                self._check_open()
+                if self._subs.mode not in (AUTO_TOPICS, USER_ASSIGNED):
+                    raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+                now = clock.now_ms()
+                if self._member is not None and self._subs.mode == AUTO_TOPICS:
+                    self._member.poll(now)
+                self._maybe_auto_commit(now)
+                if self._subs.missing_positions():
+                    self._update_positions()
+                records = self._fetcher.fetch(max_records)
+            if records:
+                return records
+            now = clock.now_ms()
+            if now >= deadline:
+                return {}
+            clock.sleep(min(deadline - now, self.config["retry_backoff_ms"]))
+
+    def tick(self) -> None:
+        """Do what Kafka's background heartbeat thread would do now (for stepped scenarios)."""
+        with self._lock:
+            if self._member is not None and not self._closed:
+                self._member.heartbeat_tick(self._clock.now_ms())
+
+    def _heartbeat_loop(self) -> None:
+        interval = max(10, min(self.config["heartbeat_interval_ms"], 1000)) / 1000.0
+        while not self._hb_stop.wait(interval):
+            try:
+                self.tick()
+            except KafkaSimError:
+                pass   # surfaced to the application by its next poll()
+
+    def _update_positions(self) -> None:
+        missing = self._subs.missing_positions()
+        committed = {}
+        if self._member is not None:
+            committed = self._broker.offset_fetch(self.config["group_id"], missing)
+        reset = self.config["auto_offset_reset"]
+        for tp in missing:
+            om = committed.get(tp)
+            if om is not None:
+                self._subs.state(tp).position = om.offset
+                continue
+            if reset == "none":
+                raise NoOffsetForPartitionError(
+                    f"Undefined offset with no reset policy for partition: {tp}")
+            ts = EARLIEST if reset == "earliest" else LATEST
+            self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+
+    def _reset_out_of_range(self, tp: TopicPartition) -> None:
+        """Kafka's fetcher on OFFSET_OUT_OF_RANGE: reset by auto_offset_reset, or raise."""
+        reset = self.config["auto_offset_reset"]
+        state = self._subs.state(tp)
+        if reset == "none":
+            raise OffsetOutOfRangeError(
+                f"Fetch position {state.position} is out of range for partition {tp} "
+                "and auto_offset_reset is none")
+        ts = EARLIEST if reset == "earliest" else LATEST
+        state.position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """Iterate record by record; stops after ``consumer_timeout_ms`` without records."""
+        if self._iter_buffer:
+            return self._iter_buffer.pop()
+        timeout = self.config["consumer_timeout_ms"]
+        deadline = self._clock.now_ms() + timeout if timeout != float("inf") else None
+        while True:
+            wait = 100 if deadline is None else max(0, min(100, deadline - self._clock.now_ms()))
+            batch = self.poll(timeout_ms=int(wait))
+            if batch:
+                recs = [r for rs in batch.values() for r in rs]
+                recs.reverse()
+                self._iter_buffer = recs
+                return self._iter_buffer.pop()
+            if deadline is not None and self._clock.now_ms() >= deadline:
+                raise StopIteration
+
+    # ------------------------------------------------------------------ commits
+    def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(s.position) for tp, s in self._subs.assignment.items()
+                if s.position is not None}
+
+    def commit(self, offsets: Optional[dict] = None) -> None:
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata | int}, the *next* offset to
+        read), default: the position of every assigned partition. CommitFailedError if this
+        member is no longer in the group's generation."""
+        with self._lock:
+            self._check_open()
+            if self.config["group_id"] is None:
+                raise IllegalStateError("commit() needs a group_id")
+            offsets = self._consumed_offsets() if offsets is None else {
+                TopicPartition(*tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
+                for tp, om in offsets.items()}
+            if not offsets:
+                return
+            if self._member is not None and self._subs.mode == AUTO_TOPICS:
+                self._member.check_poll_timeout(self._clock.now_ms())
+                self._member.commit(offsets)
+            else:
+                self._broker.offset_commit(self.config["group_id"], "", -1, offsets)
+
+    def commit_async(self, offsets: Optional[dict] = None, callback=None) -> None:
+        """Commit without raising: the outcome goes to ``callback(offsets, exception_or_None)``.
+
+        kafkasim's broker is in-process, so the commit completes before this returns.
+        """
+        with self._lock:
+            snapshot = self._consumed_offsets() if offsets is None else offsets
+            try:
+                self.commit(snapshot)
+            except KafkaSimError as exc:
+                if callback is not None:
+                    callback(snapshot, exc)
+                return
+            if callback is not None:
+                callback(snapshot, None)
+
+    def _commit_on_revoke(self) -> None:
+        if self.config["enable_auto_commit"]:
+            try:
+                offsets = self._consumed_offsets()
+                if offsets:
+                    self._member.commit(offsets)
+            except KafkaSimError:
+                pass   # as Kafka: an auto-commit failing before a rebalance is only logged
+
+    def _maybe_auto_commit(self, now: int) -> None:
+        if not self.config["enable_auto_commit"] or self.config["group_id"] is None:
+            return
+        if now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self.config["auto_commit_interval_ms"]
+        if self._member is not None and self._member.state != MemberState.STABLE \
+                and self._subs.mode == AUTO_TOPICS:
+            return
+        self.commit_async()
+
+    def committed(self, partition: TopicPartition) -> Optional[int]:
+        """The group's committed offset for ``partition`` (None if there is none)."""
+        if self.config["group_id"] is None:
+            raise IllegalStateError("committed() needs a group_id")
+        om = self._broker.offset_fetch(self.config["group_id"], [TopicPartition(*partition)]).get(
+            TopicPartition(*partition))
+        return None if om is None else om.offset
+
+    # ------------------------------------------------------------------ positions
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record this consumer will return for ``partition``."""
+        with self._lock:
+            tp = TopicPartition(*partition)
+            state = self._subs.state(tp)
+            if state.position is None:
+                self._update_positions()
+            return state.position
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise InvalidConfigurationError(f"seek offset must not be negative, got {offset}")
+        with self._lock:
+            tp = TopicPartition(*partition)
+            self._subs.state(tp).position = int(offset)
+            self._fetcher.invalidate(tp)
+
+    def _seek_to(self, partitions, ts: int) -> None:
+        with self._lock:
+            tps = [TopicPartition(*tp) for tp in partitions] or self._subs.assigned()
+            for tp in tps:
+                self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+                self._fetcher.invalidate(tp)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._seek_to(partitions, EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._seek_to(partitions, LATEST)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._subs.state(TopicPartition(*tp)).paused = True
+                self._fetcher.invalidate(TopicPartition(*tp))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._subs.state(TopicPartition(*tp)).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, s in self._subs.assignment.items() if s.paused}
+
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
+        try:
+            return set(range(self._broker.partition_count(topic)))
+        except UnknownTopicOrPartitionError:
+            return None
+
+    def beginning_offsets(self, partitions) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): self._broker.list_offsets(tp[0], tp[1], EARLIEST)[0] for tp in partitions}
+
+    def end_offsets(self, partitions) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): self._broker.list_offsets(tp[0], tp[1], LATEST)[0] for tp in partitions}
+
+    def offsets_for_times(self, timestamps: dict) -> dict:
+        """{TopicPartition: ts} → {TopicPartition: (offset, timestamp) or None}, as kafka-python."""
+        out = {}
+        for tp, ts in timestamps.items():
+            off, t = self._broker.list_offsets(tp[0], tp[1], int(ts))
+            out[TopicPartition(*tp)] = None if off < 0 else (off, t)
+        return out
+
+    # ------------------------------------------------------------------ group info / close
+    @property
+    def member_id(self) -> Optional[str]:
+        return None if self._member is None else self._member.member_id
+
+    @property
+    def generation_id(self) -> Optional[int]:
+        return None if self._member is None else self._member.generation_id
+
+    @property
+    def member_state(self) -> Optional[MemberState]:
+        return None if self._member is None else self._member.state
+
+    @property
+    def rebalance_pending(self) -> bool:
+        """True while this member is not Stable in a generation or knows it must rejoin."""
+        return self._member is not None and (
+            self._member.state != MemberState.STABLE or self._member.rejoin_needed)
+
+    @property
+    def rebalance_protocol(self) -> Optional[str]:
+        return None if self._member is None else self._member.protocol
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (if auto-commit), then leave the group; a static member does not leave."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if autocommit and self.config["enable_auto_commit"] and self._member is not None \
+                        and self._member.state == MemberState.STABLE:
+                    self.commit_async()
+                if self._member is not None and self._subs.mode == AUTO_TOPICS:
+                    self._member.close()
+            finally:
+                self._closed = True
+                self._hb_stop.set()
+        if self._hb_thread is not None and self._hb_thread is not threading.current_thread():
+            self._hb_thread.join(timeout=2)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("This consumer has already been closed.")
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

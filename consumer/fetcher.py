@@ -1,0 +1,159 @@
+"""The fetcher: reads records of the fetchable partitions from the broker into poll results.
+
+Each :meth:`Fetcher.fetch` walks the fetchable partitions (assigned, not paused,
+position known) round robin, starting after the partition it served last, so no
+partition starves; it serves buffered records first and asks the broker
+(``broker.fetch``) for at most ``max_partition_fetch_bytes`` per partition and
+``fetch_max_bytes`` per call when a buffer runs dry.
+
+Invariants:
+- records are returned in offset order per partition, each exactly once per
+  position: after returning records up to offset ``o`` the position is ``o + 1``;
+- a buffer is valid only for the position it was filled at; :meth:`invalidate`
+  drops it (seek, reassignment);
+- a position outside the log (``OffsetOutOfRangeError``, e.g. after retention) goes
+  to ``on_out_of_range(tp)``, which resets it by ``auto_offset_reset`` or raises.
+
+Thread-safety: none; owned by one Consumer.
+"""
+
+from __future__ import annotations
+
+import gc
+from itertools import repeat
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+from consumer.subscription import SubscriptionState
+from kafkasim.errors import OffsetOutOfRangeError
+from kafkasim.types import TopicPartition
+
+__all__ = ["Fetcher", "ConsumerRecord", "CREATE_TIME", "LOG_APPEND_TIME"]
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+class ConsumerRecord(NamedTuple):
+    """One record as ``poll()`` returns it (kafka-python's ConsumerRecord, trimmed)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: Sequence
+
+
+_tuple_new = tuple.__new__
+_CR = ConsumerRecord
+
+
+class Fetcher:
+    """Pulls records for a :class:`SubscriptionState` from a broker."""
+
+    def __init__(self, broker, subscriptions: SubscriptionState, *,
+                 max_partition_fetch_bytes: int = 1_048_576, fetch_max_bytes: int = 52_428_800,
+                 key_deserializer: Optional[Callable] = None,
+                 value_deserializer: Optional[Callable] = None,
+                 on_out_of_range: Optional[Callable[[TopicPartition], None]] = None) -> None:
+        self._broker = broker
+        self._subs = subscriptions
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self._kd = key_deserializer
+        self._vd = value_deserializer
+        self._on_out_of_range = on_out_of_range
+        self._buffers: dict[TopicPartition, tuple[list, int]] = {}   # tp -> (records, next index)
+        self._ts_type: dict[str, int] = {}
+        self._next = 0
+
+    def invalidate(self, tp: Optional[TopicPartition] = None) -> None:
+        if tp is None:
+            self._buffers.clear()
+        else:
+            self._buffers.pop(tp, None)
+
+    def _timestamp_type(self, topic: str) -> int:
+        t = self._ts_type.get(topic)
+        if t is None:
+            cfg = self._broker.topic_config(topic)
+            t = LOG_APPEND_TIME if cfg.message_timestamp_type == "LogAppendTime" else CREATE_TIME
+            self._ts_type[topic] = t
+        return t
+
+    def fetch(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to ``max_records`` records across the fetchable partitions, advancing positions."""
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        assignment = self._subs.assignment
+        tps = [tp for tp, s in assignment.items() if not s.paused and s.position is not None]
+        if not tps:
+            return out
+        n = len(tps)
+        start = self._next % n
+        budget = max_records
+        bytes_left = self.fetch_max_bytes
+        for i in range(n):
+            if budget <= 0:
+                break
+            tp = tps[(start + i) % n]
+            state = assignment[tp]
+            records, idx = self._buffers.get(tp, (None, 0))
+            if records is None or idx >= len(records):
+                if bytes_left <= 0:
+                    continue
+                want = min(self.max_partition_fetch_bytes, bytes_left)
+                bytes_left -= want
+                try:
+                    records = self._broker.fetch(tp.topic, tp.partition, state.position, want).records
+                except OffsetOutOfRangeError:
+                    if self._on_out_of_range is None:
+                        raise
+                    self._on_out_of_range(tp)     # resets the position or raises
+                    records = self._broker.fetch(tp.topic, tp.partition, state.position, want).records
+                idx = 0
+                pos = state.position
+                while idx < len(records) and records[idx].offset < pos:
+                    idx += 1
+                if idx >= len(records):
+                    self._buffers.pop(tp, None)
+                    continue
+            take = records[idx: idx + budget]
+            idx += len(take)
+            if idx < len(records):
+                self._buffers[tp] = (records, idx)
+            else:
+                self._buffers.pop(tp, None)
+            out[tp] = self._convert(tp, take)
+            state.position = take[-1].offset + 1
+            budget -= len(take)
+            self._next = (start + i + 1) % n
+        return out
+
+    def _convert(self, tp: TopicPartition, recs: list) -> list[ConsumerRecord]:
+        # The hot path: one tuple per record, built with tuple.__new__ (no namedtuple
+        # __new__ call), the cyclic GC paused as storage's read does (see storage/log.py).
+        topic, part = tp
+        tst = self._timestamp_type(topic)
+        kd, vd = self._kd, self._vd
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            if kd is None and vd is None:
+                # transpose, then rebuild rows, all inside C iterators (no bytecode per record)
+                offs, tss, keys, values, headers, _pid, _ep, _seq = zip(*recs)
+                return list(map(_tuple_new, repeat(_CR), zip(
+                    repeat(topic), repeat(part), offs, tss, repeat(tst), keys, values, headers)))
+            kd = kd or _identity
+            vd = vd or _identity
+            return [_tuple_new(_CR, (topic, part, o, t, tst, None if k is None else kd(k),
+                                     None if v is None else vd(v), h))
+                    for o, t, k, v, h, _pid, _ep, _seq in recs]
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+
+def _identity(b):
+    return b

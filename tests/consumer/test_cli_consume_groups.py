@@ -1,0 +1,88 @@
+"""``kafkasim consume`` and ``kafkasim groups`` through their argparse handlers (real broker, real files)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from broker import Broker
+from kafkasim.cli import consume as consume_cli, groups as groups_cli
+from kafkasim.errors import KafkaSimError, UnknownTopicOrPartitionError
+
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="kafkasim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    consume_cli.register(sub)
+    groups_cli.register(sub)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    with Broker(d) as b:
+        b.create_topic("t", 3)
+        for p in range(3):
+            b.append_records("t", p, [(1000 + i, f"k{i}".encode(), f"v{p}-{i}".encode(),
+                                       (("h", b"\xff"),)) for i in range(4)])
+        b.append_records("t", 0, [(2000, None, b"\x00\xff\xfe", ())])
+    return str(d)
+
+
+def test_consume_json_lines_from_beginning_without_group(data, capsys):
+    assert run(["consume", "t", "--from-beginning", "--json", "--timeout-ms", "300", "--data-dir", data]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 13
+    first = next(r for r in lines if r["partition"] == 1 and r["offset"] == 0)
+    assert first == {"topic": "t", "partition": 1, "offset": 0, "timestamp": 1000, "key": "k0",
+                     "key_base64": False, "value": "v1-0", "value_base64": False,
+                     "headers": [{"key": "h", "value": "/w==", "value_base64": True}]}
+    binary = next(r for r in lines if r["partition"] == 0 and r["offset"] == 4)
+    assert binary["key"] is None and binary["value_base64"] and binary["value"] == "AP/+"
+    with Broker(data) as b:                                # no group: nothing committed
+        assert b.list_groups() == []
+
+
+def test_consume_max_and_latest_default(data, capsys):
+    run(["consume", "t", "--from-beginning", "--max", "5", "--data-dir", data])
+    assert len(capsys.readouterr().out.splitlines()) == 5
+    run(["consume", "t", "--timeout-ms", "200", "--data-dir", data])   # latest: nothing new
+    assert capsys.readouterr().out == ""
+
+
+def test_consume_with_group_commits_and_groups_describe_shows_lag(data, capsys):
+    run(["consume", "t", "--group", "billing", "--from-beginning", "--max", "7",
+         "--timeout-ms", "500", "--data-dir", data])
+    assert len(capsys.readouterr().out.splitlines()) == 7
+    run(["groups", "list", "--json", "--data-dir", data])
+    assert json.loads(capsys.readouterr().out) == [
+        {"group_id": "billing", "protocol_type": "consumer", "state": "Empty"}]
+    run(["groups", "describe", "billing", "--json", "--data-dir", data])
+    d = json.loads(capsys.readouterr().out)
+    assert d["state"] == "Empty" and d["members"] == [] and d["generation"] >= 1
+    rows = {r["partition"]: r for r in d["partitions"]}
+    assert sum(r["committed"] for r in rows.values()) == 7
+    assert sum(r["lag"] for r in rows.values()) == 13 - 7
+    assert rows[0]["log_end_offset"] == 5
+    run(["groups", "describe", "billing", "--data-dir", data])
+    text = capsys.readouterr().out
+    assert "State: Empty" in text and "LOG-END-OFFSET" in text
+    # the same group resumes where it committed
+    run(["consume", "t", "--group", "billing", "--json", "--timeout-ms", "500", "--data-dir", data])
+    assert len(capsys.readouterr().out.splitlines()) == 6
+
+
+def test_consume_unknown_topic_is_an_error(data):
+    with pytest.raises(UnknownTopicOrPartitionError):
+        run(["consume", "nope", "--data-dir", data])
+    with pytest.raises(KafkaSimError):
+        run(["consume", "nope", "--group", "g", "--data-dir", data])
+
+
+def test_describe_unknown_group_is_dead(data, capsys):
+    run(["groups", "describe", "ghost", "--json", "--data-dir", data])
+    assert json.loads(capsys.readouterr().out)["state"] == "Dead"
