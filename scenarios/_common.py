@@ -1,0 +1,256 @@
+"""Helpers shared by the scenario scripts: a fresh broker, a stepped group driver, tables.
+
+- :func:`fresh_broker` wipes the scenario's data dir (only if it is empty or was made
+  by a scenario: it carries the :data:`MARKER` file) and opens a
+  :class:`broker.Broker` on a :class:`kafkasim.clock.MockClock`.
+- :class:`GroupDriver` steps consumers of one or more groups from one thread: each
+  step advances the clock by ``step_ms``. A live consumer models an application
+  loop ``poll → process for process_ms → commit``: it polls when it is not busy
+  processing, or while it is inside a rebalance (Kafka's ``poll()`` blocks until the
+  rebalance completes, so such a member keeps polling every step); while busy it
+  only runs its background heartbeat thread (``Consumer.tick``), which is where it
+  learns that a rebalance started. A "crashed" consumer is simply never called
+  again, as if its process had died.
+- :class:`OwnershipClock` is a rebalance listener that sums *partition-milliseconds
+  without an owner* (a revoked or lost partition is paused until someone is
+  assigned it).
+- :func:`table` renders rows as aligned text for ``echo``.
+- :func:`main_for` is the ``python -m scenarios.<name>`` entry point.
+
+Invariants: everything is driven by the injected MockClock and seeded RNGs, so the
+same calls give the same output. Thread-safety: none; a scenario runs in one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from broker import Broker
+from consumer import Consumer, ConsumerRebalanceListener, MemberState
+from kafkasim.clock import MockClock
+from kafkasim.errors import (
+    CommitFailedError, InvalidArgumentError, KafkaSimError, RebalanceInProgressError,
+)
+from kafkasim.types import TopicPartition
+
+__all__ = ["MARKER", "START_MS", "fresh_broker", "GroupDriver", "OwnershipClock", "table",
+           "main_for", "Echo"]
+
+MARKER = ".kafkasim-scenario"
+"""File written into a scenario's data dir; only such a dir (or an empty one) is ever wiped."""
+
+START_MS = 1_700_000_000_000
+"""Every scenario's MockClock starts here (2023-11-14T22:13:20Z)."""
+
+Echo = Callable[[str], Any]
+
+
+def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
+    """Wipe ``data_dir`` (a scenario dir or an empty one) and open a broker on it."""
+    data_dir = os.fspath(data_dir)
+    if os.path.isdir(data_dir) and os.listdir(data_dir):
+        if not os.path.exists(os.path.join(data_dir, MARKER)):
+            raise InvalidArgumentError(
+                f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file "
+                "(choose an empty or new directory for the scenario)")
+        shutil.rmtree(data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    with open(os.path.join(data_dir, MARKER), "w") as f:
+        f.write("made by a kafkasim scenario; wiped when the scenario runs again\n")
+    return Broker(data_dir, clock=clock)
+
+
+class OwnershipClock(ConsumerRebalanceListener):
+    """Sums partition-ms during which a partition had no owner (revoked/lost → assigned).
+
+    One instance is shared by every member of a group; ``counting`` turns measuring on.
+    ``revoked`` records, per member name, the partitions it gave up while counting.
+    """
+
+    def __init__(self, clock: MockClock) -> None:
+        self.clock = clock
+        self.counting = False
+        self.unowned_since: dict[TopicPartition, int] = {}
+        self.paused_ms = 0
+        self.revoked: dict[str, list[str]] = {}
+
+    def for_member(self, name: str) -> "ConsumerRebalanceListener":
+        owner = self
+
+        class _Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                owner._revoked(name, revoked)
+
+            def on_partitions_assigned(self, assigned):
+                owner._assigned(assigned)
+
+            def on_partitions_lost(self, lost):
+                owner._revoked(name, lost)
+
+        return _Listener()
+
+    def mark_unowned(self, name: str, tps: Sequence[TopicPartition]) -> None:
+        """Count ``tps`` as unowned from now (e.g. their owner crashed), if counting."""
+        self._revoked(name, tps)
+
+    def _revoked(self, name: str, tps: Sequence[TopicPartition]) -> None:
+        if not self.counting:
+            return
+        now = self.clock.now_ms()
+        for tp in tps:
+            self.unowned_since.setdefault(tp, now)
+        if tps:
+            self.revoked.setdefault(name, []).extend(str(tp) for tp in tps)
+
+    def _assigned(self, tps: Sequence[TopicPartition]) -> None:
+        now = self.clock.now_ms()
+        for tp in tps:
+            since = self.unowned_since.pop(tp, None)
+            if since is not None:
+                self.paused_ms += now - since
+
+
+class _Member:
+    """One consumer of a :class:`GroupDriver`: its loop state and what it processed."""
+
+    def __init__(self, name: str, consumer: Consumer, commit: bool, process_ms: int,
+                 jitter: float, busy_until: int) -> None:
+        self.name = name
+        self.consumer = consumer
+        self.commit = commit
+        self.process_ms = process_ms
+        self.busy_until = busy_until
+        self.pending_commit = False
+        self.commit_failures = 0
+        self.jitter = jitter
+        self.alive = True
+        self.processed: list[tuple[int, int, Optional[bytes]]] = []   # (partition, offset, key)
+
+
+class GroupDriver:
+    """Steps consumers on one MockClock (see the module docstring)."""
+
+    def __init__(self, broker: Broker, clock: MockClock, *, step_ms: int = 100,
+                 rng: Optional[random.Random] = None) -> None:
+        self.broker, self.clock, self.step_ms = broker, clock, step_ms
+        self.rng = rng or random.Random(0)
+        self.members: list[_Member] = []
+
+    def add(self, name: str, topic: str, group_id: str, *, commit: bool = True,
+            process_ms: int = 0, jitter: float = 0.0, start_in_ms: int = 0,
+            listener: Optional[ConsumerRebalanceListener] = None, **config: Any) -> _Member:
+        """A consumer ``name`` in ``group_id``: it first polls ``start_in_ms`` from now, then
+        spends ``process_ms`` (± ``jitter`` × ``process_ms``, from the driver's seeded RNG) on
+        every non-empty batch, committing after it if ``commit``."""
+        config.setdefault("auto_offset_reset", "earliest")
+        config.setdefault("enable_auto_commit", False)
+        c = Consumer(self.broker, group_id=group_id, client_id=name, clock=self.clock, **config)
+        c.subscribe([topic], listener=listener)
+        m = _Member(name, c, commit, process_ms, jitter, self.clock.now_ms() + start_in_ms)
+        self.members.append(m)
+        return m
+
+    def live(self, group_id: Optional[str] = None) -> list[_Member]:
+        return [m for m in self.members if m.alive
+                and (group_id is None or m.consumer.config["group_id"] == group_id)]
+
+    def step(self) -> None:
+        self.clock.advance(self.step_ms)
+        now = self.clock.now_ms()
+        for m in self.live():
+            c = m.consumer
+            if now < m.busy_until and c.member_state == MemberState.STABLE:
+                c.tick()                 # busy processing: only the heartbeat thread runs
+                continue
+            self._commit(m)              # what the last batch processed, if allowed now
+            batch = c.poll()
+            for tp, recs in batch.items():
+                m.processed.extend((tp.partition, r.offset, r.key) for r in recs)
+            if batch:
+                m.pending_commit = m.commit
+                spread = m.jitter * m.process_ms
+                m.busy_until = now + int(m.process_ms + self.rng.uniform(-spread, spread))
+                if m.process_ms == 0:
+                    self._commit(m)
+
+    @staticmethod
+    def _commit(m: _Member) -> None:
+        """Commit after processing (at-least-once). Outside a Stable generation, or while
+        the group rebalances, the commit waits for a later step (Kafka's apps retry a
+        RebalanceInProgressException after the next poll); a CommitFailedError means the
+        partitions are gone: their records will be re-delivered to the new owner."""
+        if not m.pending_commit or m.consumer.member_state != MemberState.STABLE:
+            return
+        try:
+            m.consumer.commit()
+            m.pending_commit = False
+        except RebalanceInProgressError:
+            pass
+        except CommitFailedError:
+            m.pending_commit = False
+            m.commit_failures += 1
+
+    def run(self, ms: int) -> None:
+        for _ in range(max(1, ms // self.step_ms)):
+            self.step()
+
+    def stable(self, group_id: str) -> bool:
+        live = [m.consumer for m in self.live(group_id)]
+        gens = {c.generation_id for c in live}
+        if len(gens) != 1 or gens == {-1} or any(c.rebalance_pending for c in live):
+            return False
+        d = self.broker.describe_group(group_id)
+        return d["state"] == "Stable" and len(d["members"]) == len(live)
+
+    def run_until_stable(self, group_id: str, max_ms: int = 120_000) -> int:
+        """Step until the group is Stable with every live member in it; return ms taken."""
+        start = self.clock.now_ms()
+        for _ in range(max_ms // self.step_ms):
+            self.step()
+            if self.stable(group_id):
+                return self.clock.now_ms() - start
+        raise AssertionError(f"group {group_id!r} did not stabilise within {max_ms} ms")
+
+    def assignments(self, group_id: str) -> dict[str, list[int]]:
+        return {m.name: sorted(tp.partition for tp in m.consumer.assignment())
+                for m in self.live(group_id)}
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as a left-aligned text table under ``headers``."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def main_for(name: str, argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m scenarios.<name> [--seed N] [--data-dir D] [--json] [--param k=v ...]``."""
+    from scenarios import parse_params, run_scenario   # the registry owns param parsing
+
+    p = argparse.ArgumentParser(prog=f"python -m scenarios.{name}",
+                                description=f"Run the {name} scenario (see its module docstring).")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--data-dir", default=os.path.join("kafkasim-data", "scenarios", name))
+    p.add_argument("--json", action="store_true", help="print the result as JSON only")
+    p.add_argument("--param", action="append", default=[], metavar="K=V")
+    args = p.parse_args(argv)
+    echo = (lambda s: None) if args.json else print
+    try:
+        params = parse_params(name, args.param)
+        result = run_scenario(name, args.data_dir, seed=args.seed, echo=echo, **params)
+    except KafkaSimError as exc:
+        print(f"scenarios.{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,126 @@
+"""Lab: mixed clients — a Java producer and a librdkafka producer split the same keys.
+
+What you will see
+-----------------
+Two producers write the same ``keys`` keys to one topic with ``partitions``
+partitions: one with the **Java client's default** partitioner (murmur2:
+``toPositive(murmur2(key)) % n``) and one with **librdkafka's default**
+``consistent_random`` (``crc32(key) % n``; used by confluent-kafka-python, the Go,
+.NET and C/C++ clients built on librdkafka). The lab reads the topic back and counts
+the keys whose records sit on **two** partitions — for those keys there is no
+per-key order any more, and a consumer or a compacted topic sees two histories.
+
+Why
+---
+The partition of a key is decided by the *client*, not the broker, and the clients'
+default hash functions differ. With two unrelated hashes a key agrees only by chance
+(about ``1/partitions`` of keys), so roughly ``1 - 1/partitions`` of the keys are
+split. The fix is configuration: set librdkafka's ``partitioner=murmur2_random`` (its
+Java-compatible partitioner) everywhere, or give the Java producer a CRC32
+partitioner; the lab shows the counts for ``murmur2_random`` too (zero split keys).
+
+Kafka references: Java ``BuiltInPartitioner``; librdkafka CONFIGURATION.md
+(``partitioner``: default ``consistent_random``; ``murmur2_random`` "Java Producer
+compatible").
+
+Run it: ``kafkasim scenario run mixed_clients``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from consumer import Consumer
+from kafkasim.clock import MockClock
+from kafkasim.types import PRODUCER_HEADER, TopicPartition
+from producer import Producer
+from producer.partitioners import partition_for_key
+from scenarios._common import START_MS, fresh_broker, main_for, table
+
+__all__ = ["PARAMS", "run", "make_keys"]
+
+PARAMS: dict[str, Any] = {
+    "keys": 1000,
+    "partitions": 6,
+    "records_per_key": 2,     # per producer
+}
+
+
+def _split_keys(broker, topic: str, n: int) -> tuple[dict[bytes, set], dict[str, int]]:
+    """key → set of partitions, and records per producer, read back from the log."""
+    reader = Consumer(broker, client_id="reader", auto_offset_reset="earliest", max_poll_records=5000)
+    reader.assign([TopicPartition(topic, p) for p in range(n)])
+    where: dict[bytes, set] = {}
+    per_producer: dict[str, int] = {}
+    while True:
+        batch = reader.poll()
+        if not batch:
+            break
+        for tp, recs in batch.items():
+            for r in recs:
+                where.setdefault(r.key, set()).add(tp.partition)
+                who = dict(r.headers)[PRODUCER_HEADER].decode()
+                per_producer[who] = per_producer.get(who, 0) + 1
+    reader.close()
+    return where, per_producer
+
+
+def make_keys(seed: int, n: int) -> list[bytes]:
+    """The lab's distinct keys ``sensor-XXXXXX``, in a seeded order (``random.Random(seed)``)."""
+    rng = random.Random(seed)
+    return list(dict.fromkeys(f"sensor-{rng.randrange(10**6):06d}".encode() for _ in range(n)))
+
+
+def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
+        **params: Any) -> dict:
+    """Run the lab (see the module docstring); return split-key counts per client pair."""
+    cfg = {**PARAMS, **params}
+    n = cfg["partitions"]
+    clock = MockClock(START_MS)
+    keys = make_keys(seed, cfg["keys"])
+    pairs = [("murmur2", "consistent_random"), ("murmur2", "murmur2_random")]
+    results = []
+    with fresh_broker(data_dir, clock) as broker:
+        for i, (java, other) in enumerate(pairs):
+            topic = f"readings-{other}"
+            broker.create_topic(topic, n)
+            producers = [Producer(broker, client_id=f"java-{java}", partitioner=java, seed=seed,
+                                  stamp_headers=True),
+                         Producer(broker, client_id=f"librdkafka-{other}", partitioner=other,
+                                  seed=seed, stamp_headers=True)]
+            for _ in range(cfg["records_per_key"]):
+                for k in keys:
+                    for p in producers:
+                        p.send(topic, key=k, value=b"reading")
+            for p in producers:
+                p.close()
+            where, per_producer = _split_keys(broker, topic, n)
+            split = sorted(k for k in keys if len(where[k]) > 1)
+            predicted = sorted(k for k in keys
+                               if partition_for_key(k, n, java) != partition_for_key(k, n, other))
+            results.append({"java": java, "other": other, "topic": topic,
+                            "split_keys": len(split), "split_fraction": round(len(split) / len(keys), 4),
+                            "predicted_split_keys": len(predicted),
+                            "records_per_producer": dict(sorted(per_producer.items())),
+                            "examples": [{"key": k.decode(), "partitions": sorted(where[k]),
+                                          java: partition_for_key(k, n, java),
+                                          other: partition_for_key(k, n, other)}
+                                         for k in split[:3]]})
+    echo(f"{len(keys)} keys, {n} partitions, {cfg['records_per_key']} records per key from each producer\n")
+    echo(table(["Java producer", "other producer", "keys on two partitions", "fraction", "computed"],
+               [[r["java"], r["other"], r["split_keys"], f"{r['split_fraction']:.3f}",
+                 r["predicted_split_keys"]] for r in results]))
+    echo(f"\n(for two unrelated hashes, expect about 1 - 1/{n} = {1 - 1 / n:.3f})")
+    if results[0]["examples"]:
+        echo("\nExamples (murmur2 vs consistent_random):")
+        for e in results[0]["examples"]:
+            echo(f"  {e['key']}: murmur2 → {e['murmur2']}, consistent_random → "
+                 f"{e['consistent_random']}")
+    echo("\nSet librdkafka's partitioner=murmur2_random to agree with Java clients.")
+    return {"simulated_ms": clock.now_ms() - START_MS, "keys": len(keys), "partitions": n,
+            "pairs": results}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_for("mixed_clients"))
