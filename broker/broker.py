@@ -284,8 +284,8 @@ class Broker:
         if acks not in (0, 1, -1, "all", "0", "1", "-1"):
             raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         part = self._partition(topic, partition)
+        # the header is needed for the idempotence check; the log verifies the CRC and records
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
-        rb.verify(batch, 0, header, where=f"produce to {topic}-{partition}")
         with part.lock:
             if header.producer_id >= 0:
                 table = part.producer_table()

@@ -1,0 +1,278 @@
+"""Offline inspection of segment files: ``dump_segment`` (kafka-dump-log) and ``verify_data_dir``.
+
+Both read files directly (never through :class:`storage.log.Log`, never modifying
+anything), following the offline-reader rule of FORMAT.md §5: read a segment from
+position 0, verify every batch, and on a corrupt batch report file and position and
+move on to the next segment (the length field of a corrupt batch cannot be trusted).
+
+- :func:`dump_segment` yields one dict per batch of a ``.log`` (or per entry of an
+  ``.index`` / ``.timeindex``), with the fields kafka-dump-log prints.
+- :func:`verify_data_dir` checks every partition of a data directory: each batch's
+  header, CRC and records; offsets increasing within and across segments; every index
+  entry pointing at the batch it names; every time-index entry naming the largest
+  timestamp so far and the last offset of its batch. It returns :class:`Problem` s.
+
+Thread-safety: pure readers; safe to run while a broker is writing, though a batch being
+appended at that moment may be reported as a torn tail.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Iterator, NamedTuple, Optional
+
+from kafkasim.errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError
+from storage import layout
+from storage import record_batch as rb
+from storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+
+__all__ = ["dump_segment", "verify_data_dir", "verify_partition", "Problem", "render_bytes"]
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+
+
+class Problem(NamedTuple):
+    """One finding of :func:`verify_data_dir`: ``severity`` is ``error`` (data or index
+    corruption) or ``warning`` (a missing index: derived data, rebuilt on open)."""
+
+    path: str
+    position: Optional[int]
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        at = "" if self.position is None else f" at position {self.position}"
+        return f"{self.severity.upper()} {self.path}{at}: {self.message}"
+
+
+def render_bytes(b: Optional[bytes]) -> Optional[str]:
+    """Bytes as text for humans and JSON: UTF-8 with undecodable bytes as ``\\xNN``."""
+    if b is None:
+        return None
+    return b.decode("utf-8", errors="backslashreplace")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError as exc:
+        raise InvalidArgumentError(f"no such file: {path}") from exc
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot read {path}: {exc}") from exc
+
+
+def _batch_dict(pos: int, h: rb.BatchHeader, crc_valid: bool) -> dict[str, Any]:
+    seq = h.base_sequence
+    return {
+        "position": pos,
+        "base_offset": h.base_offset,
+        "last_offset": h.last_offset,
+        "count": h.record_count,
+        "size": h.size,
+        "magic": h.magic,
+        "crc": h.crc,
+        "crc_valid": crc_valid,
+        "timestamp_type": "LogAppendTime" if h.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
+        "base_timestamp": h.base_timestamp,
+        "max_timestamp": h.max_timestamp,
+        "producer_id": h.producer_id,
+        "producer_epoch": h.producer_epoch,
+        "base_sequence": seq,
+        "last_sequence": seq + h.last_offset_delta if seq >= 0 else -1,
+        "partition_leader_epoch": h.partition_leader_epoch,
+    }
+
+
+def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield what a segment file holds, like kafka-dump-log.
+
+    ``.log``: one dict per batch (position, base/last offset, count, size, CRC and whether
+    it is valid, timestamps, producer id/epoch/sequences; with ``records`` a ``records``
+    list of offset, timestamp, key, value, headers). A corrupt batch yields a dict with
+    an ``error`` and ends the dump. ``.index``: ``{offset, position}`` per entry;
+    ``.timeindex``: ``{timestamp, offset}`` per entry (absolute offsets).
+    """
+    name = os.path.basename(path)
+    data = _read(path)
+    stem = name.split(".", 1)[0]
+    base = int(stem) if stem.isdigit() else 0
+    if name.endswith(layout.INDEX_SUFFIX):
+        usable = len(data) - len(data) % OFFSET_ENTRY_SIZE
+        for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:usable]):
+            yield {"offset": base + rel, "position": pos}
+        if usable != len(data):
+            yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
+        return
+    if name.endswith(layout.TIMEINDEX_SUFFIX):
+        usable = len(data) - len(data) % TIME_ENTRY_SIZE
+        for ts, rel in _TIME_ENTRY.iter_unpack(data[:usable]):
+            yield {"timestamp": ts, "offset": base + rel}
+        if usable != len(data):
+            yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
+        return
+    pos = 0
+    while pos < len(data):
+        try:
+            h = rb.decode_header(data, pos, where=path)
+        except CorruptRecordError as exc:
+            yield {"position": pos, "error": str(exc)}
+            return
+        try:
+            rb.verify(data, pos, h, where=path)
+        except CorruptRecordError as exc:
+            d = _batch_dict(pos, h, False)
+            d["error"] = str(exc)
+            yield d
+            return
+        d = _batch_dict(pos, h, True)
+        if records:
+            try:
+                d["records"] = [
+                    {"offset": r.offset, "timestamp": r.timestamp, "key": render_bytes(r.key),
+                     "value": render_bytes(r.value), "sequence": r.sequence,
+                     "headers": [[k, render_bytes(v)] for k, v in r.headers]}
+                    for r in rb.iter_records(data, pos, h, where=path)]
+            except CorruptRecordError as exc:
+                d["error"] = str(exc)
+                yield d
+                return
+        yield d
+        pos += h.size
+
+
+# -- verify --------------------------------------------------------------------------------------
+def verify_data_dir(data_dir: str, stats: Optional[dict] = None) -> list[Problem]:
+    """Check every partition directory of ``data_dir``; return the problems found (none: all good).
+
+    ``stats``, if given, is filled with counts of partitions, segments, batches and records.
+    """
+    if not os.path.isdir(data_dir):
+        raise InvalidArgumentError(f"data dir {data_dir!r} does not exist or is not a directory")
+    if stats is None:
+        stats = {}
+    for key in ("partitions", "segments", "batches", "records"):
+        stats.setdefault(key, 0)
+    problems: list[Problem] = []
+    try:
+        partitions = layout.list_partitions(data_dir)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot list {data_dir}: {exc}") from exc
+    for _, path in partitions:
+        stats["partitions"] += 1
+        problems.extend(verify_partition(path, stats))
+    return problems
+
+
+def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
+    """Check one partition directory (see :func:`verify_data_dir`)."""
+    if stats is None:
+        stats = {}
+    for key in ("segments", "batches", "records"):
+        stats.setdefault(key, 0)
+    problems: list[Problem] = []
+    try:
+        segments = layout.list_segments(path)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot list {path}: {exc}") from exc
+    prev_next = 0
+    for i, (base, log_path) in enumerate(segments):
+        stats["segments"] += 1
+        upper = segments[i + 1][0] if i + 1 < len(segments) else None
+        if base < prev_next:
+            problems.append(Problem(log_path, None,
+                                    f"base offset {base} is not above the previous segment's last offset {prev_next - 1}"))
+        data = _read(log_path)
+        batches: list[tuple[int, rb.BatchHeader]] = []
+        floor = base
+        pos = 0
+        while pos < len(data):
+            try:
+                h = rb.decode_header(data, pos, where=log_path)
+                rb.verify(data, pos, h, where=log_path)
+                body = rb.decode_records(data, pos, h, where=log_path)
+            except CorruptRecordError as exc:
+                msg = str(exc)
+                problems.append(Problem(log_path, pos, msg.split(": ", 1)[1] if msg.startswith(log_path) else msg))
+                break
+            if h.base_offset < floor or (upper is not None and h.last_offset >= upper):
+                problems.append(Problem(
+                    log_path, pos, f"batch offsets {h.base_offset}..{h.last_offset} outside the expected "
+                    f"range {floor}..{'' if upper is None else upper - 1}"))
+                break
+            stats["batches"] += 1
+            stats["records"] += len(body)
+            batches.append((pos, h))
+            floor = h.last_offset + 1
+            pos += h.size
+        prev_next = max(prev_next, floor)
+        problems.extend(_verify_indexes(log_path, base, batches, len(data), complete=pos >= len(data)))
+    return problems
+
+
+def _verify_indexes(log_path: str, base: int, batches: list, log_size: int, complete: bool) -> list[Problem]:
+    problems = []
+    stem = log_path[:-len(layout.LOG_SUFFIX)]
+    by_pos = {p: h for p, h in batches}
+    checked_to = batches[-1][0] if batches else 0
+    idx_path = stem + layout.INDEX_SUFFIX
+    if not os.path.exists(idx_path):
+        if log_size:
+            problems.append(Problem(idx_path, None, "missing (rebuilt from the log on open)", "warning"))
+    else:
+        data = _read(idx_path)
+        if len(data) % OFFSET_ENTRY_SIZE:
+            problems.append(Problem(idx_path, None, f"size {len(data)} is not a multiple of {OFFSET_ENTRY_SIZE}"))
+        prev = (-1, 0)
+        for i, (rel, p) in enumerate(_OFFSET_ENTRY.iter_unpack(data[:len(data) - len(data) % OFFSET_ENTRY_SIZE])):
+            where = i * OFFSET_ENTRY_SIZE
+            if rel <= prev[0] or p <= prev[1]:
+                problems.append(Problem(idx_path, where, f"entry ({base + rel}, {p}) does not increase"))
+                break
+            prev = (rel, p)
+            if p > checked_to and not complete:
+                continue  # beyond a corrupt batch: cannot be checked
+            h = by_pos.get(p)
+            if h is None:
+                problems.append(Problem(idx_path, where, f"entry for offset {base + rel} points at position {p}, "
+                                                          "where no batch starts"))
+                break
+            if h.base_offset != base + rel:
+                problems.append(Problem(idx_path, where, f"entry for offset {base + rel} points at position {p}, "
+                                                          f"where the batch has base offset {h.base_offset}"))
+                break
+    ts_path = stem + layout.TIMEINDEX_SUFFIX
+    if not os.path.exists(ts_path):
+        if log_size:
+            problems.append(Problem(ts_path, None, "missing (rebuilt from the log on open)", "warning"))
+        return problems
+    data = _read(ts_path)
+    if len(data) % TIME_ENTRY_SIZE:
+        problems.append(Problem(ts_path, None, f"size {len(data)} is not a multiple of {TIME_ENTRY_SIZE}"))
+    running = {}
+    top = -1
+    for _, h in batches:
+        top = max(top, h.max_timestamp)
+        running[h.last_offset] = (top, h.max_timestamp)
+    last_checked = batches[-1][1].last_offset if batches else base - 1
+    prev = (None, -1)
+    for i, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(data[:len(data) - len(data) % TIME_ENTRY_SIZE])):
+        where = i * TIME_ENTRY_SIZE
+        off = base + rel
+        if (prev[0] is not None and ts <= prev[0]) or rel <= prev[1]:
+            problems.append(Problem(ts_path, where, f"entry ({ts}, {off}) does not increase"))
+            break
+        prev = (ts, rel)
+        if off > last_checked and not complete:
+            continue
+        got = running.get(off)
+        if got is None:
+            problems.append(Problem(ts_path, where, f"entry ({ts}, {off}) names an offset that ends no batch"))
+            break
+        if got != (ts, ts):
+            problems.append(Problem(ts_path, where, f"entry ({ts}, {off}): the largest timestamp up to that batch "
+                                                     f"is {got[0]} and the batch's own is {got[1]}"))
+            break
+    return problems
