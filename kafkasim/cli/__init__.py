@@ -22,6 +22,11 @@ COMMAND_MODULES = [
     "kafkasim.cli.topics",
     "kafkasim.cli.logtools",
     "kafkasim.cli.demo",
+    "kafkasim.cli.audit",
+    "kafkasim.cli.assign",
+    "kafkasim.cli.consume", "kafkasim.cli.groups",
+    "kafkasim.cli.partition", "kafkasim.cli.produce",
+    "kafkasim.cli.scenario",
 ]
 
 

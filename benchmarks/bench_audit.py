@@ -1,0 +1,186 @@
+"""Spark audit throughput: ``python -m benchmarks audit``.
+
+Generates ``RECORDS`` records (10 M; ``run(records=...)`` for a quick run) in big batches written straight with ``storage.record_batch.encode_batch``
+(8 partitions, 10 000 keys, 8-byte values, 50 000 records per segment), then measures in
+one run, all on the same rows:
+
+- ``audit_records_per_s``: Spark ``local[2]`` reading the segment files through the
+  kafkasim data source and computing the skew audit's core in one scan — records and
+  payload bytes per partition and the top 10 keys by records — JVM start and the first
+  (warm-up) query not counted. Baseline: ``plain_python_replay_records_per_s``,
+  a single-process replay of the same files through ``storage.record_batch`` that
+  computes the same figures with dicts.
+- ``parquet_scan_records_per_s``: the same aggregation by Spark over the same rows
+  stored as Parquet (written with pyarrow beforehand, not timed).
+- ``audit_generate_records_per_s``: how fast the test log was written (for the record).
+
+Target: ``audit_records_per_s`` ≥ 1 M records/s. Every figure is checked against the
+plain-Python replay (same per-partition totals and top keys) before it is reported.
+Starts and stops its own ``local[2]`` SparkSession; not thread-safe (one run at a time).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from benchmarks.common import figure, scratch_dir
+
+__all__ = ["run", "generate"]
+
+PARTITIONS = 8
+KEYS = 10_000
+BATCH = 5_000
+SEGMENT_RECORDS = 50_000
+T0 = 1_700_000_000_000
+
+
+RECORDS = 10_000_000
+
+
+def generate(data_dir: str, n: int, segment_records: int = SEGMENT_RECORDS) -> dict:
+    """Write ``n`` records over ``PARTITIONS`` partitions; return the columns for Parquet."""
+    from storage import layout
+    from storage.record_batch import encode_batch
+    keys = [b"key-%05d" % i for i in range(KEYS)]
+    value = b"v" * 8
+    per = n // PARTITIONS
+    cols = defaultdict(list)
+    for p in range(PARTITIONS):
+        pdir = os.path.join(data_dir, layout.partition_dir_name("bench", p))
+        os.makedirs(pdir)
+        off = 0
+        f = None
+        while off < per:
+            if off % segment_records == 0:
+                if f:
+                    f.close()
+                f = open(os.path.join(pdir, layout.segment_name(off)), "wb")
+            cnt = min(BATCH, per - off)
+            ts = T0 + off // 10
+            kidx = (np.arange(off, off + cnt) * 7919 + p) % KEYS
+            recs = [(i, ts, keys[k], value, ()) for i, k in enumerate(kidx.tolist())]
+            f.write(encode_batch(off, recs))
+            cols["partition"].append(np.full(cnt, p, dtype=np.int32))
+            cols["offset"].append(np.arange(off, off + cnt, dtype=np.int64))
+            cols["kidx"].append(kidx)
+            off += cnt
+        f.close()
+    return {"partition": np.concatenate(cols["partition"]), "offset": np.concatenate(cols["offset"]),
+            "key": [keys[k] for k in np.concatenate(cols["kidx"]).tolist()], "value": value,
+            "total": per * PARTITIONS}
+
+
+def _write_parquet(path: str, cols: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    n = len(cols["key"])
+    table = pa.table({
+        "topic": pa.array(["bench"] * n, pa.string()),
+        "partition": cols["partition"], "offset": cols["offset"],
+        "timestamp": T0 + cols["offset"] // 10,
+        "key": pa.array(cols["key"], pa.binary()),
+        "value": pa.array([cols["value"]] * n, pa.binary()),
+    })
+    pq.write_table(table, path, row_group_size=500_000)
+
+
+TOP_K = 10
+
+
+def _top_keys(per_key: dict) -> list:
+    return sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_K]
+
+
+def _plain_python(data_dir: str) -> tuple[dict, list]:
+    """The audit's figures by a single-process replay through storage's decoder."""
+    from spark_jobs.logdir import LogDir
+    from storage import record_batch as rb
+    ld = LogDir(data_dir)
+    per_part: dict = defaultdict(lambda: [0, 0])
+    per_key: dict = defaultdict(int)
+    for seg in ld.segments():
+        acc = per_part[(seg.topic, seg.partition)]
+        with ld.open_segment(seg.path) as buf:
+            pos = 0
+            while pos < len(buf):
+                h = rb.decode_header(buf, pos, where=seg.path)
+                rb.verify(buf, pos, h, where=seg.path)
+                for _d, _t, k, v, hd in rb.decode_records(buf, pos, h, where=seg.path):
+                    acc[0] += 1
+                    acc[1] += len(k or b"") + len(v or b"") + sum(len(x.encode()) + len(y or b"") for x, y in hd)
+                    if k is not None:
+                        per_key[k] += 1
+                pos += h.size
+    return {k: tuple(v) for k, v in per_part.items()}, _top_keys(per_key)
+
+
+def _spark_audit(df) -> tuple[dict, list]:
+    """One scan: per (topic, partition, key) records and bytes (cached, small), then the
+    per-partition totals and the top keys from it."""
+    from pyspark.sql import functions as F
+    from spark_jobs.skew import record_bytes
+    fine = (df.groupBy("topic", "partition", "key")
+            .agg(F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes"))).cache()
+    try:
+        parts = {(r["topic"], r["partition"]): (r["records"], r["bytes"]) for r in
+                 fine.groupBy("topic", "partition").agg(F.sum("records").alias("records"),
+                                                        F.sum("bytes").alias("bytes")).collect()}
+        top = [(bytes(r["key"]), r["records"]) for r in
+               fine.where(F.col("key").isNotNull()).groupBy("key").agg(F.sum("records").alias("records"))
+               .orderBy(F.desc("records"), "key").limit(TOP_K).collect()]
+    finally:
+        fine.unpersist()
+    return parts, top
+
+
+def run(records: int = RECORDS) -> dict:
+    n = records
+    with scratch_dir("kafkasim-bench-audit-") as d:
+        data_dir = os.path.join(d, "data")
+        t0 = time.perf_counter()
+        cols = generate(data_dir, n)
+        gen_s = time.perf_counter() - t0
+        total = cols["total"]
+        parquet = os.path.join(d, "bench.parquet")
+        _write_parquet(parquet, cols)
+        del cols
+
+        t0 = time.perf_counter()
+        py_parts, py_top = _plain_python(data_dir)
+        py_s = time.perf_counter() - t0
+
+        from pyspark.sql import functions as F
+        from spark_jobs.session import build_session
+        spark = build_session(app_name="kafkasim-bench-audit", master="local[2]",
+                              extra_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
+                                          "spark.driver.memory": "4g"})
+        try:
+            # warm-up: JVM, Python workers and the data source's planning, on a small read
+            spark.read.format("kafkasim").option("endingOffset", "1000").load(data_dir).count()
+            t0 = time.perf_counter()
+            sp_parts, sp_top = _spark_audit(spark.read.format("kafkasim").load(data_dir))
+            spark_s = time.perf_counter() - t0
+            assert sp_parts == py_parts and sp_top == py_top, "Spark and the Python replay disagree"
+            spark.read.parquet(parquet).count()  # warm-up
+            t0 = time.perf_counter()
+            no_headers = F.expr("cast(array() as array<struct<key:string,value:binary>>)")
+            pq_parts, pq_top = _spark_audit(spark.read.parquet(parquet).withColumn("headers", no_headers))
+            pq_s = time.perf_counter() - t0
+            assert pq_parts == py_parts and pq_top == py_top, "Spark over Parquet and the Python replay disagree"
+        finally:
+            spark.stop()
+    audit_rate = total / spark_s
+    py_rate = total / py_s
+    return {
+        "audit_records_per_s": figure(audit_rate, "records/s", baseline=py_rate,
+                                      baseline_name="plain_python_replay_records_per_s",
+                                      target=f">= 1,000,000 records/s on local[2] ({total:,} records)"),
+        "plain_python_replay_records_per_s": figure(py_rate, "records/s"),
+        "parquet_scan_records_per_s": figure(total / pq_s, "records/s", baseline=audit_rate,
+                                             baseline_name="audit_records_per_s"),
+        "audit_generate_records_per_s": figure(total / gen_s, "records/s"),
+    }

@@ -1,0 +1,255 @@
+"""What every audit job shares: reading the log, the CLI skeleton, reports, charts, exit codes.
+
+Each job module (``ordering``, ``skew``, ``lag``, ``repartition``, ``copartition``)
+has pure ``DataFrame -> DataFrame`` transforms, a ``report(...)`` that turns their
+(small) outputs into the JSON report, and ``main(argv, spark=None)`` that only
+orchestrates read → transform → write through the helpers here.
+
+Exit codes (``main`` and ``kafkasim audit``): :data:`EXIT_OK` (0) when the audit finds
+nothing, :data:`EXIT_VIOLATIONS` (3) when it finds violations (or corrupt batches);
+errors exit 1 and usage errors 2, as everywhere in kafkasim.
+
+Hashing is vectorised: :func:`partition_for_keys` runs ``producer.partitioners.partition_many``
+on whole Arrow batches inside ``mapInArrow``; there is no per-row Python UDF.
+
+Thread-safety: functions are pure or touch only their arguments; charts use
+matplotlib's Agg backend through the object API (no global pyplot state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Iterable, Optional, Sequence
+
+from kafkasim.errors import InvalidArgumentError, UnknownTopicOrPartitionError
+from spark_jobs.logdir import LogDir
+
+__all__ = [
+    "EXIT_OK", "EXIT_VIOLATIONS", "read_log", "topic_partition_counts", "partition_for_keys",
+    "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
+    "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
+]
+
+EXIT_OK = 0
+EXIT_VIOLATIONS = 3
+
+
+# -- reading -----------------------------------------------------------------------------
+def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
+             corrupt: str = "report", **options):
+    """The log under ``data_dir`` as a DataFrame (``spark_jobs.datasource.SCHEMA``)."""
+    reader = spark.read.format("kafkasim").option("corrupt", corrupt)
+    if topics:
+        reader = reader.option("topics", ",".join(topics))
+    for k, v in options.items():
+        if v is not None:
+            reader = reader.option(k, str(v))
+    return reader.load(data_dir)
+
+
+def topic_partition_counts(data_dir: str) -> dict[str, int]:
+    """Current partition count of every topic, from ``meta/topics/*.json``."""
+    return {name: m.partitions for name, m in LogDir(data_dir).topic_metadata().items()}
+
+
+def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) -> list[dict]:
+    """Corrupt batches under ``data_dir`` (see ``datasource.scan_corruption``)."""
+    from spark_jobs.datasource import scan_corruption
+    return scan_corruption(spark, data_dir, list(topics) if topics else None)
+
+
+def header_value(name: str):
+    """Column: the value (binary) of the last header called ``name``, or null."""
+    from pyspark.sql import functions as F
+    return F.expr(f"try_element_at(filter(headers, h -> h.key = '{_sql_str(name)}'), -1).value")
+
+
+def _sql_str(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def partition_for_keys(df, counts_col: str, partitioner: str = "murmur2", *,
+                       key_col: str = "key", out_col: str = "expected"):
+    """Append ``out_col``: ``array<int>``, the partition ``partitioner`` picks for ``key_col``
+    under each partition count in the ``array<int>`` column ``counts_col`` (same order).
+
+    Runs ``producer.partitioners.partition_many`` once per (Arrow batch, count): vectorised.
+    Null keys get a null array (keyless records are not hashed).
+    """
+    import pyarrow as pa
+    from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
+
+    schema = StructType(df.schema.fields + [StructField(out_col, ArrayType(IntegerType()))])
+
+    def hash_batches(batches: Iterable[pa.RecordBatch]):
+        import numpy as np
+        import pyarrow.compute as pc
+        from producer.partitioners import partition_many
+        for batch in batches:
+            keys = batch.column(key_col)
+            counts = batch.column(counts_col)
+            flat = pc.list_flatten(counts).to_numpy(zero_copy_only=False)
+            rows = pc.list_parent_indices(counts).to_numpy(zero_copy_only=False)
+            out = np.full(len(flat), -1, dtype=np.int32)
+            for c in np.unique(flat):       # one vectorised call per distinct partition count
+                cells = np.nonzero(flat == c)[0]
+                out[cells] = partition_many(keys.take(pa.array(rows[cells])), int(c), partitioner=partitioner)
+            lengths = pc.fill_null(pc.list_value_length(counts), 0).to_numpy(zero_copy_only=False)
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+            np.cumsum(lengths, out=offsets[1:])
+            mask = pc.or_(pc.is_null(keys), pc.is_null(counts))
+            expected = pa.ListArray.from_arrays(pa.array(offsets), pa.array(out, pa.int32()), mask=mask)
+            yield batch.append_column(out_col, expected)
+
+    return df.mapInArrow(hash_batches, schema)
+
+
+# -- the CLI skeleton --------------------------------------------------------------------
+def job_parser(prog: str, description: str, example: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every audit job shares."""
+    p = argparse.ArgumentParser(prog=prog, description=description,
+                                epilog=f"Example:\n  {example}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from spark_jobs.options import add_common_options
+    add_common_options(p)
+    return p
+
+
+def data_dir_of(args) -> str:
+    return args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or "./kafkasim-data"
+
+
+def open_spark(args, spark=None):
+    """``spark`` if given (tests pass theirs), else a session from ``build_session``.
+
+    The master is ``--master`` if given; else the one ``spark-submit`` put in the
+    Spark conf; else ``local[*]``.
+    """
+    if spark is not None:
+        return spark
+    from pyspark import SparkConf, SparkContext
+    from spark_jobs.session import build_session
+    master = args.master
+    if not master:
+        SparkContext._ensure_initialized()  # starts (or joins spark-submit's) JVM gateway
+        master = None if SparkConf().contains("spark.master") else "local[*]"
+    return build_session(app_name="kafkasim-audit", master=master)
+
+
+def default_topics(data_dir: str, topics: Optional[Sequence[str]]) -> list[str]:
+    """``topics`` if given, else every topic in the metadata that is not internal (``__*``)."""
+    known = topic_partition_counts(data_dir)
+    if topics:
+        missing = sorted(set(topics) - set(known))
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"no such topic(s) {', '.join(missing)} under {data_dir!r} (no meta/topics/<topic>.json)")
+        return list(topics)
+    return sorted(t for t in known if not t.startswith("__"))
+
+
+def run_job(args, build: Callable[[], dict], text: Callable[[dict], str],
+            violations: Callable[[dict], int]) -> int:
+    """Build the report, write JSON/text, return the exit code."""
+    report = build()
+    if args.json_out:
+        write_json(report, args.json_out)
+    if args.json_out != "-":
+        print(text(report))
+    return EXIT_VIOLATIONS if violations(report) else EXIT_OK
+
+
+def write_json(report: dict, path: str) -> None:
+    data = json.dumps(report, indent=2, default=_json_default)
+    if path == "-":
+        sys.stdout.write(data + "\n")
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(data + "\n")
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        return key_text(bytes(o))
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def key_text(key: Optional[bytes]) -> Optional[str]:
+    """A key for humans and JSON: UTF-8 text if it decodes, else ``0x``-prefixed hex."""
+    if key is None:
+        return None
+    try:
+        s = key.decode("utf-8")
+        if s.isprintable():
+            return s
+    except UnicodeDecodeError:
+        pass
+    return "0x" + key.hex()
+
+
+# -- figures -----------------------------------------------------------------------------
+def gini(values: Sequence[float]) -> float:
+    """Gini coefficient of non-negative ``values`` (0 = perfectly even, →1 = one holds all).
+
+    ``G = Σ_i (2i − n − 1)·x_(i) / (n · Σx)`` over ascending ``x_(i)``, i = 1..n;
+    0 for an empty or all-zero input. ``gini([1, 1, 1, 1]) == 0``; ``gini([0, 0, 0, 4]) == 0.75``.
+    """
+    xs = sorted(float(v) for v in values)
+    n, total = len(xs), sum(xs)
+    if n == 0 or total == 0:
+        return 0.0
+    return sum((2 * i - n - 1) * x for i, x in enumerate(xs, start=1)) / (n * total)
+
+
+def lorenz_points(values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Lorenz curve: cumulative share of partitions (x) vs of traffic (y), from (0, 0)."""
+    xs = sorted(float(v) for v in values)
+    n, total = len(xs), sum(xs) or 1.0
+    cx, cy, acc = [0.0], [0.0], 0.0
+    for i, x in enumerate(xs, start=1):
+        acc += x
+        cx.append(i / n)
+        cy.append(acc / total)
+    return cx, cy
+
+
+def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], title: str,
+                    ylabel: str) -> None:
+    """PNG: per-partition bars with the average line, and the Lorenz curve beside them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.5))
+    FigureCanvasAgg(fig)
+    ax, lz = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+    xs = range(len(values))
+    ax.bar(xs, values, color="#4C72B0")
+    if values:
+        avg = sum(values) / len(values)
+        ax.axhline(avg, color="#C44E52", linestyle="--", label=f"average {avg:,.1f}")
+        ax.legend(loc="upper right")
+    ax.set_xticks(list(xs))
+    many = len(labels) > 12
+    ax.set_xticklabels(labels, rotation=60 if many else 0, fontsize=8, ha="right" if many else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    cx, cy = lorenz_points(values)
+    lz.plot(cx, cy, marker=".", label=f"Lorenz (Gini {gini(values):.3f})")
+    lz.plot([0, 1], [0, 1], color="grey", linestyle=":", label="equality")
+    lz.set_xlabel("share of partitions")
+    lz.set_ylabel("share of traffic")
+    lz.legend(loc="upper left")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, format="png", dpi=100)
+
+
+def require(cond: bool, message: str) -> None:
+    if not cond:
+        raise InvalidArgumentError(message)

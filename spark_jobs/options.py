@@ -1,0 +1,76 @@
+"""Command-line options of the audit jobs, shared by ``spark-submit spark_jobs/<job>.py`` and
+``kafkasim audit <job>``. Kept free of pyspark imports so the CLI starts fast.
+Pure argparse helpers; thread-safe.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_common_options", "ADD_OPTIONS"]
+
+
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """Options every audit job takes."""
+    p.add_argument("--data-dir", default=None,
+                   help="data dir: a path, file://, hdfs://, s3://... "
+                        "(default: $KAFKASIM_DATA_DIR or ./kafkasim-data)")
+    p.add_argument("--topic", action="append", default=None,
+                   help="topic to audit (repeatable; default: every non-internal topic)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", default=None,
+                   help="write the JSON report to OUT ('-' for stdout)")
+    p.add_argument("--master", default=None,
+                   help="Spark master (default local[*]; leave unset under spark-submit)")
+    p.add_argument("--corrupt", choices=("report", "fail"), default="report",
+                   help="corrupt batches: report and skip (default) or fail the job")
+
+
+def ordering(p: argparse.ArgumentParser) -> None:
+    """Options of the ordering audit."""
+    p.add_argument("--sequence", default="header",
+                   help="where the send sequence comes from: 'header' (kafkasim.producer/"
+                        "kafkasim.seq, default) or 'value:FIELD' (a JSON value field)")
+    p.add_argument("--partitioner", default="murmur2",
+                   help="partitioner the producers should use (default murmur2, Kafka's)")
+    p.add_argument("--max-details", type=int, default=1000,
+                   help="at most this many detail rows in the report (counts stay exact)")
+
+
+def skew(p: argparse.ArgumentParser) -> None:
+    """Options of the skew audit."""
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="write a PNG chart")
+    p.add_argument("--top-k", type=int, default=10, help="hot keys to list (default 10)")
+    p.add_argument("--window-ms", type=int, default=60_000, help="time window (default 60000 = 1 min)")
+    p.add_argument("--window-threshold", type=float, default=5.0,
+                   help="alert when a window's max/avg passes this (default 5)")
+    p.add_argument("--max-over-avg", type=float, default=1.3,
+                   help="violation when the overall max/avg passes this (default 1.3)")
+
+
+def lag(p: argparse.ArgumentParser) -> None:
+    """Options of the lag audit."""
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="write a PNG chart")
+    p.add_argument("--group", action="append", default=None, help="group to report (repeatable; default all)")
+    p.add_argument("--max-lag-records", type=int, default=None, help="violation above this lag (records)")
+    p.add_argument("--max-lag-ms", type=int, default=None, help="violation above this lag (ms)")
+
+
+def repartition(p: argparse.ArgumentParser) -> None:
+    """Options of the repartition audit."""
+    p.add_argument("--to", type=int, required=True, dest="to", help="partition count to move to (M)")
+    p.add_argument("--from", type=int, default=None, dest="n_from",
+                   help="partition count to move from (N; default: the topic's current count)")
+    p.add_argument("--partitioner", default="murmur2", help="partitioner (default murmur2)")
+    p.add_argument("--target-peak-mbps", type=float, default=None,
+                   help="peak MB/s to size for (default: the peak measured in the log)")
+    p.add_argument("--top-k", type=int, default=10, help="hot keys to list (default 10)")
+    p.add_argument("--max-moved-traffic", type=float, default=None,
+                   help="violation when more than this fraction of keyed traffic moves")
+
+
+def copartition(p: argparse.ArgumentParser) -> None:
+    """Options of the copartition audit."""
+    p.add_argument("--max-details", type=int, default=1000, help="at most this many detail rows")
+
+
+ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition}

@@ -1,0 +1,280 @@
+"""Ordering audit: did every key keep its partition, its order, and the right partitioner?
+
+Run it::
+
+    spark-submit --py-files dist/kafkasim-jobs.zip spark_jobs/ordering.py --data-dir DIR [--topic T] [--json OUT]
+
+or ``kafkasim audit ordering --data-dir DIR``. Exit code 0 when clean, 3 on violations.
+
+Checks (one row per finding in :func:`ordering_details`, ``kind`` says which):
+
+1. ``key_in_multiple_partitions`` — per topic, a keyed record's key should live in one
+   partition. For a key seen in several, each partition after the first is a *move*:
+   partitions are ordered by the (timestamp, offset) of the key's first record in them;
+   the row gives the new partition and the first offset there (``partition``, ``offset``)
+   and the partition it came from (``other_partition``: the one the key entered just
+   before). The count is the number of keys that moved, the details one row per move.
+2. Per (topic, producer, key), the send sequence (the producer-stamped headers
+   ``kafkasim.producer`` / ``kafkasim.seq``, or a JSON value field) must rise by one
+   with the offset. Records without producer identity or sequence are not checked.
+
+   a. ``duplicate``: a sequence seen again; the first occurrence in (timestamp,
+      partition, offset) order is the original (``other_partition/other_offset``), every
+      later one is a duplicate (a non-idempotent retry).
+   b. ``sequence_inversion``: within one partition, a record (not a duplicate) whose
+      sequence is below the largest sequence of an earlier offset (``other_offset``).
+   c. ``sequence_gap``: sequences missing between two consecutive distinct sequences of
+      the key (across partitions, so a key that moved is not a gap); ``missing`` says
+      how many, the row points at the record after the gap. Sequences below the first
+      one seen are not gaps (retention may have deleted them).
+3. ``partitioner_mismatch``: a keyed record whose partition is not what the named
+   partitioner (default ``murmur2``: ``toPositive(murmur2(key)) % N``, Kafka's) picks
+   for any partition count the topic plausibly had (:func:`partition_count_history`):
+   the current count from ``meta/topics/<topic>.json``, plus each count before an add
+   of partitions inferred from the data. ``other_partition`` is the expected partition
+   under the current count.
+
+Invariants: transforms are pure and deterministic (ties broken by partition and offset).
+Thread-safety: no shared state.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
+from spark_jobs import common, options
+
+__all__ = ["with_sequence", "key_moves", "sequence_violations", "partition_count_history",
+           "partitioner_mismatches", "ordering_details", "report", "main", "KINDS"]
+
+KINDS = ("key_in_multiple_partitions", "sequence_inversion", "sequence_gap", "duplicate",
+         "partitioner_mismatch")
+
+_DETAIL_COLS = ["kind", "topic", "partition", "offset", "key", "producer", "sequence",
+                "other_partition", "other_offset", "missing"]
+
+
+def _details(df: DataFrame, kind: str, **cols) -> DataFrame:
+    """Project ``df`` onto the details schema (missing columns null)."""
+    types = {"partition": "int", "offset": "bigint", "key": "binary", "producer": "string",
+             "sequence": "bigint", "other_partition": "int", "other_offset": "bigint",
+             "missing": "bigint", "topic": "string"}
+    out = [F.lit(kind).alias("kind")]
+    for c in _DETAIL_COLS[1:]:
+        expr = cols.get(c, F.col(c) if c in df.columns and c not in ("sequence",) else None)
+        if c == "sequence" and c not in cols and "seq" in df.columns:
+            expr = F.col("seq")
+        out.append((expr if expr is not None else F.lit(None)).cast(types[c]).alias(c))
+    return df.select(*out)
+
+
+def with_sequence(df: DataFrame, source: str = "header") -> DataFrame:
+    """Add ``producer`` (string) and ``seq`` (long) for check 2.
+
+    ``source``: ``header`` — ``kafkasim.producer`` / ``kafkasim.seq`` headers;
+    ``value:FIELD`` — ``seq`` is the JSON value field ``FIELD`` and ``producer`` the
+    ``kafkasim.producer`` header, else the batch's ``producer_id`` when it is >= 0.
+    Unparseable or missing values give null (the record is not checked).
+    """
+    producer = F.coalesce(common.header_value(PRODUCER_HEADER).cast("string"),
+                          F.when(F.col("producer_id") >= 0, F.col("producer_id").cast("string")))
+    if source == "header":
+        seq = F.expr("try_cast(cast(" + _hdr_sql(SEQUENCE_HEADER) + " as string) as bigint)")
+        return df.withColumn("producer", common.header_value(PRODUCER_HEADER).cast("string")) \
+                 .withColumn("seq", seq)
+    if source.startswith("value:") and len(source) > 6:
+        field = source[6:].replace("'", "")
+        seq = F.expr(f"try_cast(get_json_object(cast(value as string), '$.{field}') as bigint)")
+        return df.withColumn("producer", producer).withColumn("seq", seq)
+    common.require(False, f"sequence source must be 'header' or 'value:FIELD', got {source!r}")
+
+
+def _hdr_sql(name: str) -> str:
+    return f"try_element_at(filter(headers, h -> h.key = '{name}'), -1).value"
+
+
+def key_moves(df: DataFrame) -> DataFrame:
+    """One ``key_in_multiple_partitions`` details row per move of a key to another partition."""
+    firsts = (df.where(F.col("key").isNotNull())
+              .groupBy("topic", "key", "partition")
+              .agg(F.min(F.struct("timestamp", "offset")).alias("first")))
+    w = Window.partitionBy("topic", "key").orderBy(F.col("first.timestamp"), "partition",
+                                                   F.col("first.offset"))
+    moves = (firsts.withColumn("other_partition", F.lag("partition").over(w))
+             .where(F.col("other_partition").isNotNull())
+             .withColumn("offset", F.col("first.offset")))
+    return _details(moves, "key_in_multiple_partitions")
+
+
+def sequence_violations(df: DataFrame) -> DataFrame:
+    """Duplicate, inversion and gap rows for records with ``producer`` and ``seq`` (see
+    :func:`with_sequence`)."""
+    s = df.where(F.col("key").isNotNull() & F.col("producer").isNotNull() & F.col("seq").isNotNull()) \
+          .select("topic", "partition", "offset", "timestamp", "key", "producer", "seq")
+    w_same = Window.partitionBy("topic", "producer", "key", "seq").orderBy("timestamp", "partition", "offset")
+    s = (s.withColumn("rn", F.row_number().over(w_same))
+         .withColumn("orig_partition", F.first("partition").over(w_same))
+         .withColumn("orig_offset", F.first("offset").over(w_same)))
+    dups = _details(s.where(F.col("rn") > 1), "duplicate",
+                    other_partition=F.col("orig_partition"), other_offset=F.col("orig_offset"))
+
+    w_before = (Window.partitionBy("topic", "partition", "producer", "key").orderBy("offset")
+                .rowsBetween(Window.unboundedPreceding, -1))
+    inv = (s.withColumn("prev_max", F.max("seq").over(w_before))
+           .withColumn("prev_max_offset", F.max_by("offset", "seq").over(w_before))
+           .where((F.col("rn") == 1) & (F.col("seq") < F.col("prev_max"))))
+    inversions = _details(inv, "sequence_inversion", other_partition=F.col("partition"),
+                          other_offset=F.col("prev_max_offset"))
+
+    w_seq = Window.partitionBy("topic", "producer", "key").orderBy("seq")
+    firsts = s.where(F.col("rn") == 1)
+    gaps = (firsts.withColumn("prev_seq", F.lag("seq").over(w_seq))
+            .withColumn("prev_partition", F.lag("partition").over(w_seq))
+            .withColumn("prev_offset", F.lag("offset").over(w_seq))
+            .where(F.col("seq") - F.col("prev_seq") > 1))
+    gap_rows = _details(gaps, "sequence_gap", other_partition=F.col("prev_partition"),
+                        other_offset=F.col("prev_offset"),
+                        missing=F.col("seq") - F.col("prev_seq") - 1)
+    return dups.unionByName(inversions).unionByName(gap_rows)
+
+
+def partition_count_history(df: DataFrame, current_counts: dict[str, int]) -> DataFrame:
+    """``(topic, partition_count)``: every partition count each topic plausibly had.
+
+    Rule: the current count (metadata; or 1 + the highest partition seen when a topic
+    has no metadata), plus, for every partition q > 0 such that all partitions ≥ q
+    received their first record strictly after every partition < q received its first,
+    the count ``1 + (highest partition < q holding data)`` — the count before an
+    ``add partitions`` (new partitions are numbered after the old ones and fill later).
+    """
+    spark = df.sparkSession
+    firsts = df.groupBy("topic", "partition").agg(F.min("timestamp").alias("first_ts"))
+    before = Window.partitionBy("topic").orderBy("partition").rowsBetween(Window.unboundedPreceding, -1)
+    after = Window.partitionBy("topic").orderBy("partition").rowsBetween(0, Window.unboundedFollowing)
+    inferred = (firsts.withColumn("max_before", F.max("first_ts").over(before))
+                .withColumn("highest_before", F.max("partition").over(before))
+                .withColumn("min_after", F.min("first_ts").over(after))
+                .where(F.col("max_before") < F.col("min_after"))
+                .select("topic", (F.col("highest_before") + 1).cast("int").alias("partition_count")))
+    seen = firsts.groupBy("topic").agg((F.max("partition") + 1).cast("int").alias("seen"))
+    meta = spark.createDataFrame([(t, int(n)) for t, n in sorted(current_counts.items())],
+                                 "topic string, meta_count int")
+    current = (seen.join(meta, "topic", "left")
+               .select("topic", F.coalesce("meta_count", "seen").alias("partition_count")))
+    return current.unionByName(inferred).distinct()
+
+
+def partitioner_mismatches(df: DataFrame, history: DataFrame, current_counts: dict[str, int],
+                           partitioner: str = "murmur2") -> DataFrame:
+    """``partitioner_mismatch`` rows: keyed records whose partition no plausible count explains."""
+    cur = {t: int(n) for t, n in current_counts.items()}
+    counts = history.groupBy("topic").agg(F.array_sort(F.collect_set("partition_count")).alias("all"))
+    cur_df = df.sparkSession.createDataFrame(sorted(cur.items()) or [("", 0)], "topic string, cur int")
+    counts = (counts.join(cur_df, "topic", "left")
+              .select("topic", F.when(F.col("cur").isNotNull(),
+                                      F.concat(F.array(F.col("cur")),
+                                               F.array_remove("all", F.col("cur"))))
+                      .otherwise(F.reverse("all")).alias("counts")))
+    keyed = (df.where(F.col("key").isNotNull()).select("topic", "partition", "offset", "key")
+             .join(F.broadcast(counts), "topic"))
+    hashed = common.partition_for_keys(keyed, "counts", partitioner)
+    bad = hashed.where(~F.exists("expected", lambda e: e == F.col("partition")))
+    return _details(bad, "partitioner_mismatch", other_partition=F.col("expected")[0])
+
+
+def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence: str = "header",
+                     partitioner: str = "murmur2") -> DataFrame:
+    """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``)."""
+    seq = with_sequence(df, sequence)
+    history = partition_count_history(df, current_counts)
+    return (key_moves(df)
+            .unionByName(sequence_violations(seq))
+            .unionByName(partitioner_mismatches(df, history, current_counts, partitioner)))
+
+
+def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
+           corruption: Sequence[dict] = (), max_details: Optional[int] = None) -> dict:
+    """The JSON report (schema in docs/spark-audits.md)."""
+    return {
+        "records": int(records),
+        "keys": int(keys),
+        "violations": {k: int(counts.get(k, 0)) for k in KINDS},
+        "details": details,
+        "details_truncated": max_details is not None and sum(counts.values()) > len(details),
+        "corrupt_batches": list(corruption),
+    }
+
+
+def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "header",
+                 partitioner: str = "murmur2", corrupt: str = "report",
+                 max_details: int = 1000) -> dict:
+    """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``."""
+    from pyspark import StorageLevel
+    df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        sizes = with_sequence(df, sequence).agg(
+            F.count(F.lit(1)).alias("records"), F.count_distinct("topic", "key").alias("keys"),
+            F.count(F.when(F.col("key").isNotNull() & F.col("producer").isNotNull()
+                           & F.col("seq").isNotNull(), 1)).alias("sequenced")).first()
+        current = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
+        details = ordering_details(df, current, sequence=sequence, partitioner=partitioner) \
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        counts = {r["kind"]: r["n"] for r in details.groupBy("kind").agg(
+            F.when(F.first("kind") == "key_in_multiple_partitions",
+                   F.count_distinct("topic", "key")).otherwise(F.count(F.lit(1))).alias("n")).collect()}
+        rows = (details.orderBy("kind", "topic", "partition", "offset").limit(max_details).collect())
+        details.unpersist()
+    finally:
+        df.unpersist()
+    out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items() if v is not None}
+           for r in rows]
+    rep = report(sizes["records"], sizes["keys"], counts, out,
+                 common.corruption_of(spark, data_dir, topics), max_details)
+    rep["sequenced_records"] = int(sizes["sequenced"])
+    return rep
+
+
+def text(rep: dict) -> str:
+    v = rep["violations"]
+    lines = [f"ordering audit: {rep['records']:,} records, {rep['keys']:,} keys, "
+             f"{rep.get('sequenced_records', 0):,} with producer and sequence"]
+    lines += [f"  {k:28} {v[k]:>8,}" for k in KINDS]
+    if rep["corrupt_batches"]:
+        lines.append(f"  corrupt batches skipped      {len(rep['corrupt_batches']):>8,}")
+    for d in rep["details"][:20]:
+        lines.append("  - " + " ".join(f"{k}={d[k]}" for k in _DETAIL_COLS if k in d))
+    if len(rep["details"]) > 20:
+        lines.append(f"  ... {len(rep['details']) - 20} more in the JSON report")
+    lines.append("  OK: no violations" if not violations(rep) else "  VIOLATIONS FOUND")
+    return "\n".join(lines)
+
+
+def violations(rep: dict) -> int:
+    return sum(rep["violations"].values()) + len(rep["corrupt_batches"])
+
+
+
+
+def run(args, spark=None) -> int:
+    data_dir = common.data_dir_of(args)
+    spark = common.open_spark(args, spark)
+    topics = common.default_topics(data_dir, args.topic)
+    return common.run_job(args, lambda: build_report(
+        spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
+        corrupt=args.corrupt, max_details=args.max_details), text, violations)
+
+
+def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:
+    p = common.job_parser("ordering", "Audit per-key partition stability, send order and partitioner.",
+                          "spark-submit spark_jobs/ordering.py --data-dir ./kafkasim-data --json ordering.json")
+    options.ordering(p)
+    return run(p.parse_args(argv), spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Skew audit: how evenly do records and bytes spread over partitions, keys and time?
+
+Run it::
+
+    spark-submit --py-files dist/kafkasim-jobs.zip spark_jobs/skew.py --data-dir DIR --topic T [--json OUT] [--plot OUT.png]
+
+or ``kafkasim audit skew --data-dir DIR --topic T``. Exit code 0 when balanced, 3 when a
+threshold is passed (``--max-over-avg``, default 1.3 overall; any time window above
+``--window-threshold``, default 5).
+
+Definitions (x = records per partition, over every partition in the topic metadata,
+empty ones included as 0; ``bytes`` = key + value + header keys and values, UTF-8/raw
+byte lengths, i.e. payload bytes, not batch overhead):
+
+- ``share`` = x / Σx; ``max_over_avg`` = max(x) / mean(x); ``max_over_min`` = max / min
+  (null when some partition is empty); ``drift_pct`` = (max − mean) / mean × 100;
+  ``cv`` = population standard deviation / mean; ``gini`` = Σ_i (2i − n − 1)·x_(i) / (n·Σx)
+  over ascending x (0 even, (n−1)/n all in one partition).
+- hot keys: the top K keys by records, with their share of all records and the
+  partition(s) they sit in.
+- windows: per ``window_ms`` (default 60 000) tumbling window of record timestamps,
+  max/avg of the per-partition record counts (avg over all partitions), ``alert`` when
+  above the threshold (default 5).
+- brokers: partition and leader counts per broker need cluster metadata, which kafkasim
+  does not have yet (one broker): :func:`broker_skew` is the hook and returns None; the
+  report says so in ``brokers.note``.
+
+Invariants: pure transforms; the top-level figures are over every (topic, partition)
+audited — audit one topic at a time for meaningful figures; per-topic ones are under
+``topics``. Thread-safety: no shared state.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_jobs import common, options
+
+__all__ = ["record_bytes", "partition_stats", "skew_summary", "hot_keys", "window_skew",
+           "broker_skew", "report", "main"]
+
+BROKER_NOTE = ("per-broker partition and leader counts need cluster metadata, which does not "
+               "exist yet (single broker); skipped")
+
+
+def record_bytes():
+    """Column: payload bytes of a record (key + value + header keys and values)."""
+    return (F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0))
+            + F.aggregate("headers", F.lit(0), lambda acc, h: acc + F.coalesce(F.octet_length(h["key"]), F.lit(0))
+                          + F.coalesce(F.octet_length(h["value"]), F.lit(0)))).cast("long")
+
+
+def partition_stats(df: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
+    """``(topic, partition, records, bytes, share, byte_share)``, one row per partition of the
+    topics in ``df``, partitions in ``partition_counts`` without records included as 0."""
+    spark = df.sparkSession
+    counted = df.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("records"),
+                                                   F.sum(record_bytes()).alias("bytes"))
+    topics = counted.select("topic").distinct()
+    every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
+                                  or [("", -1)], "topic string, partition int")
+    every = every.join(topics, "topic").unionByName(counted.select("topic", "partition")).distinct()
+    stats = (every.join(counted, ["topic", "partition"], "left")
+             .select("topic", "partition", F.coalesce("records", F.lit(0)).cast("long").alias("records"),
+                     F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes")))
+    w = Window.partitionBy("topic")
+    return (stats.withColumn("share", F.col("records") / F.sum("records").over(w))
+            .withColumn("byte_share", F.col("bytes") / F.sum("bytes").over(w)))
+
+
+def skew_summary(stats: DataFrame, by: Sequence[str] = ("topic",), value: str = "records") -> DataFrame:
+    """Across-partition figures of ``value`` per ``by`` group (``by=()``: over all rows):
+    ``partitions, total, max_over_avg, max_over_min, drift_pct, cv, gini``."""
+    by = list(by)
+    w = (Window.partitionBy(*by) if by else Window.partitionBy(F.lit(0))).orderBy(value, *by, "partition")
+    ranked = stats.withColumn("_i", F.row_number().over(w))
+    x = F.col(value).cast("double")
+    agg = ranked.groupBy(*by).agg(
+        F.count(F.lit(1)).alias("partitions"), F.sum(x).alias("total"), F.max(x).alias("_max"),
+        F.min(x).alias("_min"), F.avg(x).alias("_avg"), F.stddev_pop(x).alias("_std"),
+        F.sum((2 * F.col("_i") - 1) * x).alias("_wsum"))
+    n = F.col("partitions")
+    return agg.select(
+        *by, "partitions", F.col("total").cast("long").alias("total"),
+        F.when(F.col("_avg") > 0, F.col("_max") / F.col("_avg")).alias("max_over_avg"),
+        F.when(F.col("_min") > 0, F.col("_max") / F.col("_min")).alias("max_over_min"),
+        F.when(F.col("_avg") > 0, (F.col("_max") - F.col("_avg")) / F.col("_avg") * 100).alias("drift_pct"),
+        F.when(F.col("_avg") > 0, F.col("_std") / F.col("_avg")).alias("cv"),
+        F.when(F.col("total") > 0, (F.col("_wsum") - n * F.col("total")) / (n * F.col("total")))
+         .otherwise(F.lit(0.0)).alias("gini"))
+
+
+def hot_keys(df: DataFrame, k: int = 10) -> DataFrame:
+    """The top ``k`` keys by records: ``(topic, key, records, bytes, share, partitions)``;
+    ``share`` is of all records of the key's topic; ties broken by key."""
+    total = df.groupBy("topic").agg(F.count(F.lit(1)).alias("_total"))
+    keys = (df.where(F.col("key").isNotNull()).groupBy("topic", "key")
+            .agg(F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes"),
+                 F.array_sort(F.collect_set("partition")).alias("partitions")))
+    return (keys.join(total, "topic").withColumn("share", F.col("records") / F.col("_total"))
+            .orderBy(F.desc("records"), "topic", "key").limit(k)
+            .select("topic", "key", "records", "bytes", "share", "partitions"))
+
+
+def window_skew(df: DataFrame, partition_counts: dict[str, int], window_ms: int = 60_000,
+                threshold: float = 5.0) -> DataFrame:
+    """Per topic and tumbling window: ``(topic, window_start, records, max_partition_records,
+    max_over_avg, alert)``; the average is over all the topic's partitions."""
+    common.require(window_ms > 0, f"window_ms must be > 0, got {window_ms}")
+    spark = df.sparkSession
+    n = spark.createDataFrame(sorted(partition_counts.items()) or [("", 0)], "topic string, n int")
+    seen = df.groupBy("topic").agg((F.max("partition") + 1).alias("_seen"))
+    per = (df.withColumn("window_start", F.floor(F.col("timestamp") / window_ms) * window_ms)
+           .groupBy("topic", "window_start", "partition").agg(F.count(F.lit(1)).alias("c")))
+    win = per.groupBy("topic", "window_start").agg(F.sum("c").alias("records"),
+                                                   F.max("c").alias("max_partition_records"))
+    win = win.join(seen, "topic").join(n, "topic", "left") \
+             .withColumn("_n", F.greatest(F.coalesce("n", F.lit(0)), "_seen"))
+    ratio = F.col("max_partition_records") / (F.col("records") / F.col("_n"))
+    return (win.select("topic", F.col("window_start").cast("long").alias("window_start"),
+                       F.col("records").cast("long").alias("records"),
+                       F.col("max_partition_records").cast("long").alias("max_partition_records"),
+                       ratio.alias("max_over_avg"))
+            .withColumn("alert", F.col("max_over_avg") > F.lit(float(threshold))))
+
+
+def broker_skew(assignment: Optional[dict] = None, threshold: float = 1.3) -> Optional[dict]:
+    """Per-broker partition (replica) and leader counts, their max/min, flagged above ``threshold``.
+
+    ``assignment``: ``{(topic, partition): [leader, follower, ...]}`` (broker ids) — the
+    cluster metadata kafkasim does not have yet (one broker), so the job passes None and
+    gets None; the hook is here for when it exists. Brokers holding nothing are not seen.
+
+    >>> r = broker_skew({("t", 0): [1, 2], ("t", 1): [1, 2], ("t", 2): [2, 1]})
+    >>> r["brokers"], r["leaders_max_over_min"], r["flagged"]
+    ([{'broker': 1, 'partitions': 3, 'leaders': 2}, {'broker': 2, 'partitions': 3, 'leaders': 1}], 2.0, True)
+    """
+    if not assignment:
+        return None
+    parts: dict[int, int] = {}
+    leaders: dict[int, int] = {}
+    for replicas in assignment.values():
+        for i, b in enumerate(replicas):
+            parts[b] = parts.get(b, 0) + 1
+            leaders.setdefault(b, 0)
+            if i == 0:
+                leaders[b] += 1
+    ratio = lambda d: (max(d.values()) / min(d.values())) if min(d.values()) > 0 else None  # noqa: E731
+    pr, lr = ratio(parts), ratio(leaders)
+    return {"brokers": [{"broker": b, "partitions": parts[b], "leaders": leaders[b]} for b in sorted(parts)],
+            "partitions_max_over_min": pr, "leaders_max_over_min": lr, "threshold": threshold,
+            "flagged": any(r is None or r > threshold for r in (pr, lr))}
+
+
+def _row_dict(r) -> dict:
+    return {k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items()}
+
+
+def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[dict],
+           windows: list[dict], *, max_over_avg_limit: float, window_threshold: float,
+           corruption: Sequence[dict] = (), window_ms: int = 60_000) -> dict:
+    """The JSON report (schema in docs/spark-audits.md)."""
+    alerts = [w for w in windows if w["alert"]]
+    return {
+        "records": int(overall.get("total") or 0),
+        "partitions": stats,
+        "max_over_avg": overall.get("max_over_avg"),
+        "max_over_min": overall.get("max_over_min"),
+        "drift_pct": overall.get("drift_pct"),
+        "cv": overall.get("cv"),
+        "gini": overall.get("gini"),
+        "bytes": {k: overall.get("bytes_" + k) for k in ("max_over_avg", "gini")},
+        "topics": per_topic,
+        "hot_keys": hot,
+        "windows": {"window_ms": window_ms, "threshold": window_threshold,
+                    "alerts": len(alerts), "max_over_avg": max((w["max_over_avg"] for w in windows), default=None),
+                    "rows": windows},
+        "brokers": {"note": BROKER_NOTE},
+        "limits": {"max_over_avg": max_over_avg_limit},
+        "violations": {"max_over_avg": int((overall.get("max_over_avg") or 0) > max_over_avg_limit),
+                       "window_alerts": len(alerts)},
+        "corrupt_batches": list(corruption),
+    }
+
+
+def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, window_ms: int = 60_000,
+                 window_threshold: float = 5.0, max_over_avg_limit: float = 1.3,
+                 corrupt: str = "report", plot: Optional[str] = None) -> dict:
+    """Read → transform → collect: the skew report for ``topics`` under ``data_dir``."""
+    from pyspark import StorageLevel
+    counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
+    df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats_df = partition_stats(df, counts).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = [r.asDict() for r in stats_df.orderBy("topic", "partition").collect()]
+        summaries = (skew_summary(stats_df, by=()).withColumn("_what", F.lit("records"))
+                     .unionByName(skew_summary(stats_df, by=(), value="bytes").withColumn("_what", F.lit("bytes")),
+                                  allowMissingColumns=True)
+                     .unionByName(skew_summary(stats_df).withColumn("_what", F.lit("topic")),
+                                  allowMissingColumns=True)).collect()
+        overall = next((r.asDict() for r in summaries if r["_what"] == "records"), {})
+        b = next((r for r in summaries if r["_what"] == "bytes"), None)
+        if b:
+            overall.update({"bytes_max_over_avg": b["max_over_avg"], "bytes_gini": b["gini"]})
+        per_topic = sorted(({k: v for k, v in r.asDict().items() if k != "_what"} for r in summaries
+                            if r["_what"] == "topic"), key=lambda r: r["topic"])
+        overall.pop("_what", None)
+        overall.pop("topic", None)
+        stats_df.unpersist()
+        hot = [_row_dict(r) for r in hot_keys(df, top_k).collect()]
+        windows = [r.asDict() for r in window_skew(df, counts, window_ms, window_threshold)
+                   .orderBy("topic", "window_start").collect()]
+    finally:
+        df.unpersist()
+    rep = report(stats, overall, per_topic, hot, windows, max_over_avg_limit=max_over_avg_limit,
+                 window_threshold=window_threshold, corruption=common.corruption_of(spark, data_dir, topics),
+                 window_ms=window_ms)
+    if plot:
+        common.plot_partitions(plot, [f"{s['topic']}-{s['partition']}" for s in stats],
+                               [s["records"] for s in stats],
+                               f"records per partition (max/avg {_f(rep['max_over_avg'])})", "records")
+    return rep
+
+
+def _f(x, fmt: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def text(rep: dict) -> str:
+    lines = [f"skew audit: {rep['records']:,} records over {len(rep['partitions'])} partitions",
+             f"  max/avg {_f(rep['max_over_avg'])}  max/min {_f(rep['max_over_min'])}  "
+             f"drift {_f(rep['drift_pct'], '.1f')}%  cv {_f(rep['cv'])}  gini {_f(rep['gini'])}"]
+    for s in rep["partitions"][:64]:
+        lines.append(f"  {s['topic']}-{s['partition']:<4} {s['records']:>12,} records "
+                     f"{s['bytes']:>14,} bytes  {100 * (s['share'] or 0):6.2f}%")
+    if rep["hot_keys"]:
+        lines.append("  hot keys:")
+        for h in rep["hot_keys"]:
+            lines.append(f"    {h['key']!s:32} {h['records']:>10,}  {100 * h['share']:6.2f}%  "
+                         f"partition(s) {','.join(map(str, h['partitions']))}")
+    w = rep["windows"]
+    lines.append(f"  windows of {w['window_ms']} ms: worst max/avg {_f(w['max_over_avg'])}, "
+                 f"{w['alerts']} above {w['threshold']}")
+    lines.append(f"  brokers: {rep['brokers']['note']}")
+    if rep["corrupt_batches"]:
+        lines.append(f"  corrupt batches skipped: {len(rep['corrupt_batches'])}")
+    lines.append("  OK: within limits" if not violations(rep) else "  SKEW ABOVE LIMITS")
+    return "\n".join(lines)
+
+
+def violations(rep: dict) -> int:
+    return sum(rep["violations"].values()) + len(rep["corrupt_batches"])
+
+
+
+
+def run(args, spark=None) -> int:
+    data_dir = common.data_dir_of(args)
+    spark = common.open_spark(args, spark)
+    topics = common.default_topics(data_dir, args.topic)
+    return common.run_job(args, lambda: build_report(
+        spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
+        window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
+        corrupt=args.corrupt, plot=args.plot), text, violations)
+
+
+def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:
+    p = common.job_parser("skew", "Audit partition, key and time skew.",
+                          "spark-submit spark_jobs/skew.py --data-dir ./kafkasim-data --topic orders --plot skew.png")
+    options.skew(p)
+    return run(p.parse_args(argv), spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

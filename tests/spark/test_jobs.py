@@ -1,0 +1,121 @@
+"""Repartition and co-partitioning audits, the CLI front door, and spark-submit packaging."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from broker import Broker
+from kafkasim.clock import MockClock
+from producer import Producer
+from producer.partitioners import partition_for_key
+from spark_jobs import copartition, repartition
+from spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
+
+pytestmark = pytest.mark.spark
+
+
+def test_recommended_partitions_rule():
+    # peak / 50 MB/s, rounded up, to the next power of two, then x2
+    assert [repartition.recommended_partitions(p) for p in (0, 1, 50, 51, 120, 200, 401, 1000)] == \
+        [2, 2, 2, 4, 8, 8, 32, 64]
+
+
+def test_partition_moves_transform(spark):
+    keys = [b"k%d" % i for i in range(40)]
+    traffic = spark.createDataFrame([("t", k, 1, 2) for k in keys], "topic string, key binary, records long, bytes long")
+    got = repartition.partition_moves(traffic, 3, 6).select("key", "from_partition", "to_partition", "moves")
+    expected = spark.createDataFrame(
+        [(k, partition_for_key(k, 3), partition_for_key(k, 6), partition_for_key(k, 3) != partition_for_key(k, 6))
+         for k in keys], "key binary, from_partition int, to_partition int, moves boolean")
+    assertDataFrameEqual(got, expected)
+
+
+def _write_two_topics(d: str) -> list[bytes]:
+    clock = MockClock(1_700_000_000_000)
+    keys = [b"user-%d" % i for i in range(30)]
+    with Broker(d, clock=clock) as b:
+        b.create_topic("orders", partitions=4)
+        b.create_topic("payments", partitions=4)
+        b.create_topic("refunds", partitions=6)
+        with Producer(b, clock=clock, linger_ms=0) as p:
+            for i, k in enumerate(keys):
+                for _ in range(1 + (i == 0) * 9):           # user-0 is hot: 10 records
+                    p.send("orders", key=k, value=b"o" * 100)
+                p.send("payments", key=k, value=b"p")
+                p.send("refunds", key=k, value=b"r")
+                clock.advance(10)
+            p.send("payments", key=keys[1], value=b"p", partition=(partition_for_key(keys[1], 4) + 1) % 4)
+            p.flush()
+    return keys
+
+
+def test_repartition_report_matches_the_partitioner(spark, tmp_path):
+    d = str(tmp_path / "data")
+    keys = _write_two_topics(d)
+    out = tmp_path / "r.json"
+    rc = repartition.main(["--data-dir", d, "--topic", "orders", "--to", "6", "--json", str(out),
+                           "--target-peak-mbps", "120"], spark=spark)
+    rep = json.loads(out.read_text())
+    moved = [k for k in keys if partition_for_key(k, 4) != partition_for_key(k, 6)]
+    records = {k: 10 if k == keys[0] else 1 for k in keys}
+    assert (rep["from_partitions"], rep["to_partitions"], rep["keys"]) == (4, 6, 30)
+    assert rep["moved_key_fraction"] == pytest.approx(len(moved) / 30)
+    assert rep["moved_traffic_fraction"] == pytest.approx(sum(records[k] for k in moved) / sum(records.values()))
+    assert [h["key"] for h in rep["hot_keys_moving"]][:1] == ([keys[0].decode()] if keys[0] in moved else
+                                                             [sorted(k.decode() for k in moved)[0]])
+    assert rep["recommended_partitions"] == 8 and rep["peak_source"] == "target"
+    assert rep["measured_peak_mb_per_s"] > 0
+    assert rc == EXIT_OK
+
+
+def test_copartition_finds_count_and_key_mismatches(spark, tmp_path):
+    d = str(tmp_path / "data")
+    keys = _write_two_topics(d)
+    out = tmp_path / "c.json"
+    rc = copartition.main(["--data-dir", d, "--topic", "orders", "--topic", "payments", "--json", str(out)],
+                          spark=spark)
+    rep = json.loads(out.read_text())
+    assert rep["shared_keys"] == 30
+    assert rep["violations"] == {"partition_count_mismatch": 0, "key_partition_mismatch": 1}
+    assert [x["key"] for x in rep["details"]] == [keys[1].decode()]
+    assert rc == EXIT_VIOLATIONS
+
+
+def test_cli_audit_runs_a_job_and_gates_on_violations(spark, tmp_path, capsys):
+    from kafkasim.cli import audit
+    import argparse
+    d = str(tmp_path / "data")
+    keys = _write_two_topics(d)
+    differ = sum(partition_for_key(k, 4) != partition_for_key(k, 6) for k in keys)
+    parser = argparse.ArgumentParser(prog="kafkasim")
+    audit.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["audit", "copartition", "--data-dir", d, "--topic", "orders",
+                              "--topic", "refunds", "--json", "-", "--master", "local[2]"])
+    assert args.handler(args) == EXIT_VIOLATIONS
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["violations"] == {"partition_count_mismatch": 1, "key_partition_mismatch": differ}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["audit", "repartition", "--data-dir", d, "--topic", "orders"])  # --to is required
+
+
+def test_cli_unknown_topic_is_an_error_not_a_clean_audit(spark, tmp_path, capsys):
+    from kafkasim.cli import main
+    d = str(tmp_path / "data")
+    with Broker(d, clock=MockClock()) as b:
+        b.create_topic("orders", partitions=1)
+    assert main(["audit", "ordering", "--data-dir", d, "--topic", "nope", "--master", "local[2]"]) == 1
+    assert "UnknownTopicOrPartitionError" in capsys.readouterr().err
+
+
+def test_package_zip_holds_every_project_package(tmp_path):
+    from spark_jobs.package import build_zip
+    path = build_zip(str(tmp_path / "kafkasim-jobs.zip"))
+    names = set(zipfile.ZipFile(path).namelist())
+    for mod in ("kafkasim/errors.py", "storage/record_batch.py", "producer/partitioners.py",
+                "coordinator/offsets_format.py", "spark_jobs/datasource.py", "spark_jobs/ordering.py"):
+        assert mod in names
+    assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
