@@ -170,8 +170,8 @@ def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:
     warnings.warn(msg, CorruptBatchWarning, stacklevel=2)
 
 
-def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None) -> Iterator[tuple[int, rb.BatchHeader, list]]:
-    """Yield ``(pos, header, raw records)`` of each valid batch; call ``on_corrupt(pos, exc)``
+def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None) -> Iterator[tuple[int, rb.BatchHeader, tuple]]:
+    """Yield ``(pos, header, columns)`` (storage.record_batch.decode_columns) of each valid batch; call ``on_corrupt(pos, exc)``
     at the first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
 
     Batches for which ``want(header)`` is false are checked (header and CRC) but their
@@ -182,11 +182,11 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None) -> Iterator
         try:
             h = rb.decode_header(buf, pos, where=seg.path)
             rb.verify(buf, pos, h, where=seg.path)
-            body = rb.decode_records(buf, pos, h, where=seg.path) if want is None or want(h) else None
+            body = rb.decode_columns(buf, pos, h, where=seg.path) if want is None or want(h) else None
         except CorruptRecordError as exc:
             on_corrupt(pos, exc)
             return
-        if body is not None:
+        if body is not None and body[0]:
             yield pos, h, body
         pos += h.size
 
@@ -205,8 +205,7 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Itera
     cols = _Columns(seg)
     with logdir.open_segment(seg.path) as buf:
         for _pos, h, body in _iter_valid_batches(buf, seg, on_corrupt, want):
-            if body:
-                cols.add(h, body)
+            cols.add(h, body)
             if cols.rows >= opts.batch_rows:
                 yield cols.flush(opts)
     if cols.rows:
@@ -227,16 +226,17 @@ class _Columns:
         self.deltas, self.tsds, self.keys, self.values, self.headers = [], [], [], [], []
         self.batch_info = []  # (count, base_offset, base_ts, pid, epoch, base_seq)
 
-    def add(self, h: rb.BatchHeader, body: list) -> None:
-        n = len(body)
-        if body[-1][0] == n - 1:  # not compacted: deltas are 0..n-1
+    def add(self, h: rb.BatchHeader, columns: tuple) -> None:
+        deltas, tsds, keys, values, headers = columns   # storage.record_batch.decode_columns
+        n = len(deltas)
+        if deltas[-1] == n - 1:  # not compacted: deltas are 0..n-1
             self.deltas.append(np.arange(n, dtype=np.int64))
         else:
-            self.deltas.append(np.array([r[0] for r in body], dtype=np.int64))
-        self.tsds.append([r[1] for r in body])
-        self.keys.extend([r[2] for r in body])
-        self.values.extend([r[3] for r in body])
-        self.headers.extend([r[4] for r in body])
+            self.deltas.append(np.array(deltas, dtype=np.int64))
+        self.tsds.append(tsds)
+        self.keys.extend(keys)
+        self.values.extend(values)
+        self.headers.extend(headers)
         self.batch_info.append((n, h.base_offset, h.base_timestamp, h.producer_id,
                                 h.producer_epoch, h.base_sequence))
         self.rows += n

@@ -29,6 +29,7 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
     builder = (builder.config("spark.pyspark.python", sys.executable)
                .config("spark.pyspark.driver.python", sys.executable)
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
     for k, v in (extra_conf or {}).items():
         builder = builder.config(k, v)
