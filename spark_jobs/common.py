@@ -28,7 +28,7 @@ from kafkasim.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from spark_jobs.logdir import LogDir
 
 __all__ = [
-    "EXIT_OK", "EXIT_VIOLATIONS", "read_log", "topic_partition_counts", "partition_for_keys",
+    "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "partition_for_keys",
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
     "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
 ]
@@ -160,6 +160,11 @@ def run_job(args, build: Callable[[], dict], text: Callable[[dict], str],
     if args.json_out != "-":
         print(text(report))
     return EXIT_VIOLATIONS if violations(report) else EXIT_OK
+
+
+def violations(rep: dict) -> int:
+    """Violations of any job's report: its ``violations`` counts plus corrupt batches skipped."""
+    return sum(rep["violations"].values()) + len(rep["corrupt_batches"])
 
 
 def write_json(report: dict, path: str) -> None:

@@ -252,10 +252,7 @@ def text(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def violations(rep: dict) -> int:
-    return sum(rep["violations"].values()) + len(rep["corrupt_batches"])
-
-
+violations = common.violations
 
 
 def run(args, spark=None) -> int:
