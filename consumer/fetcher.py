@@ -3,7 +3,7 @@
 Each :meth:`Fetcher.fetch` walks the fetchable partitions (assigned, not paused,
 position known) round robin, starting after the partition it served last, so no
 partition starves; it serves buffered records first and asks the broker
-(``broker.fetch``) for at most ``max_partition_fetch_bytes`` per partition and
+(``broker.fetch_columns``: columns, so each record becomes one tuple) for at most ``max_partition_fetch_bytes`` per partition and
 ``fetch_max_bytes`` per call when a buffer runs dry.
 
 Invariants:
@@ -20,6 +20,7 @@ Thread-safety: none; owned by one Consumer.
 from __future__ import annotations
 
 import gc
+from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
@@ -48,6 +49,7 @@ class ConsumerRecord(NamedTuple):
 
 _tuple_new = tuple.__new__
 _CR = ConsumerRecord
+_NO_BUFFER = (None, 0)
 
 
 class Fetcher:
@@ -65,7 +67,7 @@ class Fetcher:
         self._kd = key_deserializer
         self._vd = value_deserializer
         self._on_out_of_range = on_out_of_range
-        self._buffers: dict[TopicPartition, tuple[list, int]] = {}   # tp -> (records, next index)
+        self._buffers: dict[TopicPartition, tuple] = {}   # tp -> (RecordColumns, next row)
         self._ts_type: dict[str, int] = {}
         self._next = 0
 
@@ -99,61 +101,57 @@ class Fetcher:
                 break
             tp = tps[(start + i) % n]
             state = assignment[tp]
-            records, idx = self._buffers.get(tp, (None, 0))
-            if records is None or idx >= len(records):
+            cols, idx = self._buffers.get(tp, _NO_BUFFER)
+            if cols is None or idx >= len(cols[0]):
                 if bytes_left <= 0:
                     continue
                 want = min(self.max_partition_fetch_bytes, bytes_left)
                 bytes_left -= want
                 try:
-                    records = self._broker.fetch(tp.topic, tp.partition, state.position, want).records
+                    cols = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want).columns
                 except OffsetOutOfRangeError:
                     if self._on_out_of_range is None:
                         raise
                     self._on_out_of_range(tp)     # resets the position or raises
-                    records = self._broker.fetch(tp.topic, tp.partition, state.position, want).records
-                idx = 0
-                pos = state.position
-                while idx < len(records) and records[idx].offset < pos:
-                    idx += 1
-                if idx >= len(records):
+                    cols = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want).columns
+                idx = bisect_left(cols[0], state.position)   # offsets increase: skip those below
+                if idx >= len(cols[0]):
                     self._buffers.pop(tp, None)
                     continue
-            take = records[idx: idx + budget]
-            idx += len(take)
-            if idx < len(records):
-                self._buffers[tp] = (records, idx)
+            end = idx + budget
+            offsets = cols[0]
+            n_buf = len(offsets)
+            if end < n_buf:
+                self._buffers[tp] = (cols, end)
             else:
+                end = n_buf
                 self._buffers.pop(tp, None)
-            out[tp] = self._convert(tp, take)
-            state.position = take[-1].offset + 1
-            budget -= len(take)
+            out[tp] = self._convert(tp, cols, idx, end)
+            state.position = offsets[end - 1] + 1
+            budget -= end - idx
             self._next = (start + i + 1) % n
         return out
 
-    def _convert(self, tp: TopicPartition, recs: list) -> list[ConsumerRecord]:
-        # The hot path: one tuple per record, built with tuple.__new__ (no namedtuple
-        # __new__ call), the cyclic GC paused as storage's read does (see storage/log.py).
+    def _convert(self, tp: TopicPartition, cols, lo: int, hi: int) -> list[ConsumerRecord]:
+        # The hot path: rows ``lo:hi`` of the fetched columns, one tuple per record built
+        # with tuple.__new__ inside C iterators (no bytecode per record), the cyclic GC
+        # paused as storage's read does (see storage/log.py).
         topic, part = tp
         tst = self._timestamp_type(topic)
         kd, vd = self._kd, self._vd
+        offs, tss, keys, values, headers = cols
+        if lo or hi < len(offs):
+            offs, tss, keys, values, headers = (offs[lo:hi], tss[lo:hi], keys[lo:hi],
+                                                values[lo:hi], headers[lo:hi])
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            if kd is None and vd is None:
-                # transpose, then rebuild rows, all inside C iterators (no bytecode per record)
-                offs, tss, keys, values, headers, _pid, _ep, _seq = zip(*recs)
-                return list(map(_tuple_new, repeat(_CR), zip(
-                    repeat(topic), repeat(part), offs, tss, repeat(tst), keys, values, headers)))
-            kd = kd or _identity
-            vd = vd or _identity
-            return [_tuple_new(_CR, (topic, part, o, t, tst, None if k is None else kd(k),
-                                     None if v is None else vd(v), h))
-                    for o, t, k, v, h, _pid, _ep, _seq in recs]
+            if kd is not None:
+                keys = [None if k is None else kd(k) for k in keys]
+            if vd is not None:
+                values = [None if v is None else vd(v) for v in values]
+            return list(map(_tuple_new, repeat(_CR), zip(
+                repeat(topic), repeat(part), offs, tss, repeat(tst), keys, values, headers)))
         finally:
             if gc_was_enabled:
                 gc.enable()
-
-
-def _identity(b):
-    return b

@@ -2,7 +2,7 @@
 
 - :class:`ProducerBatch` — the records of one partition appended together, as raw
   ``(offset_delta, timestamp_ms, key, value, headers)`` tuples; encoded **once**
-  (``storage.record_batch.encode_batch``) when first sent, and the same bytes (same
+  (``storage.record_batch.encode_trusted_batch``) when first sent, and the same bytes (same
   producer id, epoch and base sequence) are re-sent on a retry.
 - :class:`FutureRecordMetadata` — kafka-python's future: ``get(timeout)``,
   ``is_done``, ``succeeded()``, ``failed()``, ``exception``, ``add_callback``,
@@ -15,7 +15,9 @@ is -1, as in Kafka.
 
 Thread-safety: a batch is appended to only under the producer's lock and completed by
 the one thread that holds the producer's send lock; completion publishes through a
-``threading.Event``, so futures may be waited on from any thread.
+``threading.Event`` (created by the first ``wait()`` that finds the batch pending, under the
+batch's callback lock, so none is built for batches nobody waits on), so futures may be
+waited on from any thread.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class ProducerBatch:
         self.log_start_offset = -1
         self.error: Optional[BaseException] = None
         self.callbacks: Optional[list] = None
-        self._event = threading.Event()
+        self._event: Optional[threading.Event] = None   # made by the first wait() before done
         self._cb_lock = threading.Lock()
         self.waiter = waiter          # producer hook: make this batch go out now (flush-like)
         self.batch_no = -1            # per-partition ordinal, assigned when closed
@@ -80,7 +82,9 @@ class ProducerBatch:
         with self._cb_lock:
             self.done = True
             callbacks, self.callbacks = self.callbacks, None
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         if callbacks:
             for fut, fn, args, on_error in callbacks:
                 if (error is None) != on_error:
@@ -90,9 +94,16 @@ class ProducerBatch:
                         pass
 
     def wait(self, timeout: Optional[float]) -> bool:
-        if not self.done:
-            self.waiter(self, timeout)
-        return self._event.wait(timeout)
+        if self.done:
+            return True
+        self.waiter(self, timeout)
+        with self._cb_lock:           # complete() reads _event under this lock after setting done
+            if self.done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
 class FutureRecordMetadata(tuple):

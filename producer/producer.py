@@ -17,7 +17,8 @@ Pipeline (one job per module, as kafka-python/aiokafka split it):
 3. The sender — whichever thread finds closed batches: ``send()``, ``poll()``,
    ``flush()``, a future's ``get()``, or the optional background thread — takes the send
    lock and delivers the ready batches. Each batch is encoded once
-   (``storage.record_batch.encode_batch``) with the producer id, epoch and base sequence
+   (``storage.record_batch.encode_trusted_batch``: encode_batch's bytes, without its
+   per-record checks, which the accumulator's records pass by construction) with the producer id, epoch and base sequence
    (idempotence), then ``Broker.produce`` is called.
 
 Retries and the reorder lab (the in-flight model): a batch whose attempt fails with a
@@ -69,7 +70,7 @@ from producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RECORD_OVERHEAD, Recor
 from producer.batch import FutureRecordMetadata, ProducerBatch
 from producer.hashing import murmur2
 from producer.partitioners import DefaultPartitioner, make_partitioner
-from storage.record_batch import encode_batch
+from storage.record_batch import encode_trusted_batch
 
 __all__ = ["Producer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
 
@@ -108,6 +109,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
 }
 
 _client_ids = itertools.count(1)
+_tuple_new = tuple.__new__   # FutureRecordMetadata is a 2-tuple: skip the type call
 
 
 def _bad(name: str, value: Any, why: str) -> InvalidConfigurationError:
@@ -312,7 +314,7 @@ class Producer:
                 delta = len(records)
                 records.append((delta, ts, key, value, headers or ()))
                 batch.size += size
-                fut = FutureRecordMetadata((batch, delta))
+                fut = _tuple_new(FutureRecordMetadata, (batch, delta))
             else:
                 fut = self._append(meta[4], meta[2][partition], now, ts, key, value, headers or (), size)
             self._sends += 1
@@ -554,9 +556,11 @@ class Producer:
                 b.base_sequence = seq
                 self._next_seq[tp] = (seq + len(b.records)) & _INT_MAX
             try:
-                b.encoded = encode_batch(0, b.records, producer_id=self._producer_id,
-                                         producer_epoch=self._producer_epoch,
-                                         base_sequence=b.base_sequence)
+                # the accumulator's records are well-formed by construction (deltas 0..n-1,
+                # timestamps checked in send()); the broker validates the batch anyway
+                b.encoded = encode_trusted_batch(b.records, producer_id=self._producer_id,
+                                                 producer_epoch=self._producer_epoch,
+                                                 base_sequence=b.base_sequence)
             except KafkaSimError as exc:
                 return exc
             self._m["batch-total"] += 1

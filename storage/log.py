@@ -36,7 +36,10 @@ import os
 import shutil
 import threading
 import uuid
+from bisect import bisect_left
 from collections import OrderedDict
+from itertools import repeat
+from operator import add
 from typing import Iterable, NamedTuple, Optional, Sequence
 
 from sortedcontainers import SortedDict
@@ -54,7 +57,7 @@ from storage.record_batch import BatchHeader
 from storage.index import IndexCorruptError
 from storage.segment import LogSegment, decode_batch_records
 
-__all__ = ["Log", "SegmentInfo", "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE",
+__all__ = ["Log", "SegmentInfo", "RecordColumns", "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE",
            "MAX_OPEN_CLOSED_SEGMENTS"]
 
 RECOVERY_POINT_FILE = "recovery-point"
@@ -85,6 +88,21 @@ class SegmentInfo(NamedTuple):
     size_bytes: int
     path: str
     max_timestamp: int
+
+
+class RecordColumns(NamedTuple):
+    """Records of a read, column-wise (:meth:`Log.read_columns`): five equal-length lists.
+
+    Row ``i`` is the record at ``offsets[i]`` (increasing); ``headers[i]`` is a tuple of
+    ``(key, value)`` tuples. The same records :meth:`Log.read` returns, without the
+    producer fields (``producer_id``/``producer_epoch``/``sequence``).
+    """
+
+    offsets: list
+    timestamps: list
+    keys: list
+    values: list
+    headers: list
 
 
 def _fsync_dir(path: str) -> None:
@@ -360,17 +378,17 @@ class Log:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # see _GC_NOTE
         try:
-            body = rb.decode_records(batch, 0, h, where="appended batch")
+            # the same checks as decode_records (count, shape, deltas), transposed in C
+            cols = rb.decode_columns(batch, 0, h, where="appended batch")
         finally:
             if gc_was_enabled:
                 gc.enable()
-        if self._config.compact:
-            for rec in body:
-                if rec[2] is None:
-                    raise InvalidRecordError(
-                        f"Compacted topic cannot accept message without key in topic partition "
-                        f"{os.path.basename(self.directory)} (record at offset delta {rec[0]})")
-        return self._append_verified(batch, h, body)
+        if self._config.compact and None in cols[2]:
+            delta = cols[0][cols[2].index(None)]
+            raise InvalidRecordError(
+                f"Compacted topic cannot accept message without key in topic partition "
+                f"{os.path.basename(self.directory)} (record at offset delta {delta})")
+        return self._append_verified(batch, h, cols)
 
     def append(self, records: Sequence[tuple], *, producer_id: int = rb.NO_PRODUCER_ID,
                producer_epoch: int = rb.NO_PRODUCER_EPOCH, base_sequence: int = rb.NO_SEQUENCE) -> BatchHeader:
@@ -389,13 +407,15 @@ class Log:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # see _GC_NOTE
         try:
-            batch = rb.encode_records(0, records, producer_id=producer_id, producer_epoch=producer_epoch,
-                                      base_sequence=base_sequence)
+            # the batch as (head, tail, payload): the segment writes them with one pwritev,
+            # so the payload is not copied into a joined buffer first
+            h, parts = rb.encode_records_parts(0, records, producer_id=producer_id,
+                                               producer_epoch=producer_epoch, base_sequence=base_sequence)
         finally:
             if gc_was_enabled:
                 gc.enable()
-        self._check_size(len(batch))
-        return self._append_verified(batch, rb.decode_header(batch), None)
+        self._check_size(h.size)
+        return self._append_verified(parts, h, None)
 
     def _check_size(self, size: int) -> None:
         cfg = self._config
@@ -408,14 +428,19 @@ class Log:
                 f"Message batch size is {size} bytes in append to partition {os.path.basename(self.directory)}, "
                 f"which exceeds the maximum configured segment size of {cfg.segment_bytes} (segment.bytes).")
 
-    def _append_verified(self, batch: bytes, h: BatchHeader, body: Optional[list]) -> BatchHeader:
+    def _append_verified(self, batch, h: BatchHeader, cols: Optional[tuple]) -> BatchHeader:
+        """Append a checked batch — bytes, or a tuple of byte parts that join to it —
+        whose header is ``h``; ``cols`` is its ``decode_columns`` result when known."""
         with self._lock:
             self._check_open()
             now = self._clock.now_ms()
             if self._config.message_timestamp_type == "LogAppendTime":
-                if body is None:
-                    body = rb.decode_records(batch, 0, h)
-                batch = rb.encode_batch(0, [(r[0], now, r[2], r[3], r[4]) for r in body],
+                if type(batch) is tuple:
+                    batch = b"".join(batch)
+                if cols is None:
+                    cols = rb.decode_columns(batch, 0, h)
+                deltas, _, keys, values, headers = cols
+                batch = rb.encode_batch(0, list(zip(deltas, repeat(now), keys, values, headers)),
                                         producer_id=h.producer_id, producer_epoch=h.producer_epoch,
                                         base_sequence=h.base_sequence,
                                         partition_leader_epoch=h.partition_leader_epoch,
@@ -424,7 +449,7 @@ class Log:
                 h = rb.decode_header(batch)
             leo = self._active.next_offset
             h = h._replace(base_offset=leo)   # written by the segment: no copy of the batch
-            self._maybe_roll(len(batch), h, now)
+            self._maybe_roll(h.size, h, now)
             self._active.append(batch, h, now)
             self._unflushed_messages += h.record_count
             if self._first_unflushed_ms is None:
@@ -536,6 +561,52 @@ class Log:
             if gc_was_enabled:
                 gc.enable()
         return out
+
+    def read_columns(self, offset: int, max_bytes: int = 1048576) -> RecordColumns:
+        """:meth:`read` column-wise: the same records from the same batches, with the same
+        range rules and errors, as a :class:`RecordColumns` built without a Python-level
+        loop per record (``storage.record_batch.decode_columns``). For readers that build
+        their own row type (the consumer's fetcher), so each record becomes one tuple
+        instead of two. Decodes outside the lock, like :meth:`read`; a CRC-valid batch
+        whose records are malformed (count, shape, offset deltas) raises
+        ``CorruptRecordError``.
+        """
+        buf, where, at, lo, hi = self._locate_chunk(offset, max_bytes)
+        offs: list = []
+        tss: list = []
+        keys: list = []
+        values: list = []
+        headers: list = []
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # see _GC_NOTE
+        try:
+            for pos, h in _split(buf, max_bytes, where, at, lo, hi):
+                deltas, tsds, k, v, hd = rb.decode_columns(
+                    buf, pos, h, where=f"{where} (batch at position {at + pos})")
+                n = len(deltas)
+                if not n:
+                    continue
+                base = h.base_offset
+                if deltas[-1] == n - 1:     # decode_columns checked deltas == 0..n-1
+                    offs.extend(range(base, base + n))
+                else:
+                    offs.extend(map(add, deltas, repeat(base)))
+                try:
+                    tss.extend(map(add, tsds, repeat(h.base_timestamp)))
+                except TypeError as exc:
+                    raise CorruptRecordError(
+                        f"{where} (batch at position {at + pos}): undecodable records in batch "
+                        f"at position {pos}: {exc}") from exc
+                keys.extend(k)
+                values.extend(v)
+                headers.extend(hd)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if offs and offs[0] < offset:
+            i = bisect_left(offs, offset)
+            return RecordColumns(offs[i:], tss[i:], keys[i:], values[i:], headers[i:])
+        return RecordColumns(offs, tss, keys, values, headers)
 
     def offset_for_time(self, timestamp: int) -> Optional[tuple[int, int]]:
         """(offset, timestamp) of the first record whose timestamp is ≥ ``timestamp``, or None."""

@@ -425,15 +425,23 @@ class LogSegment:
         return True
 
     # -- appending ---------------------------------------------------------------------------
-    def append(self, batch: bytes, h: BatchHeader, now_ms: int) -> None:
+    def append(self, batch, h: BatchHeader, now_ms: int) -> None:
         """Write one verified batch at the end (active segment only), stamped with
-        ``h.base_offset``: the 8-byte base offset and the rest go out in one ``pwritev``."""
+        ``h.base_offset``: the 8-byte base offset and the rest go out in one ``pwritev``.
+
+        ``batch`` is the batch's bytes, or a tuple of byte parts (the first at least 8
+        bytes long) that join to them (``storage.record_batch.encode_records_parts``)."""
         pos = self.size
-        size = len(batch)
+        stamp = _BASE_OFFSET.pack(h.base_offset)
+        if type(batch) is tuple:
+            bufs = [stamp, memoryview(batch[0])[8:], *batch[1:]]
+        else:
+            bufs = [stamp, memoryview(batch)[8:]]
+        size = BATCH_OVERHEAD + h.batch_length
         try:
-            n = os.pwritev(self.fd, [_BASE_OFFSET.pack(h.base_offset), memoryview(batch)[8:]], pos)
+            n = os.pwritev(self.fd, bufs, pos)
             if n < size:  # a short write: finish it, or fail and cut it off below
-                stamped = _BASE_OFFSET.pack(h.base_offset) + bytes(memoryview(batch)[8:])
+                stamped = b"".join(bufs)
                 while n < size:
                     n += os.pwrite(self.fd, memoryview(stamped)[n:], pos + n)
         except OSError as exc:
@@ -441,7 +449,7 @@ class LogSegment:
                 os.ftruncate(self.fd, pos)
             except OSError:
                 pass
-            raise KafkaStorageError(f"write of {len(batch)} bytes to {self.path} at {pos} failed: {exc}") from exc
+            raise KafkaStorageError(f"write of {size} bytes to {self.path} at {pos} failed: {exc}") from exc
         self._index_before(h.base_offset, pos)  # only once the batch is there
         self.size = pos + size
         self._account(h)
