@@ -442,6 +442,18 @@ class GroupCoordinator:
                             for x in g.members.values())
         return JoinResult(COMPLETE, m.member_id, g.generation_id, g.protocol_name, g.leader_id, members)
 
+    def _current_member(self, group_id: str, member_id: str, generation_id: int,
+                        group_instance_id: Optional[str]) -> tuple:
+        """The group and member a SyncGroup/Heartbeat speaks for, fenced and checked against
+        the current generation (UnknownMemberId, FencedInstanceId, IllegalGeneration)."""
+        g = self._group(group_id)
+        if g is None or g.is_(GroupState.EMPTY, GroupState.DEAD):
+            raise UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
+        self._check_fenced(g, member_id, group_instance_id)
+        m = self._member(g, member_id)
+        self._check_generation(g, generation_id)
+        return g, m
+
     # ------------------------------------------------------------------ SyncGroup
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
                    assignments: Optional[dict] = None, *,
@@ -449,12 +461,7 @@ class GroupCoordinator:
         """Leader: send ``assignments`` (member id → [TopicPartition]); everyone: get yours."""
         with self._lock:
             now = self._now()
-            g = self._group(group_id)
-            if g is None or g.is_(GroupState.EMPTY, GroupState.DEAD):
-                raise UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
-            self._check_fenced(g, member_id, group_instance_id)
-            m = self._member(g, member_id)
-            self._check_generation(g, generation_id)
+            g, m = self._current_member(group_id, member_id, generation_id, group_instance_id)
             if g.is_(GroupState.PREPARING_REBALANCE):
                 raise RebalanceInProgressError(f"group {group_id!r} is rebalancing; rejoin")
             m.last_heartbeat_ms = now
@@ -482,12 +489,7 @@ class GroupCoordinator:
         """Keep the session alive; raises RebalanceInProgressError when the member must rejoin."""
         with self._lock:
             now = self._now()
-            g = self._group(group_id)
-            if g is None or g.is_(GroupState.EMPTY, GroupState.DEAD):
-                raise UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
-            self._check_fenced(g, member_id, group_instance_id)
-            m = self._member(g, member_id)
-            self._check_generation(g, generation_id)
+            g, m = self._current_member(group_id, member_id, generation_id, group_instance_id)
             m.last_heartbeat_ms = now
             if g.is_(GroupState.PREPARING_REBALANCE):
                 raise RebalanceInProgressError(
