@@ -147,13 +147,23 @@ _TAIL = struct.Struct(">hiqqqhii")   # attributes .. record_count: the CRC'd hea
 _HEAD = struct.Struct(">qiibI")      # base_offset .. crc
 
 
-def _assemble(base_offset, leader_epoch, attributes, last_offset_delta, first_ts, max_ts,
-              producer_id, producer_epoch, base_sequence, count, payload) -> bytes:
+def _assemble_parts(base_offset, leader_epoch, attributes, last_offset_delta, first_ts, max_ts,
+                    producer_id, producer_epoch, base_sequence, count, payload
+                    ) -> tuple[BatchHeader, tuple[bytes, bytes, bytes]]:
+    """The header fields and CRC around ``payload``: ``(header, (head, tail, payload))``."""
     tail = _TAIL.pack(attributes, last_offset_delta, first_ts, max_ts,
                       producer_id, producer_epoch, base_sequence, count)
     crc = zlib.crc32(payload, zlib.crc32(tail))  # incremental: the payload is copied only once
-    head = _HEAD.pack(base_offset, len(tail) + len(payload) + 9, leader_epoch, MAGIC, crc)
-    return b"".join((head, tail, payload))
+    batch_length = len(tail) + len(payload) + 9
+    head = _HEAD.pack(base_offset, batch_length, leader_epoch, MAGIC, crc)
+    header = BatchHeader(base_offset, batch_length, leader_epoch, MAGIC, crc, attributes,
+                         last_offset_delta, first_ts, max_ts, producer_id, producer_epoch,
+                         base_sequence, count)
+    return header, (head, tail, payload)
+
+
+def _assemble(*fields) -> bytes:
+    return b"".join(_assemble_parts(*fields)[1])
 
 
 def batch_size_of(buf, pos: int = 0) -> int:
@@ -395,17 +405,11 @@ def encode_records_parts(
     except (TypeError, ValueError) as exc:
         raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
     n = len(records)
-    tail = _TAIL.pack(attributes, n - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, n)
-    crc = zlib.crc32(payload, zlib.crc32(tail))
-    batch_length = len(tail) + len(payload) + 9
-    head = _HEAD.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
-    header = BatchHeader(base_offset, batch_length, partition_leader_epoch, MAGIC, crc, attributes,
-                         n - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, n)
-    return header, (head, tail, payload)
+    return _assemble_parts(base_offset, partition_leader_epoch, attributes, n - 1, first_ts, max_ts,
+                           producer_id, producer_epoch, base_sequence, n, payload)
 
 
 __all__ += ["encode_records", "encode_records_parts"]
-
 
 
 def encode_trusted_batch(
