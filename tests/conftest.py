@@ -1,4 +1,5 @@
-"""Shared fixtures: one session-scoped local SparkSession (started only if a test asks)."""
+"""Shared fixtures: a MockClock, a real Broker on tmp_path, and one session-scoped local
+SparkSession (started only if a test asks)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,24 @@ import os
 import sys
 
 import pytest
+
+
+@pytest.fixture
+def clock():
+    """A simulated clock at 2023-11-14T22:13:20Z; moves only when a test advances it."""
+    from kafkasim.clock import MockClock
+
+    return MockClock(1_700_000_000_000)
+
+
+@pytest.fixture
+def broker(tmp_path, clock):
+    """A real broker over ``tmp_path/data`` on the test's clock, closed afterwards."""
+    from broker import Broker
+
+    b = Broker(tmp_path / "data", clock=clock)
+    yield b
+    b.close()
 
 
 @pytest.fixture(scope="session")

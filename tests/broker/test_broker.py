@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from broker import EARLIEST, LATEST, Broker
-from kafkasim.clock import MockClock
 from kafkasim.errors import (
     InvalidConfigurationError, InvalidPartitionsError, InvalidProducerEpochError,
     InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, KafkaStorageError,
@@ -30,18 +29,6 @@ def tree(path) -> list[str]:
             if rel != ".lock":
                 out.append(rel)
     return sorted(out)
-
-
-@pytest.fixture
-def clock():
-    return MockClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def broker(tmp_path, clock):
-    b = Broker(tmp_path / "data", clock=clock)
-    yield b
-    b.close()
 
 
 def test_create_list_describe_delete(broker):

@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from broker import Broker
 from consumer import Consumer, ConsumerRebalanceListener, MemberState
-from kafkasim.clock import MockClock
 from kafkasim.errors import (
     CommitFailedError, IllegalStateError, InvalidConfigurationError, NoOffsetForPartitionError,
     OffsetOutOfRangeError, RebalanceInProgressError, UnknownTopicOrPartitionError,
@@ -15,11 +14,6 @@ from kafkasim.errors import (
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
-
-
-@pytest.fixture
-def clock():
-    return MockClock(1_700_000_000_000)
 
 
 @pytest.fixture

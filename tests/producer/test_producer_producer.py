@@ -19,18 +19,6 @@ from producer import LOST_REQUEST, LOST_RESPONSE, Producer
 from producer.partitioners import partition_for_key, partition_many
 
 
-@pytest.fixture
-def clock():
-    return MockClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def broker(tmp_path, clock):
-    b = Broker(tmp_path / "data", clock=clock)
-    yield b
-    b.close()
-
-
 def read_all(broker, topic, partition):
     out, offset = [], 0
     while True:

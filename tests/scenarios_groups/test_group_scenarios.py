@@ -18,18 +18,6 @@ from kafkasim.errors import CommitFailedError, FencedInstanceIdError
 from kafkasim.types import TopicPartition
 
 
-@pytest.fixture
-def clock():
-    return MockClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def broker(tmp_path, clock):
-    b = Broker(tmp_path / "data", clock=clock)
-    yield b
-    b.close()
-
-
 def _owners(sim):
     owners = collections.Counter(tp for tps in sim.assignments().values() for tp in tps)
     return owners
