@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml scripts/ensure_java.sh
+$(STAMP): pyproject.toml setup.py storage/_codec.c scripts/ensure_java.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -5,7 +5,8 @@ Generates ``RECORDS`` records (10 M; ``run(records=...)`` for a quick run) in bi
 one run, all on the same rows:
 
 - ``audit_records_per_s``: Spark ``local[2]`` reading the segment files through the
-  kafkasim data source and computing the skew audit's core in one scan — records and
+  kafkasim data source (the columns the skew job reads, ``spark_jobs.skew.COLUMNS``, as
+  the job does) and computing the skew audit's core in one scan — records and
   payload bytes per partition and the top 10 keys by records — JVM start and the first
   (warm-up) query not counted. Baseline: ``plain_python_replay_records_per_s``,
   a single-process replay of the same files through ``storage.record_batch`` that
@@ -154,6 +155,7 @@ def run(records: int = RECORDS) -> dict:
         py_s = time.perf_counter() - t0
 
         from pyspark.sql import functions as F
+        from spark_jobs import common, skew
         from spark_jobs.session import build_session
         spark = build_session(app_name="kafkasim-bench-audit", master="local[2]",
                               extra_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
@@ -162,7 +164,7 @@ def run(records: int = RECORDS) -> dict:
             # warm-up: JVM, Python workers and the data source's planning, on a small read
             spark.read.format("kafkasim").option("endingOffset", "1000").load(data_dir).count()
             t0 = time.perf_counter()
-            sp_parts, sp_top = _spark_audit(spark.read.format("kafkasim").load(data_dir))
+            sp_parts, sp_top = _spark_audit(common.read_log(spark, data_dir, columns=skew.COLUMNS))
             spark_s = time.perf_counter() - t0
             assert sp_parts == py_parts and sp_top == py_top, "Spark and the Python replay disagree"
             spark.read.parquet(parquet).count()  # warm-up

@@ -39,9 +39,13 @@ EXIT_VIOLATIONS = 3
 
 # -- reading -----------------------------------------------------------------------------
 def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
-             corrupt: str = "report", **options):
-    """The log under ``data_dir`` as a DataFrame (``spark_jobs.datasource.SCHEMA``)."""
+             corrupt: str = "report", columns: Optional[Sequence[str]] = None, **options):
+    """The log under ``data_dir`` as a DataFrame (``spark_jobs.datasource.SCHEMA``, or just
+    ``columns`` of it: the reader then builds and ships only those)."""
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
+    if columns:
+        from spark_jobs.datasource import schema_of
+        reader = reader.schema(schema_of(columns))
     if topics:
         reader = reader.option("topics", ",".join(topics))
     for k, v in options.items():

@@ -36,6 +36,12 @@ Options (all optional, case-insensitive):
   of ``corrupt=report``. :func:`scan_corruption` wraps it.
 - ``batchRows``: rows per Arrow batch (default 65536).
 
+Columns: Python data sources get no column pruning from Spark, so a reader that needs
+only some columns says so with a user schema that is a subset of ``SCHEMA`` (any order,
+same names and types): ``.schema("partition int, key binary")`` or
+``.schema(schema_of([...]))``. Only those columns are built and sent to the JVM. A column
+that is not in ``SCHEMA``, or has another type, is an ``InvalidArgumentError`` naming it.
+
 Invariants: every row comes from a batch whose header checks and CRC passed
 (``storage.record_batch.iter_batches``); within one segment rows are in offset order.
 
@@ -58,7 +64,7 @@ from spark_jobs.logdir import LogDir, SegmentRef
 from storage import record_batch as rb
 
 __all__ = ["KafkasimDataSource", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
-           "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption"]
+           "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption", "schema_of"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,11 @@ SCHEMA = ("topic string, partition int, offset long, timestamp long, key binary,
           "sequence int, batch_base_offset long, segment string")
 CORRUPTION_SCHEMA = ("topic string, partition int, segment string, position long, "
                      "skipped_bytes long, error string")
+
+_HEADERS_DDL = "array<struct<key:string,value:binary>>"
+_COLUMNS = [tuple(part.strip().replace("HEADERS", _HEADERS_DDL).split(" ", 1))
+            for part in SCHEMA.replace(_HEADERS_DDL, "HEADERS").split(",")]   # [(name, type)]
+_COLUMN_TYPES = dict(_COLUMNS)
 
 _HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _ARROW_SCHEMA = pa.schema([
@@ -101,6 +112,7 @@ class _Options:
         self.mode = (options.get("mode") or "records").lower()
         if self.mode not in ("records", "corruption"):
             raise InvalidArgumentError(f"mode must be 'records' or 'corruption', got {self.mode!r}")
+        self.columns = [n for n, _ in _COLUMNS]   # set from the read schema by DataSource.reader
         self.batch_rows = self._int(options, "batchRows", 65536)
         if self.batch_rows < 1:
             raise InvalidArgumentError(f"batchRows must be >= 1, got {self.batch_rows}")
@@ -139,7 +151,43 @@ class KafkasimDataSource(DataSource):
         return CORRUPTION_SCHEMA if opts.mode == "corruption" else SCHEMA
 
     def reader(self, schema):
-        return _Reader(_Options(self.options))
+        opts = _Options(self.options)
+        if opts.mode == "records":
+            opts.columns = _requested_columns(schema)
+        return _Reader(opts)
+
+
+def schema_of(columns) -> str:
+    """DDL of a subset of ``SCHEMA``, in the given order, for ``.schema(...)``: a reader
+    given it builds and sends only those columns.
+
+    Example: ``spark.read.format("kafkasim").schema(schema_of(["partition", "key"])).load(d)``
+    """
+    missing = [c for c in columns if c not in _COLUMN_TYPES]
+    if missing:
+        raise InvalidArgumentError(f"the kafkasim data source has no column {missing[0]!r}; its columns: "
+                                   f"{', '.join(n for n, _ in _COLUMNS)}")
+    return ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
+
+
+def _requested_columns(schema) -> list[str]:
+    """Column names of ``schema``: ``SCHEMA`` itself, or a user-specified subset of it
+    (``.schema("partition int, key binary")``: only those columns are built and sent)."""
+    names = []
+    for field in schema.fields:
+        want = _COLUMN_TYPES.get(field.name)
+        if want is None:
+            raise InvalidArgumentError(
+                f"the kafkasim data source has no column {field.name!r}; its columns: "
+                f"{', '.join(n for n, _ in _COLUMNS)}")
+        got = field.dataType.simpleString()
+        if got.replace("bigint", "long") != want:
+            raise InvalidArgumentError(f"column {field.name!r} is {want} in the kafkasim data source, "
+                                       f"not {got}")
+        names.append(field.name)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"a column is named twice in the schema: {', '.join(names)}")
+    return names
 
 
 class _Reader(DataSourceReader):
@@ -170,10 +218,13 @@ def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:
     warnings.warn(msg, CorruptBatchWarning, stacklevel=2)
 
 
-def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None) -> Iterator[tuple[int, rb.BatchHeader, tuple]]:
-    """Yield ``(pos, header, columns)`` (storage.record_batch.decode_columns) of each valid batch; call ``on_corrupt(pos, exc)``
-    at the first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
+def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
+                        builder: Optional[rb.ArrowColumnBuilder] = None) -> Iterator[tuple[int, rb.BatchHeader]]:
+    """Yield ``(pos, header)`` of each valid batch; call ``on_corrupt(pos, exc)`` at the
+    first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
 
+    A batch is valid when its header and CRC check out and, with a ``builder``, its
+    records decode: they are then added to ``builder`` before the batch is yielded.
     Batches for which ``want(header)`` is false are checked (header and CRC) but their
     records are not decoded, and they are not yielded.
     """
@@ -182,13 +233,18 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None) -> Iterator
         try:
             h = rb.decode_header(buf, pos, where=seg.path)
             rb.verify(buf, pos, h, where=seg.path)
-            body = rb.decode_columns(buf, pos, h, where=seg.path) if want is None or want(h) else None
+            wanted = want is None or want(h)
+            if wanted and builder is not None:
+                builder.add(buf, pos, h, where=seg.path)
         except CorruptRecordError as exc:
             on_corrupt(pos, exc)
             return
-        if body is not None and body[0]:
-            yield pos, h, body
+        if wanted:
+            yield pos, h
         pos += h.size
+
+
+_FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before
 
 
 def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Iterator[pa.RecordBatch]:
@@ -204,103 +260,88 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Itera
 
     cols = _Columns(seg)
     with logdir.open_segment(seg.path) as buf:
-        for _pos, h, body in _iter_valid_batches(buf, seg, on_corrupt, want):
-            cols.add(h, body)
-            if cols.rows >= opts.batch_rows:
+        for _pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, cols.builder):
+            cols.added(h)
+            if cols.builder.rows >= opts.batch_rows or cols.builder.nbytes >= _FLUSH_BYTES:
                 yield cols.flush(opts)
-    if cols.rows:
+    if cols.builder.rows:
         yield cols.flush(opts)
 
 
 class _Columns:
-    """Column builders for one segment: raw records in, one Arrow batch out."""
+    """One segment's rows on their way to Arrow: records decoded straight into Arrow
+    buffers by ``storage.record_batch.ArrowColumnBuilder`` (no Python object per record
+    on its C path), batch-header fields kept per batch and repeated per row with numpy."""
 
     def __init__(self, seg: SegmentRef) -> None:
         self.seg = seg
         self._topic = pa.array([seg.topic], pa.string())
         self._segment = pa.array([seg.path], pa.string())
-        self._reset()
+        self.builder = rb.ArrowColumnBuilder()
+        self._info: list = []  # (rows added, base_offset, base_ts, pid, epoch, base_seq) per batch
+        self._counted = 0
 
-    def _reset(self) -> None:
-        self.rows = 0
-        self.deltas, self.tsds, self.keys, self.values, self.headers = [], [], [], [], []
-        self.batch_info = []  # (count, base_offset, base_ts, pid, epoch, base_seq)
-
-    def add(self, h: rb.BatchHeader, columns: tuple) -> None:
-        deltas, tsds, keys, values, headers = columns   # storage.record_batch.decode_columns
-        n = len(deltas)
-        if deltas[-1] == n - 1:  # not compacted: deltas are 0..n-1
-            self.deltas.append(np.arange(n, dtype=np.int64))
-        else:
-            self.deltas.append(np.array(deltas, dtype=np.int64))
-        self.tsds.append(tsds)
-        self.keys.extend(keys)
-        self.values.extend(values)
-        self.headers.extend(headers)
-        self.batch_info.append((n, h.base_offset, h.base_timestamp, h.producer_id,
-                                h.producer_epoch, h.base_sequence))
-        self.rows += n
+    def added(self, h: rb.BatchHeader) -> None:
+        """Note the header of the batch ``builder`` just took in."""
+        n = self.builder.rows - self._counted
+        self._counted = self.builder.rows
+        if n:
+            self._info.append((n, h.base_offset, h.base_timestamp, h.producer_id, h.producer_epoch, h.base_sequence))
 
     def flush(self, opts: _Options) -> pa.RecordBatch:
-        n = self.rows
-        info = np.array(self.batch_info, dtype=np.int64).reshape(-1, 6)
+        c = self.builder.take()
+        n = c["rows"]
+        info = np.array(self._info, dtype=np.int64).reshape(-1, 6)
+        self._info, self._counted = [], 0
         counts = info[:, 0]
         rep = lambda col: np.repeat(info[:, col], counts)  # noqa: E731
-        deltas = np.concatenate(self.deltas)
-        tsds = np.concatenate([np.array(t, dtype=np.int64) for t in self.tsds])
+        deltas = np.frombuffer(c["offset_deltas"], dtype=np.int64)
         base = rep(1)
         offsets = base + deltas
-        timestamps = rep(2) + tsds
-        seq0 = rep(5)
-        sequence = np.where(seq0 >= 0, seq0 + deltas, -1).astype(np.int32)
-        zeros = np.zeros(n, dtype=np.int32)
-        batch = pa.RecordBatch.from_arrays([
-            self._topic.take(zeros),
-            pa.array(np.full(n, self.seg.partition, dtype=np.int32)),
-            pa.array(offsets),
-            pa.array(timestamps),
-            _binary_array(self.keys),
-            _binary_array(self.values),
-            _headers_array(self.headers),
-            pa.array(rep(3)),
-            pa.array(rep(4).astype(np.int32)),
-            pa.array(sequence),
-            pa.array(base),
-            self._segment.take(zeros),
-        ], schema=_ARROW_SCHEMA)
+        timestamps = rep(2) + np.frombuffer(c["timestamp_deltas"], dtype=np.int64)
+        build = {   # only the requested columns are built
+            "topic": lambda: self._topic.take(np.zeros(n, dtype=np.int32)),
+            "partition": lambda: pa.array(np.full(n, self.seg.partition, dtype=np.int32)),
+            "offset": lambda: pa.array(offsets),
+            "timestamp": lambda: pa.array(timestamps),
+            "key": lambda: _blob_array(pa.binary(), n, c["keys"]),
+            "value": lambda: _blob_array(pa.binary(), n, c["values"]),
+            "headers": lambda: _headers_array(n, c),
+            "producer_id": lambda: pa.array(rep(3)),
+            "producer_epoch": lambda: pa.array(rep(4).astype(np.int32)),
+            "sequence": lambda: _sequences(rep(5), deltas),
+            "batch_base_offset": lambda: pa.array(base),
+            "segment": lambda: self._segment.take(np.zeros(n, dtype=np.int32)),
+        }
+        names = opts.columns
+        batch = pa.RecordBatch.from_arrays([build[name]() for name in names],
+                                           schema=pa.schema([_ARROW_SCHEMA.field(name) for name in names]))
         if opts.filters_records:
             mask = ((offsets >= opts.start_offset) & (offsets < opts.end_offset)
                     & (timestamps >= opts.start_ts) & (timestamps < opts.end_ts))
             if not mask.all():
                 batch = batch.filter(pa.array(mask))
-        self._reset()
         return batch
 
 
-def _binary_array(values: list) -> pa.Array:
-    # pa.array with type inference is ~15x faster than with an explicit pa.binary() type here.
-    arr = pa.array(values)
-    if arr.type != pa.binary():
-        arr = arr.cast(pa.binary()) if len(arr) and arr.null_count < len(arr) else pa.nulls(len(values), pa.binary())
-    return arr
+def _sequences(base_sequence: np.ndarray, deltas: np.ndarray) -> pa.Array:
+    """Per-record producer sequence: base + delta, or -1 where the batch has none."""
+    return pa.array(np.where(base_sequence >= 0, base_sequence + deltas, -1).astype(np.int32))
 
 
-def _headers_array(headers: list) -> pa.Array:
-    n = len(headers)
-    if not any(headers):
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
-                                        _EMPTY_HEADER_STRUCT).cast(_HEADER_TYPE)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, headers), dtype=np.int32, count=n), out=offsets[1:])
-    pairs = [pair for h in headers if h for pair in h]
-    struct = pa.StructArray.from_arrays(
-        [pa.array([p[0] for p in pairs], pa.string()), _binary_array([p[1] for p in pairs])],
-        names=["key", "value"])
-    return pa.ListArray.from_arrays(pa.array(offsets), struct).cast(_HEADER_TYPE)
+def _blob_array(typ: pa.DataType, n: int, buffers: tuple) -> pa.Array:
+    """A binary/string array from ``ArrowColumnBuilder`` buffers ``(validity, offsets, data, nulls)``."""
+    validity, offsets, data, nulls = buffers
+    return pa.Array.from_buffers(typ, n, [pa.py_buffer(validity) if validity is not None else None,
+                                          pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
-_EMPTY_HEADER_STRUCT = pa.StructArray.from_arrays(
-    [pa.array([], pa.string()), pa.array([], pa.binary())], names=["key", "value"])
+def _headers_array(n: int, c: dict) -> pa.Array:
+    m = len(c["header_keys"][1]) // 4 - 1
+    struct = pa.StructArray.from_arrays([_blob_array(pa.string(), m, c["header_keys"]),
+                                         _blob_array(pa.binary(), m, c["header_values"])],
+                                        fields=list(_HEADER_TYPE.value_type))
+    return pa.Array.from_buffers(_HEADER_TYPE, n, [None, pa.py_buffer(c["header_offsets"])], children=[struct])
 
 
 def scan_segment_corruption(logdir: LogDir, seg: SegmentRef) -> list[dict]:
@@ -311,9 +352,11 @@ def scan_segment_corruption(logdir: LogDir, seg: SegmentRef) -> list[dict]:
         found.append({"topic": seg.topic, "partition": seg.partition, "segment": seg.path,
                       "position": pos, "skipped_bytes": seg.size - pos, "error": str(exc)})
 
+    builder = rb.ArrowColumnBuilder()   # decodes every record, as the reader would; rows dropped
     with logdir.open_segment(seg.path) as buf:
-        for _ in _iter_valid_batches(buf, seg, on_corrupt):
-            pass
+        for _ in _iter_valid_batches(buf, seg, on_corrupt, builder=builder):
+            if builder.rows >= 65536:
+                builder.take()
     return found
 
 

@@ -40,11 +40,15 @@ from pyspark.sql import functions as F
 
 from spark_jobs import common, options
 
-__all__ = ["record_bytes", "partition_stats", "skew_summary", "hot_keys", "window_skew",
+__all__ = ["COLUMNS", "record_bytes", "partition_stats", "skew_summary", "hot_keys", "window_skew",
            "broker_skew", "report", "main"]
 
 BROKER_NOTE = ("per-broker partition and leader counts need cluster metadata, which does not "
                "exist yet (single broker); skipped")
+
+
+COLUMNS = ("topic", "partition", "timestamp", "key", "value", "headers")
+"""The data source columns the skew audit reads (the reader ships no others)."""
 
 
 def record_bytes():
@@ -193,7 +197,7 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
     """Read → transform → collect: the skew report for ``topics`` under ``data_dir``."""
     from pyspark import StorageLevel
     counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
-    df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+    df = common.read_log(spark, data_dir, topics, corrupt=corrupt, columns=COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats_df = partition_stats(df, counts).persist(StorageLevel.MEMORY_AND_DISK)
         stats = [r.asDict() for r in stats_df.orderBy("topic", "partition").collect()]

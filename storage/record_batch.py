@@ -13,13 +13,21 @@ Invariants (checked by :func:`decode_header` / :func:`verify`):
   increasing and the last one is at most ``last_offset_delta`` (compaction may
   drop records but never changes a batch's offset range).
 
-Thread-safety: pure functions over bytes; safe from any thread.
+Speed: the per-record loops (packing a batch's records, decoding them into Arrow
+buffers) run in the C extension ``storage._codec`` when it is built (``pip install``
+builds it) and in pure Python otherwise — in the ``--py-files`` zip (zipimport cannot load
+a C extension) or with ``KAFKASIM_PURE_PYTHON=1``. Both paths give the same bytes, the
+same columns and the same errors; the tests run each against the other.
+
+Thread-safety: pure functions over bytes; safe from any thread. An
+:class:`ArrowColumnBuilder` belongs to one thread.
 """
 
 from __future__ import annotations
 
 import operator
 import gc
+import os
 import struct
 import zlib
 from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
@@ -55,6 +63,17 @@ ATTR_TIMESTAMP_TYPE_LOG_APPEND = 0x08
 _ATTR_KNOWN = ATTR_TIMESTAMP_TYPE_LOG_APPEND  # compression, transactional, control: always 0 here
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+if os.environ.get("KAFKASIM_PURE_PYTHON"):
+    _codec = None
+else:
+    try:
+        from storage import _codec
+    except ImportError:  # not built (the --py-files zip): the pure-Python path below
+        _codec = None
+
+C_CODEC = _codec is not None
+"""True when the C fast path (``storage._codec``) is in use."""
 
 
 class BatchHeader(NamedTuple):
@@ -265,8 +284,8 @@ def decode_columns(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>
     if n == 0:
         return ((), (), (), (), ())
     try:
-        if set(map(len, body)) != {5}:
-            raise ValueError("every record must have 5 fields")
+        if set(map(type, body)) != {tuple} or set(map(len, body)) != {5}:
+            raise ValueError("every record must be an array of 5 fields")
         deltas, tsds, keys, values, headers = zip(*body)
     except (TypeError, ValueError) as exc:
         raise CorruptRecordError(f"{where}: malformed record in batch at position {pos}: {exc}") from None
@@ -386,12 +405,23 @@ def encode_records_parts(
         raise InvalidRecordError("a batch needs at least one record")
     if attributes & ~_ATTR_KNOWN:
         raise InvalidRecordError(f"unsupported batch attributes 0x{attributes:x}")
+    packed = _codec.pack_records(records, False) if _codec is not None else None
+    if packed is not None:
+        payload, min_ts, max_ts = packed
+        if min_ts < 0:
+            stamps = list(map(_first, records))
+            raise InvalidRecordError(f"negative timestamp {min_ts} at offset delta {stamps.index(min_ts)}")
+        n = len(records)
+        return _assemble_parts(base_offset, partition_leader_epoch, attributes, n - 1, records[0][0], max_ts,
+                               producer_id, producer_epoch, base_sequence, n, payload)
     try:
         first_ts = records[0][0]
         body = [(i, ts - first_ts, k, v, h or ()) for i, (ts, k, v, h) in enumerate(records)]
         # min/max over the fresh body (in cache), not the caller's records (a second cold pass)
         min_ts = first_ts + min(map(_second, body))
         max_ts = first_ts + max(map(_second, body))
+        if set(map(type, map(_first, records))) != {int}:
+            raise TypeError("timestamps must be ints")
     except (TypeError, ValueError, IndexError) as exc:
         bad = next((r for r in records if not isinstance(r, (tuple, list)) or len(r) != 4
                     or not isinstance(r[0], int)), None)
@@ -438,12 +468,139 @@ def encode_trusted_batch(
     if not n:
         raise InvalidRecordError("a batch needs at least one record")
     first_ts = records[0][1]
-    try:
-        payload = _packb([(d, ts - first_ts, k, v, h) for d, ts, k, v, h in records])
-    except (TypeError, ValueError) as exc:
-        raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
-    return _assemble(0, NO_PARTITION_LEADER_EPOCH, 0, n - 1, first_ts, max(map(_second, records)),
+    packed = _codec.pack_records(records, True) if _codec is not None else None
+    if packed is not None:
+        payload, _, max_ts = packed
+    else:
+        try:
+            payload = _packb([(d, ts - first_ts, k, v, h) for d, ts, k, v, h in records])
+        except (TypeError, ValueError) as exc:
+            raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
+        max_ts = max(map(_second, records))
+    return _assemble(0, NO_PARTITION_LEADER_EPOCH, 0, n - 1, first_ts, max_ts,
                      producer_id, producer_epoch, base_sequence, n, payload)
 
 
 __all__.append("encode_trusted_batch")
+
+
+class ArrowColumnBuilder:
+    """Records of verified batches, accumulated as Arrow buffers for columnar readers.
+
+    ``add`` decodes one batch (after :func:`verify`) with the checks of FORMAT.md §2.3
+    plus the field types of §2.2 (key and value bin or nil, headers ``[str, bin | nil]``
+    pairs) and raises :class:`CorruptRecordError` naming ``where`` and the position; a
+    rejected batch leaves nothing behind. ``take`` hands out everything added since the
+    last ``take`` and starts afresh::
+
+        {"rows": n,
+         "offset_deltas": bytes (n int64, native order), "timestamp_deltas": bytes (n int64),
+         "keys": (validity, offsets, data, null_count), "values": (...),
+         "header_offsets": bytes (n + 1 int32),
+         "header_keys": (...), "header_values": (...)}
+
+    where ``validity`` is an LSB-first bitmap or None when nothing is null and
+    ``offsets`` holds count + 1 int32: exactly the buffers of Arrow ``binary``/``string``
+    and ``list`` arrays (``pyarrow.Array.from_buffers``). Column data must stay under
+    2 GiB per ``take``: callers flush on :attr:`nbytes`.
+
+    The C path (``storage._codec.ArrowColumns``) touches no Python object per record; the
+    pure-Python path builds the same buffers from :func:`decode_columns`.
+    """
+
+    def __init__(self) -> None:
+        self._c = _codec.ArrowColumns() if _codec is not None else None
+        self._py: list = []
+        self._py_rows = self._py_nbytes = 0
+
+    @property
+    def rows(self) -> int:
+        return self._c.rows if self._c is not None else self._py_rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of key, value and header data held."""
+        return self._c.nbytes if self._c is not None else self._py_nbytes
+
+    def add(self, buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> int:
+        """Decode the records of the verified batch at ``pos``; return how many were added."""
+        if self._c is not None:
+            try:
+                return self._c.add(buf, pos + HEADER_SIZE, pos + header.size, header.record_count,
+                                   header.last_offset_delta)
+            except ValueError as exc:
+                raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {exc}") from None
+        cols = decode_columns(buf, pos, header, where=where)
+        problem = _column_type_problem(cols)
+        if problem:
+            raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {problem}")
+        self._py.append(cols)
+        self._py_rows += len(cols[0])
+        self._py_nbytes += (sum(len(k or b"") + len(v or b"") for k, v in zip(cols[2], cols[3]))
+                            + sum(len(hk.encode()) + len(hv or b"") for h in cols[4] for hk, hv in h))
+        return len(cols[0])
+
+    def take(self) -> dict:
+        if self._c is not None:
+            return self._c.take()
+        parts, self._py, self._py_rows, self._py_nbytes = self._py, [], 0, 0
+        deltas, tsds, keys, values, headers = ([x for p in parts for x in p[i]] for i in range(5))
+        pairs = [pair for h in headers for pair in h]
+        return {"rows": len(deltas),
+                "offset_deltas": _int64s(deltas), "timestamp_deltas": _int64s(tsds),
+                "keys": _blob_buffers(keys), "values": _blob_buffers(values),
+                "header_offsets": _offsets(list(map(len, headers))),
+                "header_keys": _blob_buffers([k.encode() for k, _ in pairs]),
+                "header_values": _blob_buffers([v for _, v in pairs])}
+
+
+__all__ += ["ArrowColumnBuilder", "C_CODEC"]
+
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _column_type_problem(cols: tuple) -> Optional[str]:
+    """What breaks FORMAT.md §2.2's field types in :func:`decode_columns` output, or None."""
+    deltas, tsds, keys, values, headers = cols
+    if any(type(d) is not int for d in deltas):
+        return "expected an integer offset delta"
+    if any(type(t) is not int or not _INT64_MIN <= t <= _INT64_MAX for t in tsds):
+        return "expected an int64 timestamp delta"
+    if any(b is not None and type(b) is not bytes for b in keys + values):
+        return "expected bin or nil for a key or value"
+    for h in headers:
+        if type(h) is not tuple:
+            return "expected an array of headers"
+        for pair in h:
+            if type(pair) is not tuple or len(pair) != 2:
+                return "a header must be a [key, value] pair"
+            if type(pair[0]) is not str:
+                return "expected str for a header key"
+            if pair[1] is not None and type(pair[1]) is not bytes:
+                return "expected bin or nil for a key or value"
+    return None
+
+
+def _int64s(values: list) -> bytes:
+    return struct.pack(f"={len(values)}q", *values)
+
+
+def _offsets(lengths: list) -> bytes:
+    out, total = [0], 0
+    for n in lengths:
+        total += n
+        out.append(total)
+    return struct.pack(f"={len(out)}i", *out)
+
+
+def _blob_buffers(blobs: list) -> tuple:
+    """Arrow binary buffers ``(validity | None, offsets, data, null_count)`` of bytes-or-None."""
+    nulls = sum(1 for b in blobs if b is None)
+    validity = None
+    if nulls:
+        bits = bytearray((len(blobs) + 7) // 8)
+        for i, b in enumerate(blobs):
+            if b is not None:
+                bits[i >> 3] |= 1 << (i & 7)
+        validity = bytes(bits)
+    return validity, _offsets([len(b) if b is not None else 0 for b in blobs]), b"".join(b for b in blobs if b), nulls
