@@ -1,8 +1,10 @@
 """Spark audit throughput: ``python -m benchmarks audit``.
 
-Generates ``RECORDS`` records (10 M; ``run(records=...)`` for a quick run) in big batches written straight with ``storage.record_batch.encode_batch``
-(8 partitions, 10 000 keys, 8-byte values, 50 000 records per segment), then measures in
-one run, all on the same rows:
+Generates ``RECORDS`` records (10 M; ``run(records=...)`` for a quick run) in big batches
+written straight with ``storage.record_batch.encode_batch`` (8 partitions, 10 000 keys,
+8-byte values; segments roll at the default ``segment.bytes``, 1 GiB, as a broker with
+default configs would, so each partition is one ~55 MB segment and one input partition),
+then measures in one run, all on the same rows:
 
 - ``audit_records_per_s``: Spark ``local[2]`` reading the segment files through the
   kafkasim data source (the columns the skew job reads, ``spark_jobs.skew.COLUMNS``, as
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
+from typing import Optional
 
 import numpy as np
 
@@ -35,17 +38,19 @@ __all__ = ["run", "generate"]
 PARTITIONS = 8
 KEYS = 10_000
 BATCH = 5_000
-SEGMENT_RECORDS = 50_000
 T0 = 1_700_000_000_000
 
 
 RECORDS = 10_000_000
 
 
-def generate(data_dir: str, n: int, segment_records: int = SEGMENT_RECORDS) -> dict:
-    """Write ``n`` records over ``PARTITIONS`` partitions; return the columns for Parquet."""
+def generate(data_dir: str, n: int, segment_bytes: Optional[int] = None) -> dict:
+    """Write ``n`` records over ``PARTITIONS`` partitions, rolling segments at
+    ``segment_bytes`` (default: ``segment.bytes``'s default); return the columns for Parquet."""
+    from kafkasim.config import LogConfig
     from storage import layout
     from storage.record_batch import encode_batch
+    segment_bytes = segment_bytes or LogConfig().segment_bytes
     keys = [b"key-%05d" % i for i in range(KEYS)]
     value = b"v" * 8
     per = n // PARTITIONS
@@ -56,15 +61,16 @@ def generate(data_dir: str, n: int, segment_records: int = SEGMENT_RECORDS) -> d
         off = 0
         f = None
         while off < per:
-            if off % segment_records == 0:
-                if f:
-                    f.close()
-                f = open(os.path.join(pdir, layout.segment_name(off)), "wb")
             cnt = min(BATCH, per - off)
             ts = T0 + off // 10
             kidx = (np.arange(off, off + cnt) * 7919 + p) % KEYS
             recs = [(i, ts, keys[k], value, ()) for i, k in enumerate(kidx.tolist())]
-            f.write(encode_batch(off, recs))
+            batch = encode_batch(off, recs)
+            if f is None or f.tell() + len(batch) > segment_bytes:
+                if f:
+                    f.close()
+                f = open(os.path.join(pdir, layout.segment_name(off)), "wb")
+            f.write(batch)
             cols["partition"].append(np.full(cnt, p, dtype=np.int32))
             cols["offset"].append(np.arange(off, off + cnt, dtype=np.int64))
             cols["kidx"].append(kidx)

@@ -38,7 +38,7 @@ Options (all optional, case-insensitive):
 
 Columns: Python data sources get no column pruning from Spark, so a reader that needs
 only some columns says so with a user schema that is a subset of ``SCHEMA`` (any order,
-same names and types): ``.schema("partition int, key binary")`` or
+same names — lower case, as listed — and types): ``.schema("partition int, key binary")`` or
 ``.schema(schema_of([...]))``. Only those columns are built and sent to the JVM. A column
 that is not in ``SCHEMA``, or has another type, is an ``InvalidArgumentError`` naming it.
 
@@ -78,6 +78,7 @@ _HEADERS_DDL = "array<struct<key:string,value:binary>>"
 _COLUMNS = [tuple(part.strip().replace("HEADERS", _HEADERS_DDL).split(" ", 1))
             for part in SCHEMA.replace(_HEADERS_DDL, "HEADERS").split(",")]   # [(name, type)]
 _COLUMN_TYPES = dict(_COLUMNS)
+_CORRUPTION_COLUMNS = [part.strip().split(" ")[0] for part in CORRUPTION_SCHEMA.split(",")]
 
 _HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _ARROW_SCHEMA = pa.schema([
@@ -154,6 +155,9 @@ class KafkasimDataSource(DataSource):
         opts = _Options(self.options)
         if opts.mode == "records":
             opts.columns = _requested_columns(schema)
+        elif [f.name for f in schema.fields] != _CORRUPTION_COLUMNS:
+            raise InvalidArgumentError(f"mode corruption reads CORRUPTION_SCHEMA ({CORRUPTION_SCHEMA}); "
+                                       f"a user schema cannot change it")
         return _Reader(opts)
 
 
@@ -163,6 +167,8 @@ def schema_of(columns) -> str:
 
     Example: ``spark.read.format("kafkasim").schema(schema_of(["partition", "key"])).load(d)``
     """
+    if not columns:
+        raise InvalidArgumentError("schema_of needs at least one column")
     missing = [c for c in columns if c not in _COLUMN_TYPES]
     if missing:
         raise InvalidArgumentError(f"the kafkasim data source has no column {missing[0]!r}; its columns: "
@@ -185,8 +191,12 @@ def _requested_columns(schema) -> list[str]:
             raise InvalidArgumentError(f"column {field.name!r} is {want} in the kafkasim data source, "
                                        f"not {got}")
         names.append(field.name)
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"a column is named twice in the schema: {', '.join(names)}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidArgumentError(f"column {twice[0]!r} is named twice in the schema")
+    if not names:
+        raise InvalidArgumentError("the schema selects no columns; name at least one of "
+                                   f"{', '.join(n for n, _ in _COLUMNS)}")
     return names
 
 
