@@ -25,8 +25,10 @@ Thread-safety: pure functions over bytes; safe from any thread. An
 
 from __future__ import annotations
 
-import operator
+import array
 import gc
+import itertools
+import operator
 import os
 import struct
 import zlib
@@ -530,28 +532,35 @@ class ArrowColumnBuilder:
                                    header.last_offset_delta)
             except ValueError as exc:
                 raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {exc}") from None
-        cols = decode_columns(buf, pos, header, where=where)
-        problem = _column_type_problem(cols)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()   # as in decode_columns: the checks allocate, and none of it can form a cycle
+        try:
+            cols = decode_columns(buf, pos, header, where=where)
+            problem = _column_type_problem(cols)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         if problem:
             raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {problem}")
         self._py.append(cols)
         self._py_rows += len(cols[0])
-        self._py_nbytes += (sum(len(k or b"") + len(v or b"") for k, v in zip(cols[2], cols[3]))
-                            + sum(len(hk.encode()) + len(hv or b"") for h in cols[4] for hk, hv in h))
+        self._py_nbytes += sum(map(len, filter(None, cols[2]))) + sum(map(len, filter(None, cols[3])))
+        if any(cols[4]):
+            self._py_nbytes += sum(len(hk.encode()) + len(hv or b"") for h in cols[4] for hk, hv in h)
         return len(cols[0])
 
     def take(self) -> dict:
         if self._c is not None:
             return self._c.take()
         parts, self._py, self._py_rows, self._py_nbytes = self._py, [], 0, 0
-        deltas, tsds, keys, values, headers = ([x for p in parts for x in p[i]] for i in range(5))
-        pairs = [pair for h in headers for pair in h]
+        deltas, tsds, keys, values, headers = (list(_chain(*(p[i] for p in parts))) for i in range(5))
+        pairs = list(_chain(*headers)) if any(headers) else []
         return {"rows": len(deltas),
                 "offset_deltas": _int64s(deltas), "timestamp_deltas": _int64s(tsds),
                 "keys": _blob_buffers(keys), "values": _blob_buffers(values),
-                "header_offsets": _offsets(list(map(len, headers))),
-                "header_keys": _blob_buffers([k.encode() for k, _ in pairs]),
-                "header_values": _blob_buffers([v for _, v in pairs])}
+                "header_offsets": _offsets(map(len, headers)),
+                "header_keys": _blob_buffers([k.encode() for k in map(_first, pairs)]),
+                "header_values": _blob_buffers(list(map(_second, pairs)))}
 
 
 __all__ += ["ArrowColumnBuilder", "C_CODEC"]
@@ -560,42 +569,44 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def _column_type_problem(cols: tuple) -> Optional[str]:
-    """What breaks FORMAT.md §2.2's field types in :func:`decode_columns` output, or None."""
+    """What breaks FORMAT.md §2.2's field types in :func:`decode_columns` output, or None.
+
+    Type checks are ``set(map(type, column))``: C-level loops, no bytecode per record."""
     deltas, tsds, keys, values, headers = cols
-    if any(type(d) is not int for d in deltas):
+    if not set(map(type, deltas)) <= _INT:
         return "expected an integer offset delta"
-    if any(type(t) is not int or not _INT64_MIN <= t <= _INT64_MAX for t in tsds):
+    if not set(map(type, tsds)) <= _INT or (tsds and not _INT64_MIN <= min(tsds) <= max(tsds) <= _INT64_MAX):
         return "expected an int64 timestamp delta"
-    if any(b is not None and type(b) is not bytes for b in keys + values):
+    if not set(map(type, keys)) <= _BLOB or not set(map(type, values)) <= _BLOB:
         return "expected bin or nil for a key or value"
-    for h in headers:
-        if type(h) is not tuple:
-            return "expected an array of headers"
-        for pair in h:
-            if type(pair) is not tuple or len(pair) != 2:
-                return "a header must be a [key, value] pair"
-            if type(pair[0]) is not str:
-                return "expected str for a header key"
-            if pair[1] is not None and type(pair[1]) is not bytes:
-                return "expected bin or nil for a key or value"
+    if not set(map(type, headers)) <= _TUPLE:
+        return "expected an array of headers"
+    pairs = [pair for h in headers if h for pair in h]
+    if pairs:
+        if not set(map(type, pairs)) <= _TUPLE or set(map(len, pairs)) != {2}:
+            return "a header must be a [key, value] pair"
+        if not set(map(type, map(_first, pairs))) <= _STR:
+            return "expected str for a header key"
+        if not set(map(type, map(_second, pairs))) <= _BLOB:
+            return "expected bin or nil for a key or value"
     return None
 
 
+_INT, _BLOB, _TUPLE, _STR = {int}, {bytes, type(None)}, {tuple}, {str}
+_chain = itertools.chain
+
+
 def _int64s(values: list) -> bytes:
-    return struct.pack(f"={len(values)}q", *values)
+    return array.array("q", values).tobytes()
 
 
-def _offsets(lengths: list) -> bytes:
-    out, total = [0], 0
-    for n in lengths:
-        total += n
-        out.append(total)
-    return struct.pack(f"={len(out)}i", *out)
+def _offsets(lengths) -> bytes:
+    return array.array("i", list(itertools.accumulate(lengths, initial=0))).tobytes()
 
 
 def _blob_buffers(blobs: list) -> tuple:
     """Arrow binary buffers ``(validity | None, offsets, data, null_count)`` of bytes-or-None."""
-    nulls = sum(1 for b in blobs if b is None)
+    nulls = blobs.count(None)
     validity = None
     if nulls:
         bits = bytearray((len(blobs) + 7) // 8)
@@ -603,4 +614,5 @@ def _blob_buffers(blobs: list) -> tuple:
             if b is not None:
                 bits[i >> 3] |= 1 << (i & 7)
         validity = bytes(bits)
-    return validity, _offsets([len(b) if b is not None else 0 for b in blobs]), b"".join(b for b in blobs if b), nulls
+    lengths = map(len, blobs) if not nulls else (0 if b is None else len(b) for b in blobs)
+    return validity, _offsets(lengths), b"".join(filter(None, blobs)), nulls
