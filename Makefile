@@ -29,4 +29,4 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache
+	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache build storage/_codec*.so
