@@ -119,3 +119,33 @@ def test_package_zip_holds_every_project_package(tmp_path):
                 "coordinator/offsets_format.py", "spark_jobs/datasource.py", "spark_jobs/ordering.py"):
         assert mod in names
     assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
+
+
+def test_package_zip_runs_on_the_pure_python_codec(tmp_path):
+    """Executors import the project from the zip, which holds no C extension (zipimport
+    could not load one): storage falls back to its pure-Python codec and reads the same
+    columns. The editable install's finder is removed so only the zip can supply code."""
+    import subprocess
+    import sys
+    from spark_jobs.package import build_zip
+    from storage import record_batch as rb
+    path = build_zip(str(tmp_path / "kafkasim-jobs.zip"))
+    batch = rb.encode_batch(7, [(0, 1000, b"k", None, (("h", b"x"),)), (2, 990, None, b"v", ())],
+                            last_offset_delta=3)
+    (tmp_path / "batch.bin").write_bytes(batch)
+    expected = rb.ArrowColumnBuilder()
+    expected.add(batch, 0, rb.decode_header(batch))
+    script = f"""
+import sys
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, {path!r})
+from storage import record_batch as rb
+assert rb.__file__.startswith({path!r}), rb.__file__
+assert not rb.C_CODEC
+data = open({str(tmp_path / "batch.bin")!r}, "rb").read()
+b = rb.ArrowColumnBuilder()
+b.add(data, 0, rb.decode_header(data))
+print(repr(b.take()))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert eval(out.stdout) == expected.take()
