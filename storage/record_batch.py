@@ -408,14 +408,19 @@ def encode_records_parts(
     if attributes & ~_ATTR_KNOWN:
         raise InvalidRecordError(f"unsupported batch attributes 0x{attributes:x}")
     packed = _codec.pack_records(records, False) if _codec is not None else None
-    if packed is not None:
-        payload, min_ts, max_ts = packed
-        if min_ts < 0:
-            stamps = list(map(_first, records))
-            raise InvalidRecordError(f"negative timestamp {min_ts} at offset delta {stamps.index(min_ts)}")
-        n = len(records)
-        return _assemble_parts(base_offset, partition_leader_epoch, attributes, n - 1, records[0][0], max_ts,
-                               producer_id, producer_epoch, base_sequence, n, payload)
+    if packed is None:
+        packed = _pack_delta_records(records)
+    else:
+        _check_timestamps(records, packed[1])
+    payload, _, max_ts = packed
+    n = len(records)
+    return _assemble_parts(base_offset, partition_leader_epoch, attributes, n - 1, records[0][0], max_ts,
+                           producer_id, producer_epoch, base_sequence, n, payload)
+
+
+def _pack_delta_records(records: Sequence[tuple]) -> tuple[bytes, int, int]:
+    """The pure-Python ``_codec.pack_records(records, False)``: ``(payload, min_ts, max_ts)``,
+    checking shape, then timestamps, then encodability (the order of the errors)."""
     try:
         first_ts = records[0][0]
         body = [(i, ts - first_ts, k, v, h or ()) for i, (ts, k, v, h) in enumerate(records)]
@@ -429,16 +434,17 @@ def encode_records_parts(
                     or not isinstance(r[0], int)), None)
         raise InvalidRecordError(
             f"records must be (timestamp_ms: int, key, value, headers) tuples, got {bad!r:.120}") from exc
+    _check_timestamps(records, min_ts)
+    try:
+        return _packb(body), min_ts, max_ts
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
+
+
+def _check_timestamps(records: Sequence[tuple], min_ts: int) -> None:
     if min_ts < 0:
         stamps = list(map(_first, records))
         raise InvalidRecordError(f"negative timestamp {min_ts} at offset delta {stamps.index(min_ts)}")
-    try:
-        payload = _packb(body)
-    except (TypeError, ValueError) as exc:
-        raise InvalidRecordError(f"record cannot be encoded: {exc}") from exc
-    n = len(records)
-    return _assemble_parts(base_offset, partition_leader_epoch, attributes, n - 1, first_ts, max_ts,
-                           producer_id, producer_epoch, base_sequence, n, payload)
 
 
 __all__ += ["encode_records", "encode_records_parts"]
