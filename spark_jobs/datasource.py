@@ -1,7 +1,8 @@
 """A Spark data source over kafkasim's on-disk log: ``spark.read.format("kafkasim").load(DIR)``.
 
 Built on PySpark 4's Python data source API. The driver lists segment files
-(:mod:`spark_jobs.logdir`); there is **one input partition per segment file**; each
+(:mod:`spark_jobs.logdir`); there is **one input partition per segment file** (or per
+group of small ones, with ``maxPartitionBytes``); each
 task decodes its segment with ``storage.record_batch`` (the one reader of the format)
 and yields pyarrow ``RecordBatch``es of up to ``batchRows`` rows.
 
@@ -35,6 +36,11 @@ Options (all optional, case-insensitive):
   (``topic, partition, segment, position, skipped_bytes, error``): the countable side
   of ``corrupt=report``. :func:`scan_corruption` wraps it.
 - ``batchRows``: rows per Arrow batch (default 65536).
+- ``maxPartitionBytes``: 0 (default) gives one input partition per segment file. A
+  positive value packs consecutive segments of the same topic partition into one input
+  partition of at most that many bytes (a bigger segment stays alone), as Spark's file
+  sources pack small files (``spark.sql.files.maxPartitionBytes``): for logs of many small
+  segments, where one task per segment makes Spark shuffle one partial aggregate per task.
 
 Columns: Python data sources get no column pruning from Spark, so a reader that needs
 only some columns says so with a user schema that is a subset of ``SCHEMA`` (any order,
@@ -117,6 +123,9 @@ class _Options:
         self.batch_rows = self._int(options, "batchRows", 65536)
         if self.batch_rows < 1:
             raise InvalidArgumentError(f"batchRows must be >= 1, got {self.batch_rows}")
+        self.max_partition_bytes = self._int(options, "maxPartitionBytes", 0)
+        if self.max_partition_bytes < 0:
+            raise InvalidArgumentError(f"maxPartitionBytes must be >= 0, got {self.max_partition_bytes}")
 
     @staticmethod
     def _int(options, name: str, default: int) -> int:
@@ -135,9 +144,28 @@ class _Options:
 
 
 class _SegmentPartition(InputPartition):
-    def __init__(self, seg: SegmentRef) -> None:
-        super().__init__(seg.path)
-        self.seg = seg
+    """One or more consecutive segments of one topic partition, read in offset order."""
+
+    def __init__(self, segs: list[SegmentRef]) -> None:
+        super().__init__(segs[0].path)
+        self.segs = segs
+
+
+def _group_segments(segs: list[SegmentRef], max_bytes: int) -> list[list[SegmentRef]]:
+    """Pack consecutive segments of the same topic partition into groups of at most
+    ``max_bytes`` (a segment larger than that is a group of its own); 0: one per segment."""
+    groups: list[list[SegmentRef]] = []
+    size = 0
+    for s in segs:
+        last = groups[-1] if groups else None
+        if (max_bytes and last and (last[-1].topic, last[-1].partition) == (s.topic, s.partition)
+                and size + s.size <= max_bytes):
+            last.append(s)
+            size += s.size
+        else:
+            groups.append([s])
+            size = s.size
+    return groups
 
 
 class KafkasimDataSource(DataSource):
@@ -211,15 +239,13 @@ class _Reader(DataSourceReader):
                 if s.size > 0 and s.base_offset < o.end_offset
                 and (s.end_offset is None or s.end_offset > o.start_offset)]
         # Spark needs at least one partition; an empty one reads nothing.
-        return [_SegmentPartition(s) for s in segs] or [InputPartition(None)]
+        return [_SegmentPartition(g) for g in _group_segments(segs, o.max_partition_bytes)] or [InputPartition(None)]
 
     def read(self, partition):
-        seg = getattr(partition, "seg", None)
-        if seg is None:
-            return iter(())
+        segs = getattr(partition, "segs", ())
         if self.opts.mode == "corruption":
-            return _corruption_batches(self.logdir, seg)
-        return read_segment_arrow(self.logdir, seg, self.opts)
+            return (row for seg in segs for row in _corruption_batches(self.logdir, seg))
+        return (batch for seg in segs for batch in read_segment_arrow(self.logdir, seg, self.opts))
 
 
 def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:

@@ -101,6 +101,28 @@ def test_one_input_partition_per_segment_and_segment_column(spark, tmp_path):
                     (3, layout.segment_name(3))}
 
 
+def test_max_partition_bytes_packs_small_segments_of_one_partition(spark, tmp_path):
+    d = _logdir_with_two_segments(tmp_path)   # orders-0: two segments, orders-1 and other-0: one each
+    full = spark.read.format("kafkasim").load(d)
+    packed = spark.read.format("kafkasim").option("maxPartitionBytes", 1 << 20).load(d)
+    assert packed.rdd.getNumPartitions() == 3   # orders-0's segments share a task; partitions never do
+    assert _rows(packed) == _rows(full)
+    tiny = spark.read.format("kafkasim").option("maxPartitionBytes", 1).load(d)
+    assert tiny.rdd.getNumPartitions() == 4     # each segment is bigger than the limit: alone
+    corrupt = spark.read.format("kafkasim").option("mode", "corruption").option("maxPartitionBytes", 1 << 20)
+    assert corrupt.load(d).count() == 0
+
+
+def test_group_segments_keeps_offset_order_and_the_byte_limit():
+    from spark_jobs.datasource import _group_segments
+    from spark_jobs.logdir import SegmentRef
+    segs = [SegmentRef("t", 0, b, None, f"t-0/{b}", 40) for b in (0, 10, 20, 30)] + \
+           [SegmentRef("t", 1, 0, None, "t-1/0", 40), SegmentRef("u", 0, 0, None, "u-0/0", 500)]
+    groups = _group_segments(segs, 100)
+    assert [[s.path for s in g] for g in groups] == [["t-0/0", "t-0/10"], ["t-0/20", "t-0/30"], ["t-1/0"], ["u-0/0"]]
+    assert [len(g) for g in _group_segments(segs, 0)] == [1] * 6
+
+
 def test_headers_nulls_and_producer_fields(spark, tmp_path):
     d = _logdir_with_two_segments(tmp_path)
     rows = {(r.partition, r.offset): r for r in spark.read.format("kafkasim").option("topic", "orders").load(d).collect()}
@@ -201,6 +223,8 @@ def test_bad_options_are_rejected(tmp_path):
         _Options({"path": "x", "startingOffset": "ten"})
     with pytest.raises(InvalidArgumentError, match="path"):
         _Options({})
+    with pytest.raises(InvalidArgumentError, match="maxPartitionBytes must be >= 0, got -1"):
+        _Options({"path": "x", "maxPartitionBytes": "-1"})
 
 
 _record = st.tuples(st.integers(0, 10_000),
