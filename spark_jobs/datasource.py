@@ -199,9 +199,13 @@ def schema_of(columns) -> str:
         raise InvalidArgumentError("schema_of needs at least one column")
     missing = [c for c in columns if c not in _COLUMN_TYPES]
     if missing:
-        raise InvalidArgumentError(f"the kafkasim data source has no column {missing[0]!r}; its columns: "
-                                   f"{', '.join(n for n, _ in _COLUMNS)}")
+        raise _no_such_column(missing[0])
     return ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
+
+
+def _no_such_column(name: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"the kafkasim data source has no column {name!r}; its columns: "
+                                f"{', '.join(n for n, _ in _COLUMNS)}")
 
 
 def _requested_columns(schema) -> list[str]:
@@ -211,9 +215,7 @@ def _requested_columns(schema) -> list[str]:
     for field in schema.fields:
         want = _COLUMN_TYPES.get(field.name)
         if want is None:
-            raise InvalidArgumentError(
-                f"the kafkasim data source has no column {field.name!r}; its columns: "
-                f"{', '.join(n for n, _ in _COLUMNS)}")
+            raise _no_such_column(field.name)
         got = field.dataType.simpleString()
         if got.replace("bigint", "long") != want:
             raise InvalidArgumentError(f"column {field.name!r} is {want} in the kafkasim data source, "
