@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml setup.py storage/_codec.c scripts/ensure_java.sh
+$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@$(BIN)/python -c "from kafkasim.records import record_batch as rb; rb.C_CODEC or print('kafkasim: C codec not built (no compiler?); using the pure-Python record codec: same results, slower')"
 	bash scripts/ensure_java.sh
 	touch $(STAMP)
 
@@ -19,6 +20,7 @@ demo: setup
 	$(BIN)/kafkasim demo
 
 test: setup
+	$(BIN)/python scripts/lint_imports.py
 	$(BIN)/python -m pytest
 
 test-fast: setup
@@ -29,4 +31,4 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache build storage/_codec*.so
+	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache build kafkasim/records/_codec*.so

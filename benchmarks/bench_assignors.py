@@ -16,7 +16,7 @@ to every topic (Kafka's constrained path; 100 topics of 1,000 / 100 partitions).
 from __future__ import annotations
 
 from benchmarks.common import best_of, figure
-from coordinator.assignors import CooperativeStickyAssignor, RangeAssignor, StickyAssignor, Subscription
+from kafkasim.assignors import CooperativeStickyAssignor, RangeAssignor, StickyAssignor, Subscription
 
 __all__ = ["run"]
 

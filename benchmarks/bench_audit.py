@@ -1,18 +1,18 @@
 """Spark audit throughput: ``python -m benchmarks audit``.
 
 Generates ``RECORDS`` records (10 M; ``run(records=...)`` for a quick run) in big batches
-written straight with ``storage.record_batch.encode_batch`` (8 partitions, 10 000 keys,
+written straight with ``kafkasim.records.record_batch.encode_batch`` (8 partitions, 10 000 keys,
 8-byte values; segments roll at the default ``segment.bytes``, 1 GiB, as a broker with
 default configs would, so each partition is one ~55 MB segment and one input partition),
 then measures in one run, all on the same rows:
 
 - ``audit_records_per_s``: Spark ``local[2]`` reading the segment files through the
-  kafkasim data source (the columns the skew job reads, ``spark_jobs.skew.COLUMNS``, as
+  kafkasim data source (the columns the skew job reads, ``kafkasim.spark_jobs.skew.COLUMNS``, as
   the job does) and computing the skew audit's core in one scan — records and
   payload bytes per partition and the top 10 keys by records — JVM start and an untimed
   warm-up (the same audit over a slice of the log and over the Parquet copy) not
   counted; best of ``SPARK_ROUNDS`` rounds, alternating with the Parquet run.
-  Baseline: ``plain_python_replay_records_per_s``, a single-process replay of the same files through ``storage.record_batch`` that
+  Baseline: ``plain_python_replay_records_per_s``, a single-process replay of the same files through ``kafkasim.records.record_batch`` that
   computes the same figures with dicts.
 - ``parquet_scan_records_per_s``: the same aggregation by Spark over the same rows
   stored as Parquet (written with pyarrow beforehand, not timed).
@@ -49,8 +49,8 @@ def generate(data_dir: str, n: int, segment_bytes: Optional[int] = None) -> dict
     """Write ``n`` records over ``PARTITIONS`` partitions, rolling segments at
     ``segment_bytes`` (default: ``segment.bytes``'s default); return the columns for Parquet."""
     from kafkasim.config import LogConfig
-    from storage import layout
-    from storage.record_batch import encode_batch
+    from kafkasim.storage import layout
+    from kafkasim.records.record_batch import encode_batch
     segment_bytes = segment_bytes or LogConfig().segment_bytes
     keys = [b"key-%05d" % i for i in range(KEYS)]
     value = b"v" * 8
@@ -107,8 +107,8 @@ def _top_keys(per_key: dict) -> list:
 
 def _plain_python(data_dir: str) -> tuple[dict, list]:
     """The audit's figures by a single-process replay through storage's decoder."""
-    from spark_jobs.logdir import LogDir
-    from storage import record_batch as rb
+    from kafkasim.spark_jobs.logdir import LogDir
+    from kafkasim.records import record_batch as rb
     ld = LogDir(data_dir)
     per_part: dict = defaultdict(lambda: [0, 0])
     per_key: dict = defaultdict(int)
@@ -132,7 +132,7 @@ def _spark_audit(df) -> tuple[dict, list]:
     """One scan: per (topic, partition, key) records and bytes (cached, small), then the
     per-partition totals and the top keys from it."""
     from pyspark.sql import functions as F
-    from spark_jobs.skew import record_bytes
+    from kafkasim.spark_jobs.skew import record_bytes
     fine = (df.groupBy("topic", "partition", "key")
             .agg(F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes"))).cache()
     try:
@@ -166,8 +166,8 @@ def run(records: int = RECORDS, segment_bytes: Optional[int] = None) -> dict:
         py_s = time.perf_counter() - t0
 
         from pyspark.sql import functions as F
-        from spark_jobs import common, skew
-        from spark_jobs.session import build_session
+        from kafkasim.spark_jobs import common, skew
+        from kafkasim.spark_jobs.session import build_session
         spark = build_session(app_name="kafkasim-bench-audit", master="local[2]",
                               extra_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
                                           "spark.driver.memory": "4g"})

@@ -1,14 +1,14 @@
 """Consumer poll throughput (``poll_records_per_s``) beside mockafka-py's FakeConsumer loop.
 
 Setup: an 8-partition topic with ``RECORDS`` records (16-byte keys, 100-byte values)
-written in batches of 1,000 and flushed. Measured: a :class:`consumer.Consumer`
+written in batches of 1,000 and flushed. Measured: a :class:`kafkasim.consumer.Consumer`
 (manual assignment of all 8 partitions, ``auto_offset_reset=earliest``, default
 ``max_poll_records=500``) polling until it has read every record, best of 3.
 Baseline, in the same run: mockafka-py's ``FakeConsumer.poll()`` loop (one message per
 call) over ``BASELINE_RECORDS`` of the same records (its store is in memory; it is
 measured on fewer records to keep the run short, and reported as a rate).
 Also reported: ``group_poll_records_per_s`` (the same read as a group member, with
-auto-commit, best of 2) and ``consumer_fetch_ceiling_records_per_s`` (``broker.fetch``
+auto-commit, best of 2) and ``consumer_fetch_ceiling_records_per_s`` (``kafkasim.broker.fetch``
 alone over the same records: the log's read cost, which bounds the consumer).
 """
 
@@ -41,7 +41,7 @@ def _fill(broker) -> None:
 
 
 def _read_all(broker, **config) -> float:
-    from consumer import Consumer
+    from kafkasim.consumer import Consumer
     from kafkasim.types import TopicPartition
 
     c = Consumer(broker, auto_offset_reset="earliest", enable_auto_commit=False, **config)
@@ -57,7 +57,7 @@ def _read_all(broker, **config) -> float:
 
 
 def _read_all_group(broker, group_id: str) -> float:
-    from consumer import Consumer
+    from kafkasim.consumer import Consumer
 
     c = Consumer(broker, "bench", group_id=group_id, auto_offset_reset="earliest",
                  heartbeat_thread=False, max_poll_records=1)
@@ -75,7 +75,7 @@ def _read_all_group(broker, group_id: str) -> float:
 
 
 def _fetch_only(broker) -> float:
-    """The ceiling: ``broker.fetch`` alone over the same records (what the log's read costs)."""
+    """The ceiling: ``kafkasim.broker.fetch`` alone over the same records (what the log's read costs)."""
     per = RECORDS // PARTITIONS
     t0 = time.perf_counter()
     n = 0
@@ -112,7 +112,7 @@ def _mockafka_rate() -> float:
 
 
 def run() -> dict:
-    from broker import Broker
+    from kafkasim.broker import Broker
 
     try:
         baseline = _mockafka_rate()

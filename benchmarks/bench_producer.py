@@ -37,7 +37,7 @@ def _records():
 
 
 def _ours(broker, topic, keys, value, **config):
-    from producer import Producer
+    from kafkasim.producer import Producer
 
     def go():
         p = Producer(broker, **config)
@@ -77,8 +77,8 @@ def _timed(cases: dict, repeat: int = REPEAT) -> dict:
 
 
 def run() -> dict:
-    from broker import Broker
-    from producer.partitioners import partition_many
+    from kafkasim.broker import Broker
+    from kafkasim.partitioning.partitioners import partition_many
 
     out = {}
     keys, value = _records()

@@ -18,7 +18,7 @@ __all__ = ["run"]
 
 
 def run() -> dict:
-    from scenarios import SCENARIOS, run_scenario
+    from kafkasim.scenarios import SCENARIOS, run_scenario
 
     out = {}
     with scratch_dir("kafkasim-bench-scenarios-") as d:

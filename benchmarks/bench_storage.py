@@ -27,8 +27,8 @@ import msgpack
 from benchmarks.common import figure, scratch_dir
 from kafkasim.clock import SystemClock
 from kafkasim.config import LogConfig
-from storage import record_batch as rb
-from storage.log import Log
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.log import Log
 
 __all__ = ["run"]
 

@@ -1,7 +1,11 @@
-"""broker: the in-process Kafka broker (topics over logs, the request API). See API.md."""
+"""kafkasim.broker: the in-process Kafka broker (topics over logs, the request API). See API.md.
 
-from broker.broker import (
-    EARLIEST, INTERNAL_TOPICS, LATEST, Broker, ColumnFetchResult, FetchResult, ProduceResult,
-)
+Exports are lazy (:mod:`kafkasim._lazy`): importing this package imports nothing heavy.
+"""
 
-__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
+from kafkasim._lazy import lazy_exports
+
+_EXPORTS = {name: "kafkasim.broker.broker" for name in (
+    "Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS")}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

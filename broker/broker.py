@@ -7,7 +7,7 @@ base offset), fetch (records from an offset, up to max bytes) and list offsets
 
 Invariants:
 - A topic exists iff its metadata file exists (broker/metadata.py); its partitions
-  are ``<topic>-0 .. <topic>-(n-1)`` under ``data_dir``, each a :class:`storage.log.Log`.
+  are ``<topic>-0 .. <topic>-(n-1)`` under ``data_dir``, each a :class:`kafkasim.storage.log.Log`.
 - Validation happens before anything touches the disk: a bad name, partition count,
   replication factor or config raises and leaves nothing behind.
 - Offsets in a partition are contiguous; an idempotent producer's retried batch is
@@ -41,12 +41,12 @@ from kafkasim.errors import (
     KafkaStorageError, TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 )
 from kafkasim.types import Record, TopicPartition
-from storage import record_batch as rb
-from storage.layout import partition_dir_name, validate_topic
-from storage.log import Log, RecordColumns
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.layout import partition_dir_name, validate_topic
+from kafkasim.storage.log import Log, RecordColumns
 
-from broker.metadata import MetadataStore, TopicMetadata
-from broker.producer_state import ProducerStateTable
+from kafkasim.broker.metadata import MetadataStore, TopicMetadata
+from kafkasim.broker.producer_state import ProducerStateTable
 
 __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
 
@@ -285,7 +285,7 @@ class Broker:
     # -------------------------------------------------------------------- data
 
     def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1) -> ProduceResult:
-        """Append one encoded batch (storage.record_batch.encode_batch) to a partition.
+        """Append one encoded batch (kafkasim.records.record_batch.encode_batch) to a partition.
 
         The broker verifies the batch, applies the idempotent-producer rules and stamps
         the base offset. ``acks`` is validated as Kafka does (0, 1, -1 or 'all'); with one
@@ -342,7 +342,7 @@ class Broker:
     def fetch_columns(self, topic: str, partition: int, offset: int,
                       max_bytes: int = 1_048_576) -> ColumnFetchResult:
         """:meth:`fetch` column-wise: the same records, same rules and errors, as a
-        :class:`storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
+        :class:`kafkasim.storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
         lists; no producer fields). The consumer's fetcher uses it to build each
         ``ConsumerRecord`` directly, in C-level loops."""
         log = self._partition(topic, partition).log
@@ -531,10 +531,10 @@ class Broker:
         coord = self.__dict__.get("_group_coordinator")
         if coord is not None:
             return coord
-        from coordinator.coordinator import GroupCoordinator
-        from coordinator.offsets_format import (
+        from kafkasim.coordinator.coordinator import GroupCoordinator
+        from kafkasim.protocol.offsets import (
             OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, OFFSETS_TOPIC_PARTITIONS)
-        from coordinator.offsets_store import OffsetsStore
+        from kafkasim.coordinator.offsets_store import OffsetsStore
         with self._lock:
             self._check_group_api()
             coord = self.__dict__.get("_group_coordinator")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkasim.errors import KafkaStorageError
-from storage.layout import META_DIR
+from kafkasim.storage.layout import META_DIR
 
 __all__ = ["TopicMetadata", "MetadataStore"]
 

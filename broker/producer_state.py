@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from kafkasim.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
-from storage.record_batch import BatchHeader
+from kafkasim.records.record_batch import BatchHeader
 
 __all__ = ["ProducerStateTable", "MAX_CACHED_BATCHES"]
 

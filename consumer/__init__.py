@@ -1,12 +1,19 @@
-"""consumer: kafka-python's KafkaConsumer over the in-process broker.
+"""kafkasim.consumer: kafka-python's KafkaConsumer over the in-process broker.
 
 Modules: ``subscription`` (what is subscribed/assigned, positions), ``fetcher``
-(records from the broker), ``group_member`` (the group protocol, client side),
-``consumer`` (the ``Consumer`` facade). Talks only to the broker API.
+(records from the broker), ``group_member`` (the group protocol, client side; the
+message shapes come from :mod:`kafkasim.protocol.group`), ``consumer`` (the
+``Consumer`` facade). Talks only to the broker API. Exports are lazy.
 """
 
-from consumer.consumer import DEFAULT_CONFIG, Consumer
-from consumer.fetcher import ConsumerRecord
-from consumer.group_member import ConsumerRebalanceListener, MemberState
+from kafkasim._lazy import lazy_exports
 
-__all__ = ["Consumer", "ConsumerRecord", "ConsumerRebalanceListener", "MemberState", "DEFAULT_CONFIG"]
+_EXPORTS = {
+    "Consumer": "kafkasim.consumer.consumer",
+    "DEFAULT_CONFIG": "kafkasim.consumer.consumer",
+    "ConsumerRecord": "kafkasim.consumer.fetcher",
+    "ConsumerRebalanceListener": "kafkasim.consumer.group_member",
+    "MemberState": "kafkasim.consumer.group_member",
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

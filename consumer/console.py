@@ -14,8 +14,8 @@ from __future__ import annotations
 import base64
 from typing import Iterator, Optional
 
-from consumer.consumer import Consumer
-from consumer.fetcher import ConsumerRecord
+from kafkasim.consumer.consumer import Consumer
+from kafkasim.consumer.fetcher import ConsumerRecord
 from kafkasim.types import TopicPartition
 
 __all__ = ["consume", "record_to_json", "text_or_base64"]

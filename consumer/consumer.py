@@ -34,9 +34,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable, Iterator, Optional
 
-from consumer.fetcher import ConsumerRecord, Fetcher
-from consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
-from consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
+from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
+from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
+from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.errors import (
     IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,

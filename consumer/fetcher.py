@@ -3,7 +3,7 @@
 Each :meth:`Fetcher.fetch` walks the fetchable partitions (assigned, not paused,
 position known) round robin, starting after the partition it served last, so no
 partition starves; it serves buffered records first and asks the broker
-(``broker.fetch_columns``: columns, so each record becomes one tuple) for at most ``max_partition_fetch_bytes`` per partition and
+(``kafkasim.broker.fetch_columns``: columns, so each record becomes one tuple) for at most ``max_partition_fetch_bytes`` per partition and
 ``fetch_max_bytes`` per call when a buffer runs dry.
 
 Invariants:
@@ -24,7 +24,7 @@ from bisect import bisect_left
 from itertools import repeat
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-from consumer.subscription import SubscriptionState
+from kafkasim.consumer.subscription import SubscriptionState
 from kafkasim.errors import OffsetOutOfRangeError
 from kafkasim.types import TopicPartition
 

@@ -42,8 +42,8 @@ import enum
 import logging
 from typing import Callable, Optional, Sequence
 
-from coordinator.assignors import COOPERATIVE, EAGER, Subscription, get_assignor
-from coordinator.coordinator import COMPLETE, NO_GENERATION, NO_MEMBER_ID
+from kafkasim.assignors import COOPERATIVE, EAGER, Subscription, get_assignor
+from kafkasim.protocol.group import COMPLETE, NO_GENERATION, NO_MEMBER_ID
 from kafkasim.errors import (
     CommitFailedError, FencedInstanceIdError, IllegalGenerationError, KafkaSimError,
     RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError,

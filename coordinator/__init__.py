@@ -1,16 +1,18 @@
-"""coordinator: the group coordinator (classic protocol), its offsets store, and assignors.
+"""kafkasim.coordinator: the group coordinator (classic protocol) and its offsets store.
 
-Modules: ``offsets_format`` (pure codec of ``__consumer_offsets`` records, importable by
-spark_jobs), ``group`` (group/member data), ``offsets_store`` (persistence on
-storage logs), ``coordinator`` (the state machine; its docstring is the protocol),
-``assignors/`` (pure assignment functions). Nothing here imports broker.
+Modules: ``group`` (group/member data), ``offsets_store`` (persistence on storage
+logs), ``coordinator`` (the state machine; its docstring is the protocol). The pure
+parts it shares with clients live below it: the message shapes in
+:mod:`kafkasim.protocol.group`, the ``__consumer_offsets`` schema in
+:mod:`kafkasim.protocol.offsets`, the assignors in :mod:`kafkasim.assignors`.
+Nothing here imports the broker. Exports are lazy.
 """
 
-from coordinator.coordinator import (
-    COMPLETE, NO_GENERATION, NO_MEMBER_ID, PENDING, GroupCoordinator, GroupState, JoinResult,
-    SyncResult,
-)
-from coordinator.offsets_store import OffsetsStore
+from kafkasim._lazy import lazy_exports
 
-__all__ = ["GroupCoordinator", "GroupState", "JoinResult", "SyncResult", "OffsetsStore",
-           "PENDING", "COMPLETE", "NO_GENERATION", "NO_MEMBER_ID"]
+_EXPORTS = {name: "kafkasim.coordinator.coordinator" for name in (
+    "GroupCoordinator", "GroupState", "JoinResult", "SyncResult", "PENDING", "COMPLETE",
+    "NO_GENERATION", "NO_MEMBER_ID")}
+_EXPORTS["OffsetsStore"] = "kafkasim.coordinator.offsets_store"
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

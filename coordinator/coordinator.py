@@ -36,7 +36,7 @@ same clock readings and ``seed`` give the same member ids, generations and
 assignments.
 
 States: ``Empty → PreparingRebalance → CompletingRebalance → Stable`` (and ``Dead``
-once deleted); see :class:`coordinator.group.GroupState`. ``NO_GENERATION`` (-1)
+once deleted); see :class:`kafkasim.coordinator.group.GroupState`. ``NO_GENERATION`` (-1)
 and ``NO_MEMBER_ID`` ("") are the sentinels of a member outside any generation.
 
 Rebalance triggers: a member joins, a known member rejoins with different protocol
@@ -59,7 +59,7 @@ and the subscription is unchanged, completes at once with the current generation
 no rebalance. The previous holder of the instance id is fenced.
 
 Persistence: offset commits and group metadata go to ``__consumer_offsets`` through
-:class:`coordinator.offsets_store.OffsetsStore`; on start the coordinator replays
+:class:`kafkasim.coordinator.offsets_store.OffsetsStore`; on start the coordinator replays
 it. Loaded groups come back Empty (their member processes are gone), with their
 generation and committed offsets.
 
@@ -76,16 +76,19 @@ from __future__ import annotations
 import random
 import threading
 import uuid
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
-from coordinator.group import Group, GroupState, MemberMetadata
-from coordinator.offsets_store import OffsetsStore
+from kafkasim.coordinator.group import Group, GroupState, MemberMetadata
+from kafkasim.coordinator.offsets_store import OffsetsStore
 from kafkasim.clock import Clock, SystemClock
 from kafkasim.errors import (
     CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
     IllegalGenerationError, InconsistentGroupProtocolError, InvalidGroupIdError,
     InvalidRequestError, InvalidSessionTimeoutError, NonEmptyGroupError,
     RebalanceInProgressError, UnknownMemberIdError,
+)
+from kafkasim.protocol.group import (
+    COMPLETE, NO_GENERATION, NO_MEMBER_ID, PENDING, JoinResult, SyncResult,
 )
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
@@ -96,41 +99,9 @@ __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
 ]
 
-PENDING = "pending"
-COMPLETE = "complete"
-NO_GENERATION = -1
-NO_MEMBER_ID = ""
 DEFAULT_MIN_SESSION_TIMEOUT_MS = 6_000          # group.min.session.timeout.ms
 DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000      # group.max.session.timeout.ms
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3_000      # group.initial.rebalance.delay.ms
-
-
-class JoinResult(NamedTuple):
-    """Answer to a join: PENDING (call again with ``member_id``) or COMPLETE.
-
-    ``members`` is non-empty only for the leader: ``[(member_id, group_instance_id,
-    metadata of the chosen protocol)]`` in join order.
-    """
-
-    status: str
-    member_id: str
-    generation_id: int = NO_GENERATION
-    protocol_name: Optional[str] = None
-    leader_id: Optional[str] = None
-    members: tuple = ()
-
-    @property
-    def is_leader(self) -> bool:
-        return self.status == COMPLETE and self.leader_id == self.member_id
-
-
-class SyncResult(NamedTuple):
-    """Answer to a sync: PENDING (the leader has not sent the assignment) or COMPLETE."""
-
-    status: str
-    assignment: tuple = ()
-    protocol_name: Optional[str] = None
-    generation_id: int = NO_GENERATION
 
 
 class GroupCoordinator:

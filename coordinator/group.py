@@ -4,7 +4,7 @@ A :class:`Group` is one consumer group: its :class:`GroupState`, generation, cho
 protocol, leader, members (in join order) and committed offsets. A
 :class:`MemberMetadata` is one member as the coordinator sees it.
 
-Invariants (kept by :class:`coordinator.coordinator.GroupCoordinator`):
+Invariants (kept by :class:`kafkasim.coordinator.coordinator.GroupCoordinator`):
 - ``members`` is ordered by first join; the leader, when set, is a member;
 - ``static_members`` maps each ``group_instance_id`` to exactly one current member id;
 - ``generation_id`` only grows; it grows by one each time a rebalance completes;

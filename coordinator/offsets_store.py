@@ -1,11 +1,11 @@
 """The offsets store: committed offsets and group metadata kept in ``__consumer_offsets``.
 
-The store appends records (encoded by :mod:`coordinator.offsets_format`) to the
+The store appends records (encoded by :mod:`kafkasim.protocol.offsets`) to the
 partition of the internal topic that owns the group (``partition_for_group``) and,
 on start, replays every partition from its log start to rebuild the latest value
 of every key. It receives the partition logs from its owner (the broker); it
 needs of each only ``append(records)``, ``read(offset, max_bytes)``,
-``log_start_offset`` and ``log_end_offset`` (:class:`storage.log.Log`).
+``log_start_offset`` and ``log_end_offset`` (:class:`kafkasim.storage.log.Log`).
 
 Invariants:
 - an append returns only after the log accepted the batch, so a commit that
@@ -26,7 +26,7 @@ from __future__ import annotations
 import warnings
 from typing import Iterable, Optional, Sequence
 
-from coordinator.offsets_format import (
+from kafkasim.protocol.offsets import (
     OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, GroupKey, OffsetKey, decode_record, encode_group_key,
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )

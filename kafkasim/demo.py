@@ -25,11 +25,11 @@ import random
 import shutil
 from typing import Callable, Optional
 
-from broker import Broker
-from consumer import Consumer
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
-from producer import Producer
+from kafkasim.producer import Producer
 
 __all__ = ["run_demo", "MARKER"]
 
@@ -159,9 +159,9 @@ def _owners(group: list) -> str:
 
 
 def _audit(data_dir: str, say) -> dict:
-    from spark_jobs import lag, ordering, skew
-    from spark_jobs.common import write_json
-    from spark_jobs.session import build_session
+    from kafkasim.spark_jobs import lag, ordering, skew
+    from kafkasim.spark_jobs.common import write_json
+    from kafkasim.spark_jobs.session import build_session
 
     reports = os.path.join(data_dir, "reports")
     os.makedirs(reports, exist_ok=True)

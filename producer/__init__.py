@@ -1,20 +1,23 @@
-"""producer: where a key becomes a partition (see docs/producer.md, docs/partitioners.md).
+"""kafkasim.producer: kafka-python's ``KafkaProducer`` over the broker (see docs/producer.md).
 
-- ``producer.hashing`` — Kafka's murmur2 and the other clients' hashes, scalar and vectorised.
-- ``producer.partitioners`` — named partitioners, ``partition_many`` (vectorised).
-- ``producer.accumulator`` / ``producer.batch`` — per-partition batches and futures.
-- ``producer.producer`` — ``Producer``, kafka-python's ``KafkaProducer`` API over the broker.
+- ``kafkasim.producer.accumulator`` / ``kafkasim.producer.batch`` — per-partition batches and futures.
+- ``kafkasim.producer.producer`` — ``Producer``, kafka-python's ``KafkaProducer`` API over the broker.
+- ``kafkasim.producer.lines`` — the console producer's line format.
 
-Depends on ``kafkasim`` (vocabulary) and ``storage.record_batch`` (batch encoding) and
-talks to the broker only through its public API (broker/API.md).
+Where a key becomes a partition is the shared pure layer :mod:`kafkasim.partitioning`
+(docs/partitioners.md). Depends on the vocabulary, ``kafkasim.records`` (batch
+encoding) and ``kafkasim.partitioning``; talks to the broker only through its public
+API (broker/API.md). Exports are lazy: importing this package imports nothing heavy.
 """
 
-from producer.batch import FutureRecordMetadata, RecordMetadata
-from producer.hashing import murmur2, to_positive
-from producer.partitioners import KEY_PURE, PARTITIONERS, Partitioner, partition_many
-from producer.producer import LOST_REQUEST, LOST_RESPONSE, Producer
+from kafkasim._lazy import lazy_exports
 
-__all__ = [
-    "Producer", "RecordMetadata", "FutureRecordMetadata", "murmur2", "to_positive",
-    "partition_many", "Partitioner", "PARTITIONERS", "KEY_PURE", "LOST_REQUEST", "LOST_RESPONSE",
-]
+_EXPORTS = {
+    "Producer": "kafkasim.producer.producer",
+    "LOST_REQUEST": "kafkasim.producer.producer",
+    "LOST_RESPONSE": "kafkasim.producer.producer",
+    "RecordMetadata": "kafkasim.producer.batch",
+    "FutureRecordMetadata": "kafkasim.producer.batch",
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

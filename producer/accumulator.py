@@ -25,7 +25,7 @@ from collections import deque
 from typing import Callable, Optional
 
 from kafkasim.types import TopicPartition
-from producer.batch import FutureRecordMetadata, ProducerBatch
+from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
 
 __all__ = ["RecordAccumulator", "RECORD_OVERHEAD", "BATCH_OVERHEAD_ESTIMATE"]
 

@@ -2,7 +2,7 @@
 
 - :class:`ProducerBatch` — the records of one partition appended together, as raw
   ``(offset_delta, timestamp_ms, key, value, headers)`` tuples; encoded **once**
-  (``storage.record_batch.encode_trusted_batch``) when first sent, and the same bytes (same
+  (``kafkasim.records.record_batch.encode_trusted_batch``) when first sent, and the same bytes (same
   producer id, epoch and base sequence) are re-sent on a retry.
 - :class:`FutureRecordMetadata` — kafka-python's future: ``get(timeout)``,
   ``is_done``, ``succeeded()``, ``failed()``, ``exception``, ``add_callback``,

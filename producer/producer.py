@@ -1,4 +1,4 @@
-"""``Producer``: kafka-python's ``KafkaProducer`` API over an in-process :class:`broker.Broker`.
+"""``Producer``: kafka-python's ``KafkaProducer`` API over an in-process :class:`kafkasim.broker.Broker`.
 
 Lab code ports to a real cluster by changing only the construction::
 
@@ -10,14 +10,14 @@ Lab code ports to a real cluster by changing only the construction::
 Pipeline (one job per module, as kafka-python/aiokafka split it):
 
 1. ``send()`` serializes, picks the partition (explicit → checked; else the
-   partitioner, see ``producer/partitioners.py``), optionally stamps the audit headers,
+   partitioner, see ``kafkasim/partitioning/partitioners.py``), optionally stamps the audit headers,
    and appends a tuple to the accumulator under **one** lock; it returns a future.
 2. The accumulator closes batches (full / ``linger_ms`` passed on the injected clock /
    flush) into a FIFO ready queue (``producer/accumulator.py``).
 3. The sender — whichever thread finds closed batches: ``send()``, ``poll()``,
    ``flush()``, a future's ``get()``, or the optional background thread — takes the send
    lock and delivers the ready batches. Each batch is encoded once
-   (``storage.record_batch.encode_trusted_batch``: encode_batch's bytes, without its
+   (``kafkasim.records.record_batch.encode_trusted_batch``: encode_batch's bytes, without its
    per-record checks, which the accumulator's records pass by construction) with the producer id, epoch and base sequence
    (idempotence), then ``Broker.produce`` is called.
 
@@ -66,11 +66,11 @@ from kafkasim.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER, TopicPartition
-from producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RECORD_OVERHEAD, RecordAccumulator
-from producer.batch import FutureRecordMetadata, ProducerBatch
-from producer.hashing import murmur2
-from producer.partitioners import DefaultPartitioner, make_partitioner
-from storage.record_batch import encode_trusted_batch
+from kafkasim.producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RECORD_OVERHEAD, RecordAccumulator
+from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
+from kafkasim.partitioning.hashing import murmur2
+from kafkasim.partitioning.partitioners import DefaultPartitioner, make_partitioner
+from kafkasim.records.record_batch import encode_trusted_batch
 
 __all__ = ["Producer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
 

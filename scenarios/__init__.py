@@ -1,8 +1,8 @@
 """Scenario scripts (teaching labs) and their registry.
 
 A scenario is a small module ``scenarios/<name>.py`` built only on the public APIs
-(``broker.Broker``, ``producer.Producer`` and its partitioners, ``consumer.Consumer``,
-``coordinator.assignors``). Its module docstring is the lab text. It defines:
+(``kafkasim.broker.Broker``, ``kafkasim.producer.Producer`` and its partitioners, ``kafkasim.consumer.Consumer``,
+``kafkasim.assignors``). Its module docstring is the lab text. It defines:
 
 - ``PARAMS``: ``{name: default}`` — the tunable parameters and their types;
 - ``run(data_dir, *, seed=42, echo=print, **params) -> dict``: runs on a
@@ -19,7 +19,7 @@ Registry::
 Invariants: the same name, seed and params give the same echoed text and the same
 result dict (no wall-clock time, no salted ``hash()``, no unseeded randomness).
 ``run_scenario`` wipes ``data_dir`` first, but only a dir that is empty or was made by a
-scenario (see ``scenarios._common.MARKER``). Thread-safety: run one scenario per data
+scenario (see ``kafkasim.scenarios._common.MARKER``). Thread-safety: run one scenario per data
 dir at a time (the broker holds a lock on it).
 """
 
@@ -50,7 +50,7 @@ def scenario_module(name: str) -> ModuleType:
     if name not in SCENARIOS:
         raise InvalidArgumentError(
             f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
-    return importlib.import_module(f"scenarios.{name}")
+    return importlib.import_module(f"kafkasim.scenarios.{name}")
 
 
 def list_scenarios() -> list[dict]:

@@ -2,7 +2,7 @@
 
 - :func:`fresh_broker` wipes the scenario's data dir (only if it is empty or was made
   by a scenario: it carries the :data:`MARKER` file) and opens a
-  :class:`broker.Broker` on a :class:`kafkasim.clock.MockClock`.
+  :class:`kafkasim.broker.Broker` on a :class:`kafkasim.clock.MockClock`.
 - :class:`GroupDriver` steps consumers of one or more groups from one thread: each
   step advances the clock by ``step_ms``. A live consumer models an application
   loop ``poll → process for process_ms → commit``: it polls when it is not busy
@@ -15,7 +15,7 @@
   without an owner* (a revoked or lost partition is paused until someone is
   assigned it).
 - :func:`table` renders rows as aligned text for ``echo``.
-- :func:`main_for` is the ``python -m scenarios.<name>`` entry point.
+- :func:`main_for` is the ``python -m kafkasim.scenarios.<name>`` entry point.
 
 Invariants: everything is driven by the injected MockClock and seeded RNGs, so the
 same calls give the same output. Thread-safety: none; a scenario runs in one thread.
@@ -31,8 +31,8 @@ import shutil
 import sys
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from broker import Broker
-from consumer import Consumer, ConsumerRebalanceListener, MemberState
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer, ConsumerRebalanceListener, MemberState
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     CommitFailedError, InvalidArgumentError, KafkaSimError, RebalanceInProgressError,
@@ -231,10 +231,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def main_for(name: str, argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m scenarios.<name> [--seed N] [--data-dir D] [--json] [--param k=v ...]``."""
-    from scenarios import parse_params, run_scenario   # the registry owns param parsing
+    """``python -m kafkasim.scenarios.<name> [--seed N] [--data-dir D] [--json] [--param k=v ...]``."""
+    from kafkasim.scenarios import parse_params, run_scenario   # the registry owns param parsing
 
-    p = argparse.ArgumentParser(prog=f"python -m scenarios.{name}",
+    p = argparse.ArgumentParser(prog=f"python -m kafkasim.scenarios.{name}",
                                 description=f"Run the {name} scenario (see its module docstring).")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data-dir", default=os.path.join("kafkasim-data", "scenarios", name))
@@ -246,7 +246,7 @@ def main_for(name: str, argv: Optional[Sequence[str]] = None) -> int:
         params = parse_params(name, args.param)
         result = run_scenario(name, args.data_dir, seed=args.seed, echo=echo, **params)
     except KafkaSimError as exc:
-        print(f"scenarios.{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"kafkasim.scenarios.{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

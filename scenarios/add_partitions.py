@@ -38,12 +38,12 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from consumer import Consumer
+from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
 from kafkasim.types import SEQUENCE_HEADER, TopicPartition
-from producer import Producer
-from producer.partitioners import murmur2_partition
-from scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.producer import Producer
+from kafkasim.partitioning.partitioners import murmur2_partition
+from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run", "make_keys"]
 

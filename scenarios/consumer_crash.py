@@ -37,7 +37,7 @@ from typing import Any, Callable
 from kafkasim.clock import MockClock
 from kafkasim.errors import CommitFailedError
 from kafkasim.types import TopicPartition
-from scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run"]
 

@@ -47,7 +47,7 @@ import random
 from typing import Any, Callable
 
 from kafkasim.clock import MockClock
-from scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run"]
 

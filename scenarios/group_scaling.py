@@ -29,7 +29,7 @@ Kafka references: ``RangeAssignor``, ``CooperativeStickyAssignor``, KIP-429;
 Kafka docs "Consumer groups" (``group.initial.rebalance.delay.ms`` = 3 s delays the
 first rebalance of an empty group, which is why the first step takes ~3 s here).
 
-Run it: ``kafkasim scenario run group_scaling`` or ``python -m scenarios.group_scaling``.
+Run it: ``kafkasim scenario run group_scaling`` or ``python -m kafkasim.scenarios.group_scaling``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import random
 from typing import Any, Callable
 
 from kafkasim.clock import MockClock
-from scenarios._common import START_MS, GroupDriver, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, GroupDriver, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run"]
 

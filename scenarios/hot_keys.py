@@ -12,19 +12,19 @@ records per partition and ``max/avg`` (1.0 = perfectly even; the busiest partiti
 limits a consumer group's throughput, since one partition is read by one consumer).
 
 Then the same traffic (same keys, same order) goes to two fresh topics with two
-skew fixes from ``producer.partitioners``:
+skew fixes from ``kafkasim.partitioning.partitioners``:
 
-- ``hot_keys`` (:class:`producer.partitioners.HotKeyPartitioner`): the named hot keys
+- ``hot_keys`` (:class:`kafkasim.partitioning.partitioners.HotKeyPartitioner`): the named hot keys
   are spread round robin over ``hot_partitions`` (here: every partition); all other
   keys keep murmur2. Cost: the hot keys lose per-key ordering.
-- ``composite`` (:class:`producer.partitioners.CompositeKeyPartitioner`): every key is
+- ``composite`` (:class:`kafkasim.partitioning.partitioners.CompositeKeyPartitioner`): every key is
   hashed together with its time bucket (``key@ts//bucket_ms``), so a key moves
   partition every bucket. Cost: per-key order holds only within a bucket, for all keys.
 
 Kafka references: KIP-480/KIP-794 (the default partitioner), ``BuiltInPartitioner``;
 "Kafka: The Definitive Guide", ch. 3 "Partitions" (custom partitioners for a hot key).
 
-Run it: ``kafkasim scenario run hot_keys`` or ``python -m scenarios.hot_keys``.
+Run it: ``kafkasim scenario run hot_keys`` or ``python -m kafkasim.scenarios.hot_keys``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from collections import Counter
 from typing import Any, Callable
 
 from kafkasim.clock import MockClock
-from producer import Producer
-from producer.partitioners import CompositeKeyPartitioner, HotKeyPartitioner, murmur2_partition
-from scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.producer import Producer
+from kafkasim.partitioning.partitioners import CompositeKeyPartitioner, HotKeyPartitioner, murmur2_partition
+from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run", "zipf_keys"]
 

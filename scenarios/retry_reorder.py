@@ -40,8 +40,8 @@ from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.types import SEQUENCE_HEADER
-from producer import LOST_REQUEST, LOST_RESPONSE, Producer
-from scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
+from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
 __all__ = ["PARAMS", "run", "audit_log"]
 

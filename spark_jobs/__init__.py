@@ -1,12 +1,14 @@
-"""spark_jobs: Spark batch audits that read kafkasim's segment files directly (no broker).
+"""kafkasim.spark_jobs: Spark batch audits that read kafkasim's segment files directly (no broker).
 
 Modules: ``session`` (the one place a SparkSession is configured), ``logdir`` (listing and
 reading a data dir: local, ``file://`` or any pyarrow file system), ``datasource``
-(``spark.read.format("kafkasim")``, decoding through ``storage.record_batch`` only),
+(``spark.read.format("kafkasim")``, decoding through :mod:`kafkasim.records` only),
 ``common`` (shared read/report/chart/exit-code helpers), ``options`` (CLI options), the
 jobs ``ordering``, ``skew``, ``lag``, ``repartition``, ``copartition``, and ``package``
 (the ``--py-files`` zip). See docs/spark-audits.md.
 
-Layering: imports ``kafkasim``, ``storage`` and pure functions of ``producer`` and
-``coordinator``; never ``broker``.
+Layering (a ``forbidden`` contract in pyproject.toml): imports only the vocabulary, the
+record format (``kafkasim.records``), partitioning (``kafkasim.partitioning``), the
+offsets-topic schema (``kafkasim.protocol.offsets``) and ``kafkasim.storage.layout``;
+never the broker, coordinator, producer, consumer or the storage engine.
 """

@@ -9,7 +9,7 @@ Exit codes (``main`` and ``kafkasim audit``): :data:`EXIT_OK` (0) when the audit
 nothing, :data:`EXIT_VIOLATIONS` (3) when it finds violations (or corrupt batches);
 errors exit 1 and usage errors 2, as everywhere in kafkasim.
 
-Hashing is vectorised: :func:`partition_for_keys` runs ``producer.partitioners.partition_many``
+Hashing is vectorised: :func:`partition_for_keys` runs ``kafkasim.partitioning.partitioners.partition_many``
 on whole Arrow batches inside ``mapInArrow``; there is no per-row Python UDF.
 
 Thread-safety: functions are pure or touch only their arguments; charts use
@@ -25,7 +25,7 @@ import sys
 from typing import Callable, Iterable, Optional, Sequence
 
 from kafkasim.errors import InvalidArgumentError, UnknownTopicOrPartitionError
-from spark_jobs.logdir import LogDir
+from kafkasim.spark_jobs.logdir import LogDir
 
 __all__ = [
     "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "partition_for_keys",
@@ -40,11 +40,11 @@ EXIT_VIOLATIONS = 3
 # -- reading -----------------------------------------------------------------------------
 def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
              corrupt: str = "report", columns: Optional[Sequence[str]] = None, **options):
-    """The log under ``data_dir`` as a DataFrame (``spark_jobs.datasource.SCHEMA``, or just
+    """The log under ``data_dir`` as a DataFrame (``kafkasim.spark_jobs.datasource.SCHEMA``, or just
     ``columns`` of it: the reader then builds and ships only those)."""
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
     if columns:
-        from spark_jobs.datasource import schema_of
+        from kafkasim.spark_jobs.datasource import schema_of
         reader = reader.schema(schema_of(columns))
     if topics:
         reader = reader.option("topics", ",".join(topics))
@@ -61,7 +61,7 @@ def topic_partition_counts(data_dir: str) -> dict[str, int]:
 
 def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) -> list[dict]:
     """Corrupt batches under ``data_dir`` (see ``datasource.scan_corruption``)."""
-    from spark_jobs.datasource import scan_corruption
+    from kafkasim.spark_jobs.datasource import scan_corruption
     return scan_corruption(spark, data_dir, list(topics) if topics else None)
 
 
@@ -80,7 +80,7 @@ def partition_for_keys(df, counts_col: str, partitioner: str = "murmur2", *,
     """Append ``out_col``: ``array<int>``, the partition ``partitioner`` picks for ``key_col``
     under each partition count in the ``array<int>`` column ``counts_col`` (same order).
 
-    Runs ``producer.partitioners.partition_many`` once per (Arrow batch, count): vectorised.
+    Runs ``kafkasim.partitioning.partitioners.partition_many`` once per (Arrow batch, count): vectorised.
     Null keys get a null array (keyless records are not hashed).
     """
     import pyarrow as pa
@@ -91,7 +91,7 @@ def partition_for_keys(df, counts_col: str, partitioner: str = "murmur2", *,
     def hash_batches(batches: Iterable[pa.RecordBatch]):
         import numpy as np
         import pyarrow.compute as pc
-        from producer.partitioners import partition_many
+        from kafkasim.partitioning.partitioners import partition_many
         for batch in batches:
             keys = batch.column(key_col)
             counts = batch.column(counts_col)
@@ -117,7 +117,7 @@ def job_parser(prog: str, description: str, example: str) -> argparse.ArgumentPa
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 epilog=f"Example:\n  {example}",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    from spark_jobs.options import add_common_options
+    from kafkasim.spark_jobs.options import add_common_options
     add_common_options(p)
     return p
 
@@ -135,7 +135,7 @@ def open_spark(args, spark=None):
     if spark is not None:
         return spark
     from pyspark import SparkConf, SparkContext
-    from spark_jobs.session import build_session
+    from kafkasim.spark_jobs.session import build_session
     master = args.master
     if not master:
         SparkContext._ensure_initialized()  # starts (or joins spark-submit's) JVM gateway

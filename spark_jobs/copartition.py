@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs import common, options
+from kafkasim.spark_jobs import common, options
 
 __all__ = ["key_partitions", "copartition_mismatches", "report", "main"]
 

@@ -1,9 +1,9 @@
 """A Spark data source over kafkasim's on-disk log: ``spark.read.format("kafkasim").load(DIR)``.
 
 Built on PySpark 4's Python data source API. The driver lists segment files
-(:mod:`spark_jobs.logdir`); there is **one input partition per segment file** (or per
+(:mod:`kafkasim.spark_jobs.logdir`); there is **one input partition per segment file** (or per
 group of small ones, with ``maxPartitionBytes``); each
-task decodes its segment with ``storage.record_batch`` (the one reader of the format)
+task decodes its segment with ``kafkasim.records.record_batch`` (the one reader of the format)
 and yields pyarrow ``RecordBatch``es of up to ``batchRows`` rows.
 
 Schema (``SCHEMA``)::
@@ -27,7 +27,7 @@ Options (all optional, case-insensitive):
 - ``startingTimestamp`` (inclusive) / ``endingTimestamp`` (exclusive): a time range in
   ms; batches whose ``max_timestamp`` is below the start are not decoded.
 - ``corrupt``: ``report`` (default) or ``fail``. ``report``: a corrupt batch is
-  logged (logger ``spark_jobs.datasource``) and warned (``CorruptBatchWarning``) with
+  logged (logger ``kafkasim.spark_jobs.datasource``) and warned (``CorruptBatchWarning``) with
   file and byte position, and the rest of that segment is skipped (the length field of
   a corrupt batch cannot be trusted; FORMAT.md §5); it never becomes a row.
   ``fail``: the task raises ``CorruptRecordError`` naming file and position.
@@ -49,7 +49,7 @@ same names — lower case, as listed — and types): ``.schema("partition int, k
 that is not in ``SCHEMA``, or has another type, is an ``InvalidArgumentError`` naming it.
 
 Invariants: every row comes from a batch whose header checks and CRC passed
-(``storage.record_batch.iter_batches``); within one segment rows are in offset order.
+(``kafkasim.records.record_batch.iter_batches``); within one segment rows are in offset order.
 
 Thread-safety: the reader is immutable once planned and pickled to workers; each
 ``read`` call owns its file handle.
@@ -66,8 +66,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
-from spark_jobs.logdir import LogDir, SegmentRef
-from storage import record_batch as rb
+from kafkasim.spark_jobs.logdir import LogDir, SegmentRef
+from kafkasim.records import record_batch as rb
 
 __all__ = ["KafkasimDataSource", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
            "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption", "schema_of"]
@@ -308,7 +308,7 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Itera
 
 class _Columns:
     """One segment's rows on their way to Arrow: records decoded straight into Arrow
-    buffers by ``storage.record_batch.ArrowColumnBuilder`` (no Python object per record
+    buffers by ``kafkasim.records.record_batch.ArrowColumnBuilder`` (no Python object per record
     on its C path), batch-header fields kept per batch and repeated per row with numpy."""
 
     def __init__(self, seg: SegmentRef) -> None:

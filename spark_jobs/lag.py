@@ -8,7 +8,7 @@ or ``kafkasim audit lag --data-dir DIR``. Exit code 0, or 3 when a lag passes
 ``--max-lag-records`` / ``--max-lag-ms`` (no limit by default) or batches are corrupt.
 
 1. The committed offsets are read from the internal topic ``__consumer_offsets``
-   (records decoded by ``coordinator.offsets_format``, the one codec of that topic):
+   (records decoded by ``kafkasim.protocol.offsets``, the one codec of that topic):
    per (group, topic, partition) the record with the highest offset wins and a tombstone
    deletes the commit (the topic is compacted; this is what compaction would keep).
 2. Per partition of the log: ``log_end_offset`` = last offset + 1 and
@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs import common, options
+from kafkasim.spark_jobs import common, options
 
 __all__ = ["committed_offsets", "log_end", "group_lag", "report", "main", "OFFSETS_TOPIC"]
 
@@ -44,7 +44,7 @@ def committed_offsets(offsets_records: DataFrame) -> DataFrame:
     import pyarrow as pa
 
     def decode(batches):
-        from coordinator.offsets_format import OffsetKey, decode_record
+        from kafkasim.protocol.offsets import OffsetKey, decode_record
         for b in batches:
             keys, values = b.column("key").to_pylist(), b.column("value").to_pylist()
             parts, offs = b.column("partition").to_pylist(), b.column("offset").to_pylist()

@@ -3,15 +3,15 @@
 A data directory (storage/FORMAT.md §1) is addressed by a path string:
 
 - a plain local path (``/data/kafkasim``, ``./kafkasim-data``): listed with
-  ``storage.layout`` (``os.scandir``) and read through ``mmap`` (no copy);
+  ``kafkasim.storage.layout`` (``os.scandir``) and read through ``mmap`` (no copy);
 - a URI (``file:///data/kafkasim``, ``hdfs://nn:8020/logs``, ``s3://bucket/logs``,
   ``gs://...``): opened with ``pyarrow.fs.FileSystem.from_uri`` and read whole into
   memory per segment. ``file://`` goes through this path too, so the remote code path is
   exercised by the tests. HDFS needs libhdfs (``ARROW_LIBHDFS_DIR``, ``HADOOP_HOME``,
   ``CLASSPATH`` as for pyarrow); S3 needs the usual AWS credentials/env.
 
-Names on disk are parsed with ``storage.layout`` only (one place for names); batch bytes
-are decoded by ``storage.record_batch`` only (one reader). This module only lists and
+Names on disk are parsed with ``kafkasim.storage.layout`` only (one place for names); batch bytes
+are decoded by ``kafkasim.records.record_batch`` only (one reader). This module only lists and
 reads bytes.
 
 Invariants: :meth:`LogDir.partitions` is sorted by (topic, partition) and each
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple, Optional
 
 from kafkasim.errors import InvalidArgumentError, KafkaStorageError
-from storage import layout
+from kafkasim.storage import layout
 
 __all__ = ["LogDir", "SegmentRef", "TopicMeta"]
 

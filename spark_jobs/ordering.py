@@ -47,7 +47,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
-from spark_jobs import common, options
+from kafkasim.spark_jobs import common, options
 
 __all__ = ["with_sequence", "key_moves", "sequence_violations", "partition_count_history",
            "partitioner_mismatches", "ordering_details", "report", "main", "KINDS"]

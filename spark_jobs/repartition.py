@@ -31,8 +31,8 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs import common, options
-from spark_jobs.skew import record_bytes
+from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.skew import record_bytes
 
 __all__ = ["key_traffic", "partition_moves", "peak_mb_per_s", "recommended_partitions",
            "report", "main", "MB_PER_S_PER_PARTITION"]

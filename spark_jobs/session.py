@@ -36,7 +36,7 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:
-        from spark_jobs.datasource import register
+        from kafkasim.spark_jobs.datasource import register
     except ImportError:  # the data source lands with the Spark issue
         return session
     register(session)

@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs import common, options
+from kafkasim.spark_jobs import common, options
 
 __all__ = ["COLUMNS", "record_bytes", "partition_stats", "skew_summary", "hot_keys", "window_skew",
            "broker_skew", "report", "main"]

@@ -1,6 +1,6 @@
 """Compaction of one log, and the background thread that runs retention and compaction.
 
-:func:`compact_log` is the algorithm behind :meth:`storage.log.Log.compact`
+:func:`compact_log` is the algorithm behind :meth:`kafkasim.storage.log.Log.compact`
 (FORMAT.md §6), in numbered steps:
 
 1. Take the cleanable closed segments (the log picks them: closed, and older than
@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from kafkasim.clock import Clock
 from kafkasim.errors import KafkaSimError, KafkaStorageError
-from storage import record_batch as rb
-from storage.segment import iter_headers
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.segment import iter_headers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from storage.log import Log
+    from kafkasim.storage.log import Log
 
 __all__ = ["LogCleaner", "compact_log", "empty_stats"]
 

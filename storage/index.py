@@ -2,7 +2,7 @@
 
 Both indexes are *derived* data: they hold nothing the ``.log`` does not, so when
 one does not check out it is thrown away and rebuilt from the log
-(:meth:`storage.segment.LogSegment.rebuild_indexes`). This module only knows the
+(:meth:`kafkasim.storage.segment.LogSegment.rebuild_indexes`). This module only knows the
 file formats, the in-memory search structures and the sanity checks; it never
 reads a ``.log``.
 
@@ -21,7 +21,7 @@ Invariants: the in-memory arrays are the truth; ``_written`` entries of them are
 on disk, the rest are pending and reach the file on :meth:`flush` (so a killed
 process can lose index entries but never log data; recovery rebuilds them).
 
-Thread-safety: not thread-safe; the owning :class:`storage.log.Log` serialises
+Thread-safety: not thread-safe; the owning :class:`kafkasim.storage.log.Log` serialises
 access under its lock.
 """
 

@@ -51,11 +51,11 @@ from kafkasim.errors import (
     RecordBatchTooLargeError, RecordTooLargeError,
 )
 from kafkasim.types import Record
-from storage import layout
-from storage import record_batch as rb
-from storage.record_batch import BatchHeader
-from storage.index import IndexCorruptError
-from storage.segment import LogSegment, decode_batch_records
+from kafkasim.storage import layout
+from kafkasim.records import record_batch as rb
+from kafkasim.records.record_batch import BatchHeader
+from kafkasim.storage.index import IndexCorruptError
+from kafkasim.storage.segment import LogSegment, decode_batch_records
 
 __all__ = ["Log", "SegmentInfo", "RecordColumns", "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE",
            "MAX_OPEN_CLOSED_SEGMENTS"]
@@ -565,7 +565,7 @@ class Log:
     def read_columns(self, offset: int, max_bytes: int = 1048576) -> RecordColumns:
         """:meth:`read` column-wise: the same records from the same batches, with the same
         range rules and errors, as a :class:`RecordColumns` built without a Python-level
-        loop per record (``storage.record_batch.decode_columns``). For readers that build
+        loop per record (``kafkasim.records.record_batch.decode_columns``). For readers that build
         their own row type (the consumer's fetcher), so each record becomes one tuple
         instead of two. Decodes outside the lock, like :meth:`read`; a CRC-valid batch
         whose records are malformed (count, shape, offset deltas) raises
@@ -708,7 +708,7 @@ class Log:
         timestamp is at least ``min.compaction.lag.ms`` old are cleaned. Does nothing
         unless ``cleanup.policy`` contains ``compact``.
         """
-        from storage import cleaner
+        from kafkasim.storage import cleaner
         with self._clean_lock:
             with self._lock:
                 self._check_open()

@@ -19,7 +19,7 @@ Invariants:
   one that does not check out is rebuilt from the ``.log`` and the rebuild is
   reported through ``on_report``.
 
-Thread-safety: not thread-safe; :class:`storage.log.Log` serialises all calls under
+Thread-safety: not thread-safe; :class:`kafkasim.storage.log.Log` serialises all calls under
 its lock.
 """
 
@@ -34,9 +34,9 @@ import msgpack
 
 from kafkasim.errors import CorruptRecordError, KafkaStorageError
 from kafkasim.types import Record
-from storage import layout
-from storage.index import IndexCorruptError, OffsetIndex, TimeIndex
-from storage.record_batch import (
+from kafkasim.storage import layout
+from kafkasim.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from kafkasim.records.record_batch import (
     BATCH_OVERHEAD, CRC_START, HEADER_SIZE, MAGIC, NO_SEQUENCE, BatchHeader, decode_header,
 )
 
@@ -430,7 +430,7 @@ class LogSegment:
         ``h.base_offset``: the 8-byte base offset and the rest go out in one ``pwritev``.
 
         ``batch`` is the batch's bytes, or a tuple of byte parts (the first at least 8
-        bytes long) that join to them (``storage.record_batch.encode_records_parts``)."""
+        bytes long) that join to them (``kafkasim.records.record_batch.encode_records_parts``)."""
         pos = self.size
         stamp = _BASE_OFFSET.pack(h.base_offset)
         if type(batch) is tuple:

@@ -20,7 +20,7 @@ def clock():
 @pytest.fixture
 def broker(tmp_path, clock):
     """A real broker over ``tmp_path/data`` on the test's clock, closed afterwards."""
-    from broker import Broker
+    from kafkasim.broker import Broker
 
     b = Broker(tmp_path / "data", clock=clock)
     yield b
@@ -32,7 +32,7 @@ def spark():
     """The one local SparkSession of the test run; workers use this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from spark_jobs.session import build_session
+    from kafkasim.spark_jobs.session import build_session
 
     session = build_session(app_name="kafkasim-tests", master="local[2]",
                             extra_conf={"spark.sql.shuffle.partitions": "4",

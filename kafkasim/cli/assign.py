@@ -1,4 +1,4 @@
-"""``kafkasim assign``: the assignment calculator (a thin call into coordinator.assignors.calculator)."""
+"""``kafkasim assign``: the assignment calculator (a thin call into kafkasim.assignors.calculator)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def _assign(args) -> int:
-    from coordinator.assignors.calculator import calculate, read_spec
+    from kafkasim.assignors.calculator import calculate, read_spec
 
     result = calculate(args.strategy, read_spec(args.spec), follow_up=args.follow_up)
     emit(args, result, _text)

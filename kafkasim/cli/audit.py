@@ -6,7 +6,7 @@ segment files directly (no broker needed), writes the JSON report (``--json OUT`
 for stdout) and a PNG (``--plot``, skew and lag), and prints a summary. Exit code 0 when
 the audit is clean, 3 when it finds violations (1 on errors, 2 on usage errors).
 Spark starts on ``local[*]`` unless ``--master`` says otherwise. Registering the
-commands imports no pyspark (options live in ``spark_jobs.options``), so other commands
+commands imports no pyspark (options live in ``kafkasim.spark_jobs.options``), so other commands
 start fast. Thread-safety: argparse wiring only; handlers run one job each.
 """
 
@@ -16,7 +16,7 @@ import argparse
 import importlib
 
 from kafkasim.cli.common import command
-from spark_jobs.options import ADD_OPTIONS, add_common_options
+from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
 
 __all__ = ["register", "JOBS"]
 
@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 
 def _module(name: str):
-    return importlib.import_module(f"spark_jobs.{name}")
+    return importlib.import_module(f"kafkasim.spark_jobs.{name}")
 
 
 def _handler(name: str):

@@ -31,8 +31,8 @@ def register(sub) -> None:
 
 
 def _consume(args) -> int:
-    from broker import Broker
-    from consumer.console import consume, record_to_json, text_or_base64
+    from kafkasim.broker import Broker
+    from kafkasim.consumer.console import consume, record_to_json, text_or_base64
 
     with Broker(data_dir_of(args)) as broker:
         for r in consume(broker, args.topic, group_id=args.group, from_beginning=args.from_beginning,

@@ -1,4 +1,4 @@
-"""``kafkasim dump-log`` and ``kafkasim verify-log``: thin calls into storage.inspect.
+"""``kafkasim dump-log`` and ``kafkasim verify-log``: thin calls into kafkasim.storage.inspection.
 
 ``dump-log PATH`` prints a segment's batches (``--records``: and their records), or an
 index file's entries, like Kafka's kafka-dump-log; exit 1 if the file holds a corrupt
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def _dump(args) -> int:
-    from storage.inspect import dump_segment
+    from kafkasim.storage.inspection import dump_segment
     entries = list(dump_segment(args.path, records=args.records))
     emit(args, entries, lambda es: _dump_text(args.path, es))
     return 1 if any("error" in e for e in entries) else 0
@@ -64,7 +64,7 @@ def _dump_text(path: str, entries: list) -> str:
 
 
 def _verify(args) -> int:
-    from storage.inspect import verify_data_dir
+    from kafkasim.storage.inspection import verify_data_dir
     data_dir = data_dir_of(args)
     stats: dict = {}
     problems = verify_data_dir(data_dir, stats)

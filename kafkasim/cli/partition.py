@@ -35,7 +35,7 @@ def _decode(key: str, hex_: bool) -> bytes:
 
 
 def _partition(args) -> int:
-    from producer.partitioners import explain_keys
+    from kafkasim.partitioning.partitioners import explain_keys
 
     rows = explain_keys([_decode(k, args.hex) for k in args.keys], args.partitions, args.partitioner)
     data = [{"key": k, "partition": r["partition"], "hash": r["hash"]} for k, r in zip(args.keys, rows)]

@@ -30,9 +30,9 @@ def register(sub) -> None:
 
 
 def _produce(args) -> int:
-    from broker import Broker
-    from producer.lines import produce_lines
-    from producer.producer import Producer
+    from kafkasim.broker import Broker
+    from kafkasim.producer.lines import produce_lines
+    from kafkasim.producer.producer import Producer
 
     client_id = args.client_id or f"kafkasim-produce-{uuid.uuid4().hex[:8]}"
     broker = Broker(data_dir_of(args))

@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def _list(args) -> int:
-    from scenarios import list_scenarios
+    from kafkasim.scenarios import list_scenarios
 
     emit(args, list_scenarios(), _list_text)
     return 0
@@ -51,7 +51,7 @@ def _list_text(rows: list[dict]) -> str:
 
 
 def _run(args) -> int:
-    from scenarios import SCENARIOS, parse_params, run_scenario, scenario_module
+    from kafkasim.scenarios import SCENARIOS, parse_params, run_scenario, scenario_module
 
     name = args.name if args.name in SCENARIOS else args.name.replace("-", "_")
     if name not in SCENARIOS:

@@ -62,7 +62,7 @@ def register(sub) -> None:
 
 
 def _broker(args):
-    from broker import Broker
+    from kafkasim.broker import Broker
     return Broker(data_dir_of(args))
 
 

@@ -1,4 +1,4 @@
-"""The assignment calculator (coordinator.assignors.calculator) and ``kafkasim assign``."""
+"""The assignment calculator (kafkasim.assignors.calculator) and ``kafkasim assign``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 import kafkasim.cli
-from coordinator.assignors.calculator import calculate, parse_spec, read_spec
+from kafkasim.assignors.calculator import calculate, parse_spec, read_spec
 from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError
 
 SPEC = {

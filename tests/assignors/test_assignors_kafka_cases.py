@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.assignors import (
+from kafkasim.assignors import (
     CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription, get_assignor,
 )
-from coordinator.assignors.sticky import sticky_assign
+from kafkasim.assignors.sticky import sticky_assign
 from kafkasim.types import TopicPartition
 
 S = Subscription

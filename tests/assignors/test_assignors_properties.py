@@ -21,10 +21,10 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.assignors import (
+from kafkasim.assignors import (
     CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription, get_assignor,
 )
-from coordinator.assignors.base import check_assignment
+from kafkasim.assignors.base import check_assignment
 from kafkasim.types import TopicPartition
 
 ALL = ["range", "roundrobin", "sticky", "cooperative-sticky"]

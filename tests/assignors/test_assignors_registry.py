@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.assignors import (
+from kafkasim.assignors import (
     COOPERATIVE, EAGER, Assignor, CooperativeStickyAssignor, RangeAssignor, Subscription, assignor_names,
     get_assignor, register_assignor, revoked_partitions,
 )
-from coordinator.assignors._java import JavaHashSet, hashmap_order, string_hash, topic_partition_hash
+from kafkasim.assignors._java import JavaHashSet, hashmap_order, string_hash, topic_partition_hash
 from kafkasim.errors import InvalidConfigurationError
 from kafkasim.types import TopicPartition
 
@@ -103,7 +103,7 @@ def test_hashmap_order_follows_bucket_index_then_insertion():
 def test_package_docstring_example_runs():
     import doctest
 
-    import coordinator.assignors as package
+    import kafkasim.assignors as package
 
     result = doctest.testmod(package)
     assert result.attempted >= 1 and result.failed == 0

@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from broker import EARLIEST, LATEST, Broker
+from kafkasim.broker import EARLIEST, LATEST, Broker
 from kafkasim.errors import (
     InvalidConfigurationError, InvalidPartitionsError, InvalidProducerEpochError,
     InvalidReplicationFactorError, InvalidRequiredAcksError, InvalidTopicError, KafkaStorageError,
     OffsetOutOfRangeError, OutOfOrderSequenceNumberError, TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from storage.record_batch import encode_batch
+from kafkasim.records.record_batch import encode_batch
 
 
 def batch(values, ts=1_000, **producer):

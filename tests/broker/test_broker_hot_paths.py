@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import OffsetOutOfRangeError
 

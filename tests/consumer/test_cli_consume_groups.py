@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.cli import consume as consume_cli, groups as groups_cli
 from kafkasim.errors import KafkaSimError, UnknownTopicOrPartitionError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from broker import Broker
-from consumer import Consumer, ConsumerRebalanceListener, MemberState
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer, ConsumerRebalanceListener, MemberState
 from kafkasim.errors import (
     CommitFailedError, IllegalStateError, InvalidConfigurationError, NoOffsetForPartitionError,
     OffsetOutOfRangeError, RebalanceInProgressError, UnknownTopicOrPartitionError,

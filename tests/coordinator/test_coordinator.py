@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from coordinator.coordinator import (
+from kafkasim.coordinator.coordinator import (
     COMPLETE, NO_GENERATION, PENDING, GroupCoordinator,
 )
-from coordinator.offsets_format import OFFSETS_TOPIC_PARTITIONS, partition_for_group
-from coordinator.offsets_store import OffsetsStore
+from kafkasim.protocol.offsets import OFFSETS_TOPIC_PARTITIONS, partition_for_group
+from kafkasim.coordinator.offsets_store import OffsetsStore
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
@@ -23,7 +23,7 @@ from kafkasim.errors import (
     NonEmptyGroupError, RebalanceInProgressError, UnknownMemberIdError,
 )
 from kafkasim.types import OffsetAndMetadata, TopicPartition
-from storage.log import Log
+from kafkasim.storage.log import Log
 
 META = {"topics": ["t"]}
 PROTOS = [("range", META)]

@@ -6,7 +6,7 @@ import msgpack
 import pytest
 from hypothesis import given, strategies as st
 
-from coordinator.offsets_format import (
+from kafkasim.protocol.offsets import (
     GroupKey, OffsetKey, OffsetValue, decode_group_value, decode_key, decode_offset_value,
     decode_record, encode_group_key, encode_group_value, encode_offset_key, encode_offset_value,
     java_string_hash, partition_for_group,

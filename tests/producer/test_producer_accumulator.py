@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from kafkasim.types import TopicPartition
-from producer.accumulator import RecordAccumulator
+from kafkasim.producer.accumulator import RecordAccumulator
 
 TPS = [TopicPartition("t", p) for p in range(3)]
 

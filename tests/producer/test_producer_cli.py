@@ -8,9 +8,9 @@ import json
 import pytest
 
 import kafkasim.cli as cli
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
-from producer.partitioners import partition_for_key
+from kafkasim.partitioning.partitioners import partition_for_key
 
 
 def test_both_commands_are_registered():

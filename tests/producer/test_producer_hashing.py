@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from producer.hashing import (
+from kafkasim.partitioning.hashing import (
     crc32, crc32_many, fnv1a32, fnv1a32_many, murmur2, murmur2_many, murmur3, murmur3_many,
     to_positive,
 )

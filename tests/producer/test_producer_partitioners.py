@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError, InvalidPartitionsError
-from producer.hashing import fnv1a32, murmur2
-from producer.partitioners import (
+from kafkasim.partitioning.hashing import fnv1a32, murmur2
+from kafkasim.partitioning.partitioners import (
     KEY_PURE, PARTITIONERS, CompositeKeyPartitioner, ConsistentPartitioner,
     ConsistentRandomPartitioner, DefaultPartitioner, FnvPartitioner, HotKeyPartitioner,
     IgnoreKeysPartitioner, LegacyRoundRobinPartitioner, Murmur2RandomPartitioner,

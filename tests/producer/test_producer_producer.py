@@ -8,15 +8,15 @@ from collections import defaultdict
 
 import pytest
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
     NetworkError, RecordTooLargeError,
 )
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
-from producer import LOST_REQUEST, LOST_RESPONSE, Producer
-from producer.partitioners import partition_for_key, partition_many
+from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
+from kafkasim.partitioning.partitioners import partition_for_key, partition_many
 
 
 def read_all(broker, topic, partition):

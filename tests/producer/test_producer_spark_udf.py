@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from producer.partitioners import KEY_PURE, partition_for_key
+from kafkasim.partitioning.partitioners import KEY_PURE, partition_for_key
 
 pytestmark = pytest.mark.spark
 
@@ -17,7 +17,7 @@ def test_partition_many_in_map_in_arrow_matches_the_scalar_path(spark):
     names = list(KEY_PURE)
 
     def udf(batches):
-        from producer.partitioners import partition_many
+        from kafkasim.partitioning.partitioners import partition_many
         for batch in batches:
             col = batch.column("key")              # a pyarrow binary array: zero-copy input
             cols = [pa.array(partition_many(col, 64, name)) for name in names]

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scenarios
+import kafkasim.scenarios
 from kafkasim.cli import main
 from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
-from producer.hashing import murmur2
-from scenarios import SCENARIOS, list_scenarios, parse_params, run_scenario, scenario_module
-from scenarios._common import MARKER, fresh_broker
+from kafkasim.partitioning.hashing import murmur2
+from kafkasim.scenarios import SCENARIOS, list_scenarios, parse_params, run_scenario, scenario_module
+from kafkasim.scenarios._common import MARKER, fresh_broker
 
 SMALL = {
     "hot_keys": {"records": 4000, "keys": 300, "partitions": 8},
@@ -149,7 +149,7 @@ def test_eager_revokes_everything_cooperative_only_what_moves_and_pauses_less(tm
 
 def test_add_partitions_moves_exactly_the_keys_murmur2_moves_and_breaks_order(tmp_path):
     r, _ = _run("add_partitions", tmp_path)
-    keys = scenarios.add_partitions.make_keys(42, SMALL["add_partitions"]["keys"])
+    keys = kafkasim.scenarios.add_partitions.make_keys(42, SMALL["add_partitions"]["keys"])
     direct = sum(1 for k in keys if _p(k, 6) != _p(k, 8))
     assert r["moved_keys"] == direct and r["moved_equals_prediction"]
     assert r["moved_fraction"] == round(direct / len(keys), 4)
@@ -161,7 +161,7 @@ def test_add_partitions_moves_exactly_the_keys_murmur2_moves_and_breaks_order(tm
 
 def test_mixed_clients_split_keys_match_crc32_versus_murmur2(tmp_path):
     r, _ = _run("mixed_clients", tmp_path)
-    keys = scenarios.mixed_clients.make_keys(42, SMALL["mixed_clients"]["keys"])
+    keys = kafkasim.scenarios.mixed_clients.make_keys(42, SMALL["mixed_clients"]["keys"])
     n = r["partitions"]
     direct = sum(1 for k in keys if zlib.crc32(k) % n != _p(k, n))
     crc, compatible = r["pairs"]
@@ -184,7 +184,7 @@ def test_retries_reorder_and_duplicate_only_without_idempotence(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 30), max_size=60))
 def test_audit_log_counts_duplicates_and_order_of_first_copies(seqs):
-    a = scenarios.retry_reorder.audit_log(seqs, 31)
+    a = kafkasim.scenarios.retry_reorder.audit_log(seqs, 31)
     assert a["duplicates"] == len(seqs) - len(set(seqs))
     assert a["lost"] == 31 - len(set(seqs))
     firsts = list(dict.fromkeys(seqs))
@@ -255,9 +255,9 @@ def test_cli_unknown_scenario_or_param_exits_1_naming_it(tmp_path, capsys):
 
 
 def test_python_dash_m_runs_a_scenario(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "scenarios.mixed_clients", "--json", "--seed", "5",
+    out = subprocess.run([sys.executable, "-m", "kafkasim.scenarios.mixed_clients", "--json", "--seed", "5",
                           "--data-dir", str(tmp_path / "m"), "--param", "keys=40"],
                          capture_output=True, text=True, timeout=120,
-                         cwd=os.path.dirname(os.path.dirname(scenarios.__file__)))
+                         cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["keys"] == 40

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from consumer.consumer import Consumer
-from consumer.group_member import ConsumerRebalanceListener
+from kafkasim.consumer.consumer import Consumer
+from kafkasim.consumer.group_member import ConsumerRebalanceListener
 from kafkasim.types import TopicPartition
 
 

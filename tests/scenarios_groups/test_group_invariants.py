@@ -8,8 +8,8 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from broker import Broker
-from consumer import Consumer
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer
 from groupsim import GroupSim, produce
 from kafkasim.clock import MockClock
 from kafkasim.types import TopicPartition

@@ -11,7 +11,7 @@ import collections
 
 import pytest
 
-from broker import Broker
+from kafkasim.broker import Broker
 from groupsim import GroupSim, produce
 from kafkasim.clock import MockClock
 from kafkasim.errors import CommitFailedError, FencedInstanceIdError

@@ -1,17 +1,17 @@
 """Test helper: logs written by the project's own broker and producer, with injected faults.
 
-Each ``write_*`` function writes one topic under ``data_dir`` through ``broker.Broker``
-and ``producer.Producer`` (audit headers stamped) and returns the violations a correct
+Each ``write_*`` function writes one topic under ``data_dir`` through ``kafkasim.broker.Broker``
+and ``kafkasim.producer.Producer`` (audit headers stamped) and returns the violations a correct
 ordering audit must report — computed here from the fault injected, not by the jobs.
 """
 
 from __future__ import annotations
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
-from producer import Producer
-from producer.partitioners import partition_for_key
-from producer.producer import LOST_REQUEST, LOST_RESPONSE
+from kafkasim.producer import Producer
+from kafkasim.partitioning.partitioners import partition_for_key
+from kafkasim.producer.producer import LOST_REQUEST, LOST_RESPONSE
 
 START_MS = 1_700_000_000_000
 TOPIC = "orders"

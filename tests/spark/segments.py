@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 
-from storage import layout
-from storage.record_batch import encode_batch
+from kafkasim.storage import layout
+from kafkasim.records.record_batch import encode_batch
 
 
 def write_topic_meta(data_dir: str, topic: str, partitions: int) -> None:

@@ -8,13 +8,13 @@ import warnings
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import CorruptRecordError
-from spark_jobs.datasource import (CorruptBatchWarning, _Options, read_segment_arrow,
+from kafkasim.spark_jobs.datasource import (CorruptBatchWarning, _Options, read_segment_arrow,
                                    scan_corruption, scan_segment_corruption)
-from spark_jobs.logdir import LogDir
-from storage import layout
+from kafkasim.spark_jobs.logdir import LogDir
+from kafkasim.storage import layout
 from .segments import write_segment, write_topic_meta
 
 pytestmark = pytest.mark.spark
@@ -50,7 +50,7 @@ def test_round_trip_through_the_broker(spark, tmp_path):
     with Broker(d, clock=clock) as b:
         b.create_topic("orders", partitions=2)
         pid, epoch = b.init_producer_id()
-        from storage.record_batch import encode_batch
+        from kafkasim.records.record_batch import encode_batch
         for i in range(5):
             recs = [(j, clock.now_ms() + j, b"k%d" % j, b"v%d-%d" % (i, j), [("n", b"%d" % j)]) for j in range(3)]
             b.produce("orders", i % 2, encode_batch(0, recs, producer_id=pid, producer_epoch=epoch,
@@ -71,10 +71,10 @@ def test_round_trip_through_the_broker(spark, tmp_path):
 
 
 def test_round_trip_of_a_rolled_storage_log(spark, tmp_path):
-    """storage.log.Log with tiny segments: every segment is one input partition, offsets
+    """kafkasim.storage.log.Log with tiny segments: every segment is one input partition, offsets
     continue across segments, nothing is lost or duplicated."""
     from kafkasim.config import LogConfig
-    from storage.log import Log
+    from kafkasim.storage.log import Log
     d = tmp_path / "data"
     clock = MockClock(1_000_000)
     log = Log(str(d / "events-0"), LogConfig.from_overrides({"segment.bytes": 300}), clock)
@@ -114,8 +114,8 @@ def test_max_partition_bytes_packs_small_segments_of_one_partition(spark, tmp_pa
 
 
 def test_group_segments_keeps_offset_order_and_the_byte_limit():
-    from spark_jobs.datasource import _group_segments
-    from spark_jobs.logdir import SegmentRef
+    from kafkasim.spark_jobs.datasource import _group_segments
+    from kafkasim.spark_jobs.logdir import SegmentRef
     segs = [SegmentRef("t", 0, b, None, f"t-0/{b}", 40) for b in (0, 10, 20, 30)] + \
            [SegmentRef("t", 1, 0, None, "t-1/0", 40), SegmentRef("u", 0, 0, None, "u-0/0", 500)]
     groups = _group_segments(segs, 100)
@@ -166,7 +166,7 @@ def _corrupt_second_batch(tmp_path) -> tuple[str, str, int]:
                                              [(1002, b"c", b"v3", [])]])
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    from storage.record_batch import decode_header
+    from kafkasim.records.record_batch import decode_header
     second = decode_header(data, 0).size
     data[second + 70] ^= 0xFF  # inside the second batch's records: CRC mismatch
     with open(path, "wb") as f:

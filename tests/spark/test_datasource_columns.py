@@ -6,7 +6,7 @@
   ``InvalidArgumentError`` naming the column; ``read_log(columns=...)`` and the
   ``corruption`` mode keep working.
 - In process: ``read_segment_arrow`` gives the same Arrow batches on the C path
-  (``storage._codec``) and on the pure-Python path (what ``--py-files`` executors run),
+  (``kafkasim.records._codec``) and on the pure-Python path (what ``--py-files`` executors run),
   and both equal what was written — compacted batches, empty batches, nulls, headers,
   any chunking, any column subset, any offset/time range.
 - A batch corrupt only in its records (valid CRC) is reported with file and position and
@@ -23,18 +23,18 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
-from spark_jobs.common import read_log
-from spark_jobs.datasource import (_ARROW_SCHEMA, CorruptBatchWarning, _Options, read_segment_arrow,
+from kafkasim.spark_jobs.common import read_log
+from kafkasim.spark_jobs.datasource import (_ARROW_SCHEMA, CorruptBatchWarning, _Options, read_segment_arrow,
                                    scan_corruption, scan_segment_corruption, schema_of)
-from spark_jobs.logdir import LogDir
-from storage import layout
-from storage import record_batch as rb
+from kafkasim.spark_jobs.logdir import LogDir
+from kafkasim.storage import layout
+from kafkasim.records import record_batch as rb
 from .segments import write_topic_meta
 from .test_datasource import COLUMNS, _logdir_with_two_segments
 
 pytestmark = pytest.mark.spark
 
-needs_c = pytest.mark.skipif(not rb.C_CODEC, reason="storage._codec not built: both paths would be Python")
+needs_c = pytest.mark.skipif(not rb.C_CODEC, reason="kafkasim.records._codec not built: both paths would be Python")
 
 _HEADERS_DDL = "array<struct<key:string,value:binary>>"
 
@@ -223,7 +223,7 @@ def _scan(d: str, pure: bool) -> list[dict]:
 @pytest.mark.parametrize("bad", list(_BAD_PAYLOADS))
 def test_batch_corrupt_only_in_its_records_is_reported_and_skipped(tmp_path, bad, pure):
     if not pure and not rb.C_CODEC:
-        pytest.skip("storage._codec not built")
+        pytest.skip("kafkasim.records._codec not built")
     d = str(tmp_path / "data")
     path, pos = _segment_with_bad_records(d, *_BAD_PAYLOADS[bad])
     where = f"{path}: "

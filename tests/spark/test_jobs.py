@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
-from producer import Producer
-from producer.partitioners import partition_for_key
-from spark_jobs import copartition, repartition
-from spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
+from kafkasim.producer import Producer
+from kafkasim.partitioning.partitioners import partition_for_key
+from kafkasim.spark_jobs import copartition, repartition
+from kafkasim.spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
 
 pytestmark = pytest.mark.spark
 
@@ -112,13 +113,17 @@ def test_cli_unknown_topic_is_an_error_not_a_clean_audit(spark, tmp_path, capsys
 
 
 def test_package_zip_holds_every_project_package(tmp_path):
-    from spark_jobs.package import build_zip
+    from kafkasim.spark_jobs.package import build_zip
     path = build_zip(str(tmp_path / "kafkasim-jobs.zip"))
     names = set(zipfile.ZipFile(path).namelist())
-    for mod in ("kafkasim/errors.py", "storage/record_batch.py", "producer/partitioners.py",
-                "coordinator/offsets_format.py", "spark_jobs/datasource.py", "spark_jobs/ordering.py"):
+    for mod in ("kafkasim/errors.py", "kafkasim/records/record_batch.py", "kafkasim/partitioning/partitioners.py",
+                "kafkasim/protocol/offsets.py", "kafkasim/storage/layout.py",
+                "kafkasim/spark_jobs/datasource.py", "kafkasim/spark_jobs/ordering.py"):
         assert mod in names
-    assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
+    # one package: nothing at the top level but kafkasim/, and no layer a job does not need
+    assert {n.split("/")[0] for n in names} == {"kafkasim"}
+    assert not any(n.startswith(("kafkasim/broker/", "kafkasim/producer/", "kafkasim/consumer/",
+                                 "kafkasim/coordinator/", "kafkasim/cli/")) or "__pycache__" in n for n in names)
 
 
 def test_package_zip_runs_on_the_pure_python_codec(tmp_path):
@@ -127,8 +132,8 @@ def test_package_zip_runs_on_the_pure_python_codec(tmp_path):
     columns. The editable install's finder is removed so only the zip can supply code."""
     import subprocess
     import sys
-    from spark_jobs.package import build_zip
-    from storage import record_batch as rb
+    from kafkasim.spark_jobs.package import build_zip
+    from kafkasim.records import record_batch as rb
     path = build_zip(str(tmp_path / "kafkasim-jobs.zip"))
     batch = rb.encode_batch(7, [(0, 1000, b"k", None, (("h", b"x"),)), (2, 990, None, b"v", ())],
                             last_offset_delta=3)
@@ -139,7 +144,7 @@ def test_package_zip_runs_on_the_pure_python_codec(tmp_path):
 import sys
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, {path!r})
-from storage import record_batch as rb
+from kafkasim.records import record_batch as rb
 assert rb.__file__.startswith({path!r}), rb.__file__
 assert not rb.C_CODEC
 data = open({str(tmp_path / "batch.bin")!r}, "rb").read()
@@ -149,3 +154,38 @@ print(repr(b.take()))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert eval(out.stdout) == expected.take()
+
+
+@pytest.mark.slow
+def test_package_zip_alone_runs_an_audit_with_the_same_report(tmp_path, spark):
+    """The ``--py-files`` zip is self-sufficient: a driver that can import kafkasim only from
+    the zip (the editable install's finder removed; executors get the zip first on their
+    path) runs the skew audit and writes the same report as the installed package does."""
+    import subprocess
+    import sys
+    from kafkasim.spark_jobs import skew
+    from kafkasim.spark_jobs.package import build_zip
+    d = str(tmp_path / "data")
+    _write_two_topics(d)
+    zip_path = build_zip(str(tmp_path / "kafkasim-jobs.zip"))
+    expected_json = tmp_path / "expected.json"
+    skew.main(["--data-dir", d, "--topic", "orders", "--json", str(expected_json)], spark=spark)
+
+    got_json = tmp_path / "got.json"
+    driver = tmp_path / "driver.py"
+    driver.write_text(f"""
+import sys
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, {zip_path!r})
+from kafkasim.spark_jobs import skew
+rc = skew.main(["--data-dir", {d!r}, "--topic", "orders", "--json", {str(got_json)!r}, "--master", "local[1]"])
+outside = sorted(m.__name__ for m in list(sys.modules.values())
+                 if m.__name__.startswith("kafkasim") and not (getattr(m, "__file__", None) or {zip_path!r}).startswith({zip_path!r}))
+assert not outside, outside
+sys.exit(rc)
+""")
+    env = dict(os.environ, PYTHONPATH=zip_path, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    out = subprocess.run([sys.executable, str(driver)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode in (EXIT_OK, EXIT_VIOLATIONS), out.stderr[-3000:]
+    assert json.loads(got_json.read_text()) == json.loads(expected_json.read_text())

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from broker import Broker
-from consumer import Consumer
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
 from kafkasim.types import OffsetAndMetadata, TopicPartition
-from producer import Producer
-from spark_jobs import lag
-from spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
+from kafkasim.producer import Producer
+from kafkasim.spark_jobs import lag
+from kafkasim.spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
 
 pytestmark = pytest.mark.spark
 

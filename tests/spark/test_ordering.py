@@ -7,8 +7,8 @@ import json
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_jobs import ordering
-from spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
+from kafkasim.spark_jobs import ordering
+from kafkasim.spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS
 from . import logs
 
 pytestmark = pytest.mark.spark
@@ -161,7 +161,7 @@ def test_partitions_added_mid_stream_are_key_moves_only(faulty):
     moved = exp["grown"]["key_in_multiple_partitions"]
     assert moved > 0
     assert _violations_of(rep, "grown") == _only(key_in_multiple_partitions=moved)
-    from producer.partitioners import partition_for_key
+    from kafkasim.partitioning.partitioners import partition_for_key
     for d in _details(rep, "grown"):
         key = d["key"].encode()
         assert (d["other_partition"], d["partition"]) == (partition_for_key(key, 3), partition_for_key(key, 6))

@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from broker import Broker
+from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
-from producer import Producer
-from spark_jobs import skew
-from spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS, gini
+from kafkasim.producer import Producer
+from kafkasim.spark_jobs import skew
+from kafkasim.spark_jobs.common import EXIT_OK, EXIT_VIOLATIONS, gini
 
 pytestmark = pytest.mark.spark
 

@@ -15,7 +15,7 @@ import sys
 
 from kafkasim.clock import SystemClock
 from kafkasim.config import LogConfig
-from storage.log import Log
+from kafkasim.storage.log import Log
 
 CONFIG = {"segment.bytes": 16384, "index.interval.bytes": 512}
 

@@ -1,4 +1,4 @@
-"""The C codec ``storage._codec`` against its references.
+"""The C codec ``kafkasim.records._codec`` against its references.
 
 - ``pack_records`` is byte-identical to msgpack-python (``Packer(use_bin_type=True)``) across
   every msgpack int/str/bin/array width boundary, returns the right min/max timestamps, and
@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
-from storage import record_batch as rb
+from kafkasim.records import record_batch as rb
 
 codec = rb._codec
-needs_c = pytest.mark.skipif(not rb.C_CODEC, reason="storage._codec not built (see test_c_codec_is_built)")
+needs_c = pytest.mark.skipif(not rb.C_CODEC, reason="kafkasim.records._codec not built (see test_c_codec_is_built)")
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 _ref_pack = msgpack.Packer(use_bin_type=True).pack

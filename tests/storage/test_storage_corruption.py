@@ -15,8 +15,8 @@ import pytest
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
-from storage.inspect import verify_data_dir
-from storage.log import Log
+from kafkasim.storage.inspection import verify_data_dir
+from kafkasim.storage.log import Log
 
 from storage_helpers import T0
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kafkasim.config import LogConfig
-from storage.log import Log
+from kafkasim.storage.log import Log
 
 from crash_child import CONFIG, value_of
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings, strategies as st
 from kafkasim.clock import SystemClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
-from storage import record_batch as rb
-from storage.log import Log, RecordColumns
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.log import Log, RecordColumns
 from storage_helpers import T0
 
 _key = st.one_of(st.none(), st.binary(max_size=12))

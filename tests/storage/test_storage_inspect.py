@@ -13,9 +13,9 @@ from kafkasim.cli import main
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import InvalidArgumentError
-from storage import layout
-from storage.inspect import dump_segment, verify_data_dir
-from storage.log import Log
+from kafkasim.storage import layout
+from kafkasim.storage.inspection import dump_segment, verify_data_dir
+from kafkasim.storage.log import Log
 
 from storage_helpers import T0
 

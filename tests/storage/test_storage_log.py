@@ -16,9 +16,9 @@ from kafkasim.errors import (
     CorruptRecordError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
     RecordBatchTooLargeError, RecordTooLargeError,
 )
-from storage import layout
-from storage import record_batch as rb
-from storage.log import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, Log
+from kafkasim.storage import layout
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.log import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, Log
 
 from storage_helpers import T0, make_records, read_all
 
@@ -433,7 +433,7 @@ def test_a_recovery_point_off_a_batch_boundary_is_not_trusted(tmp_path, clock):
 
 
 def test_closed_segment_files_are_closed_beyond_the_cap(tmp_path, clock, monkeypatch):
-    import storage.log as storage_log
+    import kafkasim.storage.log as storage_log
     monkeypatch.setattr(storage_log, "MAX_OPEN_CLOSED_SEGMENTS", 3)
     cfg = LogConfig.from_overrides({"segment.bytes": 200})
     log = Log(str(tmp_path / "t-0"), cfg, clock)
@@ -461,7 +461,7 @@ def test_a_failed_write_becomes_kafka_storage_error_and_leaves_nothing_behind(tm
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         from kafkasim.errors import KafkaStorageError
-        from storage.log import Log
+        from kafkasim.storage.log import Log
         log = Log({d!r})
         resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
         for i in range(1000):

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import OffsetOutOfRangeError
-from storage.cleaner import LogCleaner
-from storage import record_batch as rb
-from storage.log import Log
+from kafkasim.storage.cleaner import LogCleaner
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.log import Log
 
 from storage_helpers import T0, read_all
 

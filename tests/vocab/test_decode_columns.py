@@ -1,4 +1,4 @@
-"""storage.record_batch.decode_columns: the columnar decoder agrees with decode_records
+"""kafkasim.records.record_batch.decode_columns: the columnar decoder agrees with decode_records
 and rejects the same malformed payloads."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkasim.errors import CorruptRecordError
-from storage import record_batch as rb
+from kafkasim.records import record_batch as rb
 
 records = st.lists(
     st.tuples(st.integers(0, 2**40), st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=40),

@@ -41,10 +41,10 @@ Algorithm (``assign``):
 
 Cooperative-sticky (KIP-429) then withholds every partition that changes owner: it is
 in nobody's list this round, its old owner revokes it, and the follow-up rebalance the
-old owner triggers assigns it (see :func:`coordinator.assignors.revoked_partitions`).
+old owner triggers assigns it (see :func:`kafkasim.assignors.revoked_partitions`).
 
 Member ordering and ties reproduce Kafka's, including its Java ``HashMap`` iteration
-over member ids (:mod:`coordinator.assignors._java`): for the same members joining in
+over member ids (:mod:`kafkasim.assignors._java`): for the same members joining in
 the same order (``subscriptions`` insertion order), the output is Kafka's.
 
 Deliberate differences: Kafka's assignor instance remembers the highest generation it
@@ -68,8 +68,8 @@ from sortedcontainers import SortedList
 from kafkasim.errors import IllegalStateError
 from kafkasim.types import TopicPartition
 
-from coordinator.assignors._java import JavaHashSet, hashmap_order, topic_partition_hash
-from coordinator.assignors.base import (
+from kafkasim.assignors._java import JavaHashSet, hashmap_order, topic_partition_hash
+from kafkasim.assignors.base import (
     COOPERATIVE, DEFAULT_GENERATION, EAGER, Assignor, Subscription, java_order_is_python_order, java_str_key,
     sort_partitions, topic_partitions,
 )

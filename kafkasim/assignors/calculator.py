@@ -43,8 +43,8 @@ from typing import Any, Mapping, Optional
 from kafkasim.errors import IllegalStateError, InvalidArgumentError
 from kafkasim.types import TopicPartition
 
-from coordinator.assignors import get_assignor
-from coordinator.assignors.base import (
+from kafkasim.assignors import get_assignor
+from kafkasim.assignors.base import (
     COOPERATIVE, DEFAULT_GENERATION, Assignor, Subscription, member_sort_key, partition_sort_key,
 )
 

@@ -66,7 +66,7 @@ class Assignor:
     Subclasses set ``name`` (the ``partition.assignment.strategy`` config name) and
     ``supported_protocols``, and implement the pure :meth:`assign`.  A custom assignor
     only needs these two attributes and ``assign``; register it with
-    :func:`coordinator.assignors.register_assignor`.
+    :func:`kafkasim.assignors.register_assignor`.
     """
 
     name: str = ""

@@ -1,6 +1,6 @@
 """Offline inspection of segment files: ``dump_segment`` (kafka-dump-log) and ``verify_data_dir``.
 
-Both read files directly (never through :class:`storage.log.Log`, never modifying
+Both read files directly (never through :class:`kafkasim.storage.log.Log`, never modifying
 anything), following the offline-reader rule of FORMAT.md §5: read a segment from
 position 0, verify every batch, and on a corrupt batch report file and position and
 move on to the next segment (the length field of a corrupt batch cannot be trusted).
@@ -23,9 +23,9 @@ import struct
 from typing import Any, Iterator, NamedTuple, Optional
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError
-from storage import layout
-from storage import record_batch as rb
-from storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from kafkasim.storage import layout
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
 __all__ = ["dump_segment", "verify_data_dir", "verify_partition", "Problem", "render_bytes"]
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from kafkasim.clock import Clock, SystemClock
 from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError, InvalidPartitionsError
-from producer.hashing import (
+from kafkasim.partitioning.hashing import (
     KeyColumn, crc32_many, fnv1a32, fnv1a32_many, murmur2, murmur2_many, murmur3_many,
 )
 

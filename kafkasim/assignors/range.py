@@ -33,7 +33,7 @@ from typing import Mapping
 
 from kafkasim.types import TopicPartition
 
-from coordinator.assignors.base import (
+from kafkasim.assignors.base import (
     EAGER, Assignor, Subscription, java_str_key, sorted_members, topic_partitions,
 )
 

@@ -34,7 +34,7 @@ from typing import Mapping
 
 from kafkasim.types import TopicPartition
 
-from coordinator.assignors.base import (
+from kafkasim.assignors.base import (
     EAGER, Assignor, Subscription, all_partitions_sorted, partition_sort_key, sorted_members,
 )
 

@@ -14,7 +14,7 @@ Invariants (checked by :func:`decode_header` / :func:`verify`):
   drop records but never changes a batch's offset range).
 
 Speed: the per-record loops (packing a batch's records, decoding them into Arrow
-buffers) run in the C extension ``storage._codec`` when it is built (``pip install``
+buffers) run in the C extension ``kafkasim.records._codec`` when it is built (``pip install``
 builds it) and in pure Python otherwise — in the ``--py-files`` zip (zipimport cannot load
 a C extension) or with ``KAFKASIM_PURE_PYTHON=1``. Both paths give the same bytes, the
 same columns and the same errors; the tests run each against the other.
@@ -70,12 +70,12 @@ if os.environ.get("KAFKASIM_PURE_PYTHON"):
     _codec = None
 else:
     try:
-        from storage import _codec
+        from kafkasim.records import _codec
     except ImportError:  # not built (the --py-files zip): the pure-Python path below
         _codec = None
 
 C_CODEC = _codec is not None
-"""True when the C fast path (``storage._codec``) is in use."""
+"""True when the C fast path (``kafkasim.records._codec``) is in use."""
 
 
 class BatchHeader(NamedTuple):
@@ -512,7 +512,7 @@ class ArrowColumnBuilder:
     and ``list`` arrays (``pyarrow.Array.from_buffers``). Column data must stay under
     2 GiB per ``take``: callers flush on :attr:`nbytes`.
 
-    The C path (``storage._codec.ArrowColumns``) touches no Python object per record; the
+    The C path (``kafkasim.records._codec.ArrowColumns``) touches no Python object per record; the
     pure-Python path builds the same buffers from :func:`decode_columns`.
     """
 

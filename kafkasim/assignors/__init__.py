@@ -8,7 +8,7 @@ Each gives the same output as Kafka's Java assignor of that name for the same in
 
 Usage::
 
-    >>> from coordinator.assignors import get_assignor, Subscription
+    >>> from kafkasim.assignors import get_assignor, Subscription
     >>> get_assignor("range").assign({"t0": 3}, {"C0": Subscription(["t0"]), "C1": Subscription(["t0"])})
     {'C0': [TopicPartition(topic='t0', partition=0), TopicPartition(topic='t0', partition=1)], 'C1': [TopicPartition(topic='t0', partition=2)]}
 
@@ -27,11 +27,11 @@ from typing import Union
 
 from kafkasim.errors import InvalidConfigurationError
 
-from coordinator.assignors.base import (
+from kafkasim.assignors.base import (
     COOPERATIVE, DEFAULT_GENERATION, EAGER, Assignor, Subscription, revoked_partitions,
 )
-from coordinator.assignors.range import RangeAssignor
-from coordinator.assignors.roundrobin import RoundRobinAssignor
+from kafkasim.assignors.range import RangeAssignor
+from kafkasim.assignors.roundrobin import RoundRobinAssignor
 
 __all__ = [
     "Subscription", "Assignor", "EAGER", "COOPERATIVE", "DEFAULT_GENERATION",
@@ -97,7 +97,7 @@ def get_assignor(name_or_class_or_instance: AssignorLike) -> Assignor:
     return value
 
 
-from coordinator.assignors.sticky import CooperativeStickyAssignor, StickyAssignor  # noqa: E402
+from kafkasim.assignors.sticky import CooperativeStickyAssignor, StickyAssignor  # noqa: E402
 
 for _cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor):
     _REGISTRY[_cls.name] = _cls
