@@ -1,0 +1,70 @@
+"""File-system helpers every durable writer shares: OSError translation, atomic writes, dir fsync.
+
+- :func:`storage_errors` turns an ``OSError`` raised inside its block into
+  :class:`~kafkasim.errors.KafkaStorageError` carrying what was being done and the path
+  (``cannot write /d/t-0/recovery-point-offset-checkpoint: [Errno 28] No space left``),
+  chained with ``raise ... from``. It is the one place this translation is written.
+- :func:`atomic_write` replaces a small file all-or-nothing: write ``<path>.tmp``,
+  fsync it, ``os.replace`` it over ``path``, fsync the directory. A crash leaves the
+  old file or the new one, never a mix; a failure removes the ``.tmp`` and raises
+  ``KafkaStorageError``.
+- :func:`fsync_dir` makes a rename or a new file durable; file systems that refuse to
+  fsync a directory are tolerated (the data files themselves are synced).
+
+Stateless; thread-safe as the underlying system calls are (two writers of the same
+path must be serialised by their caller).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator, Union
+
+from kafkasim.errors import KafkaStorageError
+
+__all__ = ["storage_errors", "atomic_write", "fsync_dir", "TMP_SUFFIX"]
+
+TMP_SUFFIX = ".tmp"
+
+
+@contextlib.contextmanager
+def storage_errors(action: str, path: Union[str, os.PathLike]) -> Iterator[None]:
+    """Translate an ``OSError`` in the block into ``KafkaStorageError("cannot <action> <path>: ...")``."""
+    try:
+        yield
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot {action} {os.fspath(path)}: {exc}") from exc
+
+
+def fsync_dir(path: Union[str, os.PathLike]) -> None:
+    """fsync a directory so that renames and new files in it survive a power loss."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories; the data files are synced
+
+
+def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, encoding: str = "utf-8",
+                 fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` all-or-nothing (see the module docstring)."""
+    path = os.fspath(path)
+    tmp = path + TMP_SUFFIX
+    payload = data.encode(encoding) if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+    if fsync:
+        fsync_dir(os.path.dirname(path) or ".")
