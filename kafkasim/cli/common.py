@@ -11,9 +11,11 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "DEFAULT_DATA_DIR"]
+from kafkasim.errors import InvalidArgumentError
+
+__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "key_values", "DEFAULT_DATA_DIR"]
 
 DEFAULT_DATA_DIR = "./kafkasim-data"
 
@@ -49,3 +51,14 @@ def emit(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> Non
         out = text(data)
         if out:
             print(out)
+
+
+def key_values(items: Sequence[str], option: str) -> dict[str, str]:
+    """``["a=1", "b=x=y"]`` → ``{"a": "1", "b": "x=y"}``; an item without ``=`` is an error naming it."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise InvalidArgumentError(f"{option} {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out

@@ -1,52 +1,77 @@
-"""``kafkasim produce TOPIC``: send stdin lines (``key<TAB>value`` or JSON) through a Producer."""
+"""``kafkasim produce TOPIC``: kafka-console-producer over stdin (a thin call into producer.lines).
+
+Lines are sent as they are read; see :mod:`kafkasim.producer.lines` for the formats and
+for exactly what a failing line leaves behind (the summary names the line and says how
+many records before it were acknowledged; the exit status is then 1).
+"""
 
 from __future__ import annotations
 
 import sys
 import uuid
 
-from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit
+from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit, key_values
 
 __all__ = ["register"]
 
 
 def register(sub) -> None:
     p = command(sub, "produce",
-                help="produce stdin lines (key<TAB>value, or JSON objects) to a topic",
-                example="printf 'merchant_1\\t{\"amount\": 5}\\n' | kafkasim produce orders --json",
+                help="produce stdin lines to a topic, as kafka-console-producer does",
+                example="printf 'merchant_1:{\"amount\": 5}\\n' | "
+                        "kafkasim produce orders --property parse.key=true --property key.separator=:",
                 handler=_produce)
     p.add_argument("topic")
+    p.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
+                   help="line reader property, as kafka-console-producer's: parse.key, key.separator, "
+                        "parse.headers, headers.delimiter, headers.separator, headers.key.separator, "
+                        "null.marker, ignore.error (default: each line is a value with a null key)")
+    p.add_argument("--producer-property", action="append", default=[], metavar="NAME=VALUE",
+                   help="producer config, e.g. linger.ms=0 or batch.size=1 (Kafka's dotted names)")
+    p.add_argument("--input-format", choices=["line", "json"], default="line",
+                   help="line (default, Kafka's) or json: one {\"key\", \"value\", \"headers\", "
+                        "\"partition\", \"timestamp\"} object per line")
     p.add_argument("--partition", type=int, default=None, help="send every record to this partition")
     p.add_argument("--partitioner", default="murmur2",
                    help="partitioner name (default murmur2, Kafka's Java default); see docs/partitioners.md")
-    p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"], help="acks (default all)")
+    p.add_argument("--acks", "--request-required-acks", dest="acks", default="all",
+                   choices=["0", "1", "all", "-1"], help="acks (default all)")
     p.add_argument("--client-id", default=None,
-                   help="producer identity stamped in the kafkasim.producer header "
-                        "(default: kafkasim-produce-<random>, unique per run)")
-    p.add_argument("--no-stamp-headers", action="store_true",
-                   help="do not add the kafkasim.producer / kafkasim.seq audit headers")
+                   help="producer client id (default: kafkasim-produce-<random>, unique per run)")
+    p.add_argument("--stamp-headers", action="store_true",
+                   help="add the kafkasim.producer / kafkasim.seq audit headers (off by default)")
     add_data_dir(p)
     add_json(p)
 
 
 def _produce(args) -> int:
     from kafkasim.broker import Broker
-    from kafkasim.producer.lines import produce_lines
+    from kafkasim.producer.lines import LineReader, produce_lines
     from kafkasim.producer.producer import Producer
 
+    reader = LineReader(key_values(args.property, "--property"))   # bad properties fail before any I/O
+    configs = {k.replace(".", "_"): v for k, v in key_values(args.producer_property, "--producer-property").items()}
     client_id = args.client_id or f"kafkasim-produce-{uuid.uuid4().hex[:8]}"
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)      # bytes when there are bytes: UTF-8 is checked per line
     broker = Broker(data_dir_of(args))
     try:
-        producer = Producer(broker, client_id=client_id, partitioner=args.partitioner,
-                            acks=args.acks, stamp_headers=not args.no_stamp_headers)
+        producer = Producer(broker, **{"client_id": client_id, "partitioner": args.partitioner,
+                                       "acks": args.acks, "stamp_headers": args.stamp_headers, **configs})
         try:
-            summary = produce_lines(producer, args.topic, sys.stdin, partition=args.partition)
+            summary = produce_lines(producer, args.topic, stdin, reader=reader,
+                                    input_format=args.input_format, partition=args.partition)
         finally:
             producer.close()
     finally:
         broker.close()
     summary["client_id"] = client_id
     emit(args, summary, _text)
+    err = summary["error"]
+    if err:
+        print(f"kafkasim produce: line {err['line']}: {err['type']}: {err['message']} "
+              f"({summary['records']} record(s) before it were acknowledged; nothing after it was sent)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

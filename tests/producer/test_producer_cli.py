@@ -53,54 +53,107 @@ def test_partition_rejects_a_non_key_pure_partitioner(capsys, monkeypatch):
     assert rc == 1 and "not a pure function of the key" in err
 
 
-def test_produce_reads_tab_and_json_lines_and_stamps_headers(tmp_path, capsys, monkeypatch):
+def _records(d, topic, partitions):
+    """Every record of ``topic``, with ``offset`` replaced by ``(partition, offset)``."""
+    b = Broker(d)
+    try:
+        return [r._replace(offset=(p, r.offset)) for p in range(partitions) for r in b.fetch(topic, p, 0).records]
+    finally:
+        b.close()
+
+
+def test_produce_bare_lines_are_values_with_null_keys_as_in_kafka(tmp_path, capsys, monkeypatch):
+    d = str(tmp_path / "data")
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "1", "--data-dir", d)
+    rc, out, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, stdin="hello\n{\"a\": 1}\n\nk\tv\n")
+    assert rc == 0, err
+    recs = _records(d, "t", 1)
+    assert [(r.key, r.value) for r in recs] == [(None, b"hello"), (None, b'{"a": 1}'), (None, b""),
+                                                (None, b"k\tv")]
+    assert all(r.headers == () for r in recs)           # audit headers are opt-in
+
+
+def test_produce_parse_key_with_a_separator_and_opt_in_audit_headers(tmp_path, capsys, monkeypatch):
     d = str(tmp_path / "data")
     run(capsys, monkeypatch, "topics", "create", "orders", "--partitions", "4", "--data-dir", d)
-    lines = "m1\tone\nm1\ttwo\n\n" + json.dumps({"key": "m2", "value": "three", "headers": {"h": "x"}}) + "\n"
-    rc, out, err = run(capsys, monkeypatch, "produce", "orders", "--data-dir", d, "--json",
-                       "--client-id", "cli-test", stdin=lines)
+    rc, out, err = run(capsys, monkeypatch, "produce", "orders", "--data-dir", d, "--json", "--client-id", "cli-test",
+                       "--property", "parse.key=true", "--property", "key.separator=:", "--stamp-headers",
+                       stdin="m1:one\nm1:two\nm2:x:y\n")
     assert rc == 0, err
     summary = json.loads(out)
-    assert summary["records"] == 3 and summary["client_id"] == "cli-test"
-    b = Broker(d)
-    try:
-        p1 = partition_for_key(b"m1", 4)
-        recs = b.fetch("orders", p1, 0).records
-        m1 = [r for r in recs if r.key == b"m1"]
-        assert [r.value for r in m1] == [b"one", b"two"]
-        assert [dict(r.headers)[SEQUENCE_HEADER] for r in m1] == [b"0", b"1"]
-        assert dict(m1[0].headers)[PRODUCER_HEADER] == b"cli-test"
-        p2 = partition_for_key(b"m2", 4)
-        m2 = [r for r in b.fetch("orders", p2, 0).records if r.key == b"m2"][0]
-        assert dict(m2.headers)["h"] == b"x"
-    finally:
-        b.close()
+    assert summary["records"] == 3 and summary["client_id"] == "cli-test" and summary["error"] is None
+    recs = _records(d, "orders", 4)
+    m1 = [r for r in recs if r.key == b"m1"]
+    assert [r.value for r in m1] == [b"one", b"two"]
+    assert {r.offset[0] for r in m1} == {partition_for_key(b"m1", 4)}
+    assert [dict(r.headers)[SEQUENCE_HEADER] for r in m1] == [b"0", b"1"]
+    assert dict(m1[0].headers)[PRODUCER_HEADER] == b"cli-test"
+    assert [r.value for r in recs if r.key == b"m2"] == [b"x:y"]
 
 
-@pytest.mark.parametrize("stdin,message", [
-    ("a\tb\nno separator here\n", "No key separator found on line number 2: 'no separator here'"),
-    ('a\tb\n{"key": "k", "value": 1}\n', "line 2: JSON field 'value' must be a string or null"),
-    ('{"key": "k", "colour": "red"}\n', "line 1: unknown JSON field(s) colour"),
-    ("{not json\n", "line 1: invalid JSON"),
-])
-def test_produce_bad_line_names_the_line_and_writes_nothing(tmp_path, capsys, monkeypatch, stdin, message):
+def test_produce_json_input_format(tmp_path, capsys, monkeypatch):
     d = str(tmp_path / "data")
-    run(capsys, monkeypatch, "topics", "create", "t", "--data-dir", d)
-    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, stdin=stdin)
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "2", "--data-dir", d)
+    line = json.dumps({"key": "m2", "value": "three", "headers": {"h": "x"}, "partition": 1})
+    rc, out, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, "--input-format", "json",
+                       stdin=line + "\n\n")
+    assert rc == 0, err
+    (rec,) = _records(d, "t", 2)
+    assert (rec.offset, rec.key, rec.value, rec.headers) == ((1, 0), b"m2", b"three", (("h", b"x"),))
+
+
+@pytest.mark.parametrize("args,stdin,message", [
+    (["--property", "parse.key=true"], "a\tb\nc\td\nno separator here\n",
+     "line 3: InvalidArgumentError: No key separator found on line number 3: 'no separator here'"),
+    (["--input-format", "json"], '{"value": "a"}\n{"value": "b"}\n{"key": "k", "value": 1}\n',
+     "line 3: InvalidArgumentError: line 3: JSON field 'value' must be a string or null"),
+    (["--partition", "0"], "a\nb\n" + "x" * 2_000_000 + "\n", "line 3: RecordTooLargeError"),
+    (["--input-format", "json"], '{"value": "a"}\n{"value": "b"}\n{"partition": 99}\n',
+     "line 3: InvalidArgumentError: Invalid partition given with record: 99"),
+])
+def test_produce_failing_line_is_named_with_what_was_acknowledged_before_it(tmp_path, capsys, monkeypatch,
+                                                                         args, stdin, message):
+    """Lines stream as in kafka-console-producer: the two lines before the bad one are written,
+    the error names the line and says so, nothing after it is sent, and the exit is 1."""
+    d = str(tmp_path / "data")
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "1", "--data-dir", d)
+    rc, out, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, *args, stdin=stdin + "after\n")
+    assert rc == 1
+    assert message in err
+    assert "(2 record(s) before it were acknowledged; nothing after it was sent)" in err
+    assert "Traceback" not in err
+    assert [r.value for r in _records(d, "t", 1)] == [b"a", b"b"] if "parse.key=true" not in args \
+        else [r.value for r in _records(d, "t", 1)] == [b"b", b"d"]
+
+
+def test_produce_non_utf8_input_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    d = str(tmp_path / "data")
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "1", "--data-dir", d)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ok\nbad \xff line\n")))
+    rc = cli.main(["produce", "t", "--data-dir", d])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in err
+    assert "line 2: InvalidArgumentError: line 2: not valid UTF-8 (invalid start byte: byte 0xff at byte 5" in err
+    assert [r.value for r in _records(d, "t", 1)] == [b"ok"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--property", "parse.key"], "--property 'parse.key': expected NAME=VALUE"),
+    (["--property", "colour=red"], "unknown reader property colour"),
+    (["--property", "headers.separator=:"], "headers.separator and headers.key.separator may not be equal"),
+])
+def test_produce_bad_reader_properties_fail_before_writing(tmp_path, capsys, monkeypatch, args, message):
+    d = str(tmp_path / "data")
+    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, *args, stdin="a\n")
     assert rc == 1 and message in err
-    b = Broker(d)
-    try:
-        assert b.fetch("t", 0, 0).records == []
-    finally:
-        b.close()
+    assert not (tmp_path / "data").exists()
 
 
-def test_produce_explicit_partition_and_no_headers(tmp_path, capsys, monkeypatch):
+def test_produce_explicit_partition(tmp_path, capsys, monkeypatch):
     d = str(tmp_path / "data")
     run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "3", "--data-dir", d)
-    rc, out, err = run(capsys, monkeypatch, "produce", "t", "--partition", "2", "--no-stamp-headers",
-                       "--data-dir", d, stdin="a\t1\nb\t2\n")
+    rc, out, err = run(capsys, monkeypatch, "produce", "t", "--partition", "2", "--data-dir", d, stdin="1\n2\n")
     assert rc == 0, err
     assert "partition 2: 2 record(s), offsets 0..1" in out
-    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--partition", "3", "--data-dir", d, stdin="a\t1\n")
+    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--partition", "3", "--data-dir", d, stdin="a\n")
     assert rc == 1 and "Invalid partition given with record: 3 is not in the range [0...3)" in err
