@@ -19,9 +19,11 @@ from typing import Any, Callable, Mapping
 
 from kafkasim.errors import InvalidConfigurationError
 
-__all__ = ["LogConfig", "TOPIC_CONFIGS", "ConfigDef", "LONG_MAX"]
+__all__ = ["LogConfig", "TOPIC_CONFIGS", "ConfigDef", "LONG_MAX", "MAX_PARTITIONS"]
 
 LONG_MAX = 9223372036854775807
+MAX_PARTITIONS = 100_000
+"""The most partitions one kafkasim topic may have (the broker and every calculator check it)."""
 
 
 @dataclass(frozen=True)

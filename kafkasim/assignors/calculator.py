@@ -40,6 +40,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from kafkasim.config import MAX_PARTITIONS
 from kafkasim.errors import IllegalStateError, InvalidArgumentError
 from kafkasim.types import TopicPartition
 
@@ -122,6 +123,9 @@ def parse_spec(obj: Any) -> AssignmentSpec:
         _name(topic, "partitions_per_topic")
         if not _is_int(n) or n < 0:
             raise _bad(f"partitions_per_topic.{topic}", f"expected a partition count >= 0, got {n!r}")
+        if n > MAX_PARTITIONS:
+            raise _bad(f"partitions_per_topic.{topic}",
+                       f"{n} partitions is more than a kafkasim topic can have ({MAX_PARTITIONS})")
         ppt[topic] = n
     subs: dict[str, list[str]] = {}
     for member, topics in _object(obj, "subscriptions").items():

@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "key_values", "DEFAULT_DATA_DIR"]
+__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "key_values", "open_broker", "existing_data_dir",
+           "positive_int", "non_negative_int", "DEFAULT_DATA_DIR"]
 
 DEFAULT_DATA_DIR = "./kafkasim-data"
 
@@ -62,3 +63,38 @@ def key_values(items: Sequence[str], option: str) -> dict[str, str]:
             raise InvalidArgumentError(f"{option} {item!r}: expected NAME=VALUE")
         out[name] = value
     return out
+
+
+def open_broker(args: argparse.Namespace, *, create: bool = False):
+    """The broker of the command's data dir. Only commands that create things pass
+    ``create=True``; for every other command a missing data dir is an error naming it,
+    so a mistyped ``--data-dir`` never leaves a new data dir behind."""
+    from kafkasim.broker import Broker
+
+    return Broker(data_dir_of(args) if create else existing_data_dir(args))
+
+
+def existing_data_dir(args: argparse.Namespace) -> str:
+    """The command's data dir, which must exist: an error naming it otherwise."""
+    path = data_dir_of(args)
+    if not os.path.isdir(path):
+        raise InvalidArgumentError(
+            f"data dir {path} does not exist (check --data-dir / $KAFKASIM_DATA_DIR; "
+            f"'kafkasim topics create' makes a new one)")
+    return path
+
+
+def _int_at_least(low: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is not {what}")
+        return value
+    return parse
+
+
+positive_int = _int_at_least(1, "a positive integer")
+non_negative_int = _int_at_least(0, "zero or more")

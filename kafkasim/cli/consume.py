@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kafkasim.cli.common import add_data_dir, command, data_dir_of
+from kafkasim.cli.common import add_data_dir, command, non_negative_int, open_broker, positive_int
 
 __all__ = ["register"]
 
@@ -21,8 +21,9 @@ def register(sub) -> None:
                         "partition is read and nothing is committed")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start when there is no committed offset (default: the end)")
-    p.add_argument("--max", type=int, default=None, metavar="N", help="exit after N records")
-    p.add_argument("--timeout-ms", type=int, default=1000, metavar="T",
+    p.add_argument("--max-messages", "--max", dest="max", type=positive_int, default=None, metavar="N",
+                   help="exit after N records (kafka-console-consumer's --max-messages)")
+    p.add_argument("--timeout-ms", type=non_negative_int, default=1000, metavar="T",
                    help="exit when no record arrives for T ms once partitions are assigned (default 1000)")
     add_data_dir(p)
     p.add_argument("--json", action="store_true",
@@ -31,10 +32,9 @@ def register(sub) -> None:
 
 
 def _consume(args) -> int:
-    from kafkasim.broker import Broker
     from kafkasim.consumer.console import consume, record_to_json, text_or_base64
 
-    with Broker(data_dir_of(args)) as broker:
+    with open_broker(args) as broker:
         for r in consume(broker, args.topic, group_id=args.group, from_beginning=args.from_beginning,
                          max_records=args.max, timeout_ms=args.timeout_ms):
             if args.json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit
+from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
 
 __all__ = ["register"]
 
@@ -27,13 +27,9 @@ def register(sub) -> None:
     add_json(p)
 
 
-def _broker(args):
-    from kafkasim.broker import Broker
-    return Broker(data_dir_of(args))
-
 
 def _list(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         groups = b.list_groups()
     emit(args, groups, lambda gs: "\n".join(f"{g['group_id']}\t{g['state']}" for g in gs)
          or "(no groups)")
@@ -66,7 +62,7 @@ def _describe_text(d: dict) -> str:
 
 
 def _describe(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         desc = _plain(b.describe_group(args.group))
     emit(args, desc, _describe_text)
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit
+from kafkasim.cli.common import add_data_dir, add_json, command, emit, existing_data_dir
 
 __all__ = ["register"]
 
@@ -65,7 +65,7 @@ def _dump_text(path: str, entries: list) -> str:
 
 def _verify(args) -> int:
     from kafkasim.storage.inspection import verify_data_dir
-    data_dir = data_dir_of(args)
+    data_dir = existing_data_dir(args)
     stats: dict = {}
     problems = verify_data_dir(data_dir, stats)
     result = {"data_dir": data_dir, **stats, "ok": not any(p.severity == "error" for p in problems),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import uuid
 
-from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit, key_values
+from kafkasim.cli.common import add_data_dir, add_json, command, emit, key_values, open_broker
 
 __all__ = ["register"]
 
@@ -45,7 +45,6 @@ def register(sub) -> None:
 
 
 def _produce(args) -> int:
-    from kafkasim.broker import Broker
     from kafkasim.producer.lines import LineReader, produce_lines
     from kafkasim.producer.producer import Producer
 
@@ -53,7 +52,7 @@ def _produce(args) -> int:
     configs = {k.replace(".", "_"): v for k, v in key_values(args.producer_property, "--producer-property").items()}
     client_id = args.client_id or f"kafkasim-produce-{uuid.uuid4().hex[:8]}"
     stdin = getattr(sys.stdin, "buffer", sys.stdin)      # bytes when there are bytes: UTF-8 is checked per line
-    broker = Broker(data_dir_of(args))
+    broker = open_broker(args)
     try:
         producer = Producer(broker, **{"client_id": client_id, "partitioner": args.partitioner,
                                        "acks": args.acks, "stamp_headers": args.stamp_headers, **configs})

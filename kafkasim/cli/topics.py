@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit
+from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
 from kafkasim.errors import InvalidArgumentError
 
 __all__ = ["register"]
@@ -61,10 +61,6 @@ def register(sub) -> None:
     add_json(p)
 
 
-def _broker(args):
-    from kafkasim.broker import Broker
-    return Broker(data_dir_of(args))
-
 
 def _configs(pairs: list[str]) -> dict[str, str]:
     out = {}
@@ -89,35 +85,35 @@ def _describe_text(d: dict) -> str:
 
 
 def _create(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args, create=True) as b:
         d = b.create_topic(args.name, args.partitions, args.replication_factor, _configs(args.config))
     emit(args, d, lambda d: f"Created topic {d['name']} with {len(d['partitions'])} partition(s).")
     return 0
 
 
 def _list(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         names = b.list_topics(include_internal=args.internal)
     emit(args, names, lambda ns: "\n".join(ns))
     return 0
 
 
 def _describe(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         d = b.describe_topic(args.name)
     emit(args, d, _describe_text)
     return 0
 
 
 def _delete(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         b.delete_topic(args.name)
     print(f"Deleted topic {args.name}.")
     return 0
 
 
 def _add_partitions(args) -> int:
-    with _broker(args) as b:
+    with open_broker(args) as b:
         d = b.create_partitions(args.name, args.partitions)
     emit(args, d, lambda d: f"Topic {d['name']} now has {len(d['partitions'])} partitions.")
     return 0
@@ -129,7 +125,7 @@ def _alter(args) -> int:
         changes[name] = None
     if not changes:
         raise InvalidArgumentError("nothing to alter: give --config NAME=VALUE or --delete-config NAME")
-    with _broker(args) as b:
+    with open_broker(args) as b:
         d = b.alter_topic_configs(args.name, changes)
     emit(args, d, _describe_text)
     return 0
