@@ -1,21 +1,26 @@
 """Durable cluster metadata of one data dir: topics (``meta/topics/<topic_id>.json``) and the
 producer-id block (``meta/producer-ids.json``), per storage/FORMAT.md §1.2.
 
-Every write goes to ``<file>.tmp``, is fsynced and renamed over the target, so a
-crash leaves either the old or the new file, never half of one. A topic exists iff
-its metadata file exists.
+Every write is :func:`kafkasim.storage.files.atomic_write` (``<file>.tmp``, fsync, rename,
+fsync of the directory), so a crash leaves either the old or the new file, never half of
+one. A topic exists iff its metadata file exists. Every ``OSError`` becomes a
+:class:`~kafkasim.errors.KafkaStorageError` naming the action and the file
+(:func:`kafkasim.storage.files.storage_errors`); a file that reads but does not parse is
+a ``KafkaStorageError`` too ("unreadable ...").
 
 Not thread-safe: the broker serialises calls under its metadata lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkasim.errors import KafkaStorageError
+from kafkasim.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, storage_errors
 from kafkasim.storage.layout import META_DIR
 
 __all__ = ["TopicMetadata", "MetadataStore"]
@@ -33,30 +38,8 @@ class TopicMetadata:
     created_ms: int = 0
 
 
-def _write_atomically(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(os.path.dirname(path))
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _dump(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 class MetadataStore:
@@ -65,13 +48,12 @@ class MetadataStore:
     def __init__(self, data_dir: str) -> None:
         self.topics_dir = os.path.join(data_dir, META_DIR, "topics")
         self.producer_ids_path = os.path.join(data_dir, META_DIR, "producer-ids.json")
-        try:
+        with storage_errors("create", self.topics_dir):
             os.makedirs(self.topics_dir, exist_ok=True)
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot create {self.topics_dir}: {exc}") from exc
-        for name in os.listdir(self.topics_dir):  # leftovers of an interrupted write
-            if name.endswith(".tmp"):
-                os.unlink(os.path.join(self.topics_dir, name))
+        with storage_errors("clean up", self.topics_dir):
+            for name in os.listdir(self.topics_dir):  # leftovers of an interrupted write
+                if name.endswith(TMP_SUFFIX):
+                    os.unlink(os.path.join(self.topics_dir, name))
 
     def _path(self, topic_id: str) -> str:
         # named by topic id: a 249-character topic name plus ".json.tmp" would pass
@@ -80,40 +62,44 @@ class MetadataStore:
 
     def load_topics(self) -> dict[str, TopicMetadata]:
         out = {}
-        for name in sorted(os.listdir(self.topics_dir)):
+        with storage_errors("list", self.topics_dir):
+            names = sorted(os.listdir(self.topics_dir))
+        for name in names:
             if not name.endswith(".json"):
                 continue
             path = os.path.join(self.topics_dir, name)
-            try:
+            with storage_errors("read topic metadata", path):
                 with open(path, encoding="utf-8") as f:
-                    raw = json.load(f)
-                meta = TopicMetadata(**raw)
-            except (OSError, ValueError, TypeError) as exc:
+                    text = f.read()
+            try:
+                meta = TopicMetadata(**json.loads(text))
+            except (ValueError, TypeError) as exc:
                 raise KafkaStorageError(f"unreadable topic metadata {path}: {exc}") from exc
             out[meta.name] = meta
         return out
 
     def save_topic(self, meta: TopicMetadata) -> None:
-        _write_atomically(self._path(meta.topic_id), asdict(meta))
+        atomic_write(self._path(meta.topic_id), _dump(asdict(meta)))
 
     def delete_topic(self, meta: TopicMetadata) -> None:
-        topic = meta.name
-        try:
-            os.unlink(self._path(meta.topic_id))
-            _fsync_dir(self.topics_dir)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot delete metadata of topic {topic}: {exc}") from exc
+        path = self._path(meta.topic_id)
+        with storage_errors(f"delete the metadata of topic {meta.name!r} at", path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                fsync_dir(self.topics_dir)
 
     def load_next_producer_id(self) -> int:
+        path = self.producer_ids_path
+        with storage_errors("read", path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                return 0            # a fresh data dir: no producer id handed out yet
         try:
-            with open(self.producer_ids_path, encoding="utf-8") as f:
-                return int(json.load(f)["next_block_start"])
-        except FileNotFoundError:
-            return 0
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise KafkaStorageError(f"unreadable {self.producer_ids_path}: {exc}") from exc
+            return int(json.loads(text)["next_block_start"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KafkaStorageError(f"unreadable {path}: {exc}") from exc
 
     def save_next_producer_id(self, next_block_start: int) -> None:
-        _write_atomically(self.producer_ids_path, {"next_block_start": next_block_start})
+        atomic_write(self.producer_ids_path, _dump({"next_block_start": next_block_start}))

@@ -2,15 +2,15 @@
 
 Modules: ``subscription`` (what is subscribed/assigned, positions), ``fetcher``
 (records from the broker), ``group_member`` (the group protocol, client side; the
-message shapes come from :mod:`kafkasim.protocol.group`), ``consumer`` (the
-``Consumer`` facade). Talks only to the broker API. Exports are lazy.
+message shapes come from :mod:`kafkasim.protocol.group`), ``config`` (the consumer's
+configs as ``ConfigDef``s), ``consumer`` (the ``Consumer`` facade). Talks only to the broker API. Exports are lazy.
 """
 
 from kafkasim._lazy import lazy_exports
 
 _EXPORTS = {
     "Consumer": "kafkasim.consumer.consumer",
-    "DEFAULT_CONFIG": "kafkasim.consumer.consumer",
+    "DEFAULT_CONFIG": "kafkasim.consumer.config",
     "ConsumerRecord": "kafkasim.consumer.fetcher",
     "ConsumerRebalanceListener": "kafkasim.consumer.group_member",
     "MemberState": "kafkasim.consumer.group_member",

@@ -14,11 +14,15 @@ or with auto-commit, which commits at the start of a later ``poll()`` the positi
 of records an earlier ``poll()`` returned): a crash between processing and commit
 re-delivers the uncommitted records to whoever owns the partition next.
 
-Configs use Kafka's names and defaults (underscored, as kafka-python): see
-:data:`DEFAULT_CONFIG`. kafkasim additions: ``clock`` (injected Clock),
-``heartbeat_thread`` (run Kafka's background heartbeat thread; default on with the real
-clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick` instead) and
-``metadata_max_age_ms`` (how often the leader checks partition counts).
+Configs use Kafka's names and defaults (underscored, as kafka-python), defined and
+validated once at construction by ``consumer/config.py`` (:data:`DEFAULT_CONFIG`); an
+unknown name is an InvalidConfigurationError naming its close matches, and configs
+kafka-python accepts that mean nothing in-process (``fetch_min_bytes``,
+``isolation_level``, network and security settings) are accepted with one
+:class:`~kafkasim.config.IgnoredConfigWarning`. kafkasim additions: ``clock`` (injected
+Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default on with
+the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
+instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
 
 Positions: a newly assigned partition starts at the group's committed offset, else by
 ``auto_offset_reset`` (``earliest``, ``latest``, or ``none`` → NoOffsetForPartitionError).
@@ -37,7 +41,9 @@ from typing import Any, Iterable, Iterator, Optional
 from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
+from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
 from kafkasim.clock import Clock, MockClock, SystemClock
+from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
     IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,
     OffsetOutOfRangeError, UnknownTopicOrPartitionError,
@@ -49,48 +55,12 @@ __all__ = ["Consumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceLis
 EARLIEST = -2
 LATEST = -1
 
-DEFAULT_CONFIG: dict[str, Any] = {
-    "group_id": None,
-    "client_id": "kafkasim-consumer",
-    "key_deserializer": None,
-    "value_deserializer": None,
-    "fetch_max_bytes": 52_428_800,
-    "max_partition_fetch_bytes": 1_048_576,
-    "max_poll_records": 500,
-    "max_poll_interval_ms": 300_000,
-    "session_timeout_ms": 45_000,          # Kafka >= 3.0
-    "heartbeat_interval_ms": 3_000,
-    "enable_auto_commit": True,
-    "auto_commit_interval_ms": 5_000,
-    "auto_offset_reset": "latest",
-    "partition_assignment_strategy": ("range", "cooperative-sticky"),   # Kafka 3.x default
-    "group_instance_id": None,
-    "retry_backoff_ms": 100,
-    "consumer_timeout_ms": float("inf"),
-    "metadata_max_age_ms": 300_000,
-    "clock": None,
-    "heartbeat_thread": None,
-}
-
 
 class Consumer:
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
-        unknown = set(configs) - set(DEFAULT_CONFIG)
-        if unknown:
-            raise InvalidConfigurationError(f"Unrecognized configs: {sorted(unknown)}")
-        cfg = dict(DEFAULT_CONFIG)
-        cfg.update(configs)
-        if cfg["auto_offset_reset"] not in ("earliest", "latest", "none"):
-            raise InvalidConfigurationError(
-                f"Invalid value {cfg['auto_offset_reset']!r} for configuration auto_offset_reset: "
-                "String must be one of: latest, earliest, none")
-        for name in ("max_poll_records", "heartbeat_interval_ms", "session_timeout_ms",
-                     "max_poll_interval_ms", "max_partition_fetch_bytes", "fetch_max_bytes"):
-            if not isinstance(cfg[name], int) or cfg[name] < 1:
-                raise InvalidConfigurationError(
-                    f"Invalid value {cfg[name]!r} for configuration {name}: Value must be at least 1")
+        cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
                 f"heartbeat_interval_ms {cfg['heartbeat_interval_ms']} must be lower than "
@@ -135,6 +105,7 @@ class Consumer:
             self._hb_thread.start()
         if topics:
             self.subscribe(list(topics))
+        warn_ignored("consumer", ignored)
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, topics: Iterable[str] = (), listener: Optional[ConsumerRebalanceListener] = None) -> None:

@@ -1,7 +1,9 @@
 """kafkasim.coordinator: the group coordinator (classic protocol) and its offsets store.
 
 Modules: ``group`` (group/member data), ``offsets_store`` (persistence on storage
-logs), ``coordinator`` (the state machine; its docstring is the protocol). The pure
+logs), ``coordinator`` (``GroupCoordinator``: the state and shared checks; its docstring
+is the protocol), and the requests by job: ``rebalance`` (join/sync/heartbeat/leave, the
+state machine), ``commits`` (offset commit/fetch), ``admin`` (list/describe/delete). The pure
 parts it shares with clients live below it: the message shapes in
 :mod:`kafkasim.protocol.group`, the ``__consumer_offsets`` schema in
 :mod:`kafkasim.protocol.offsets`, the assignors in :mod:`kafkasim.assignors`.

@@ -1,29 +1,53 @@
-"""Topic configs with Kafka's names, defaults and validation rules.
+"""Configs with Kafka's names, defaults and validation rules: one mechanism for all of them.
 
-``LogConfig.from_overrides({"segment.bytes": "1048576"})`` parses and validates a
-dict of overrides (values as Kafka's strings or as Python values) and fills every
-other field with Kafka's default. Unknown names and out-of-range values raise
-:class:`~kafkasim.errors.InvalidConfigurationError` whose message follows Kafka's
-("Invalid value -5 for configuration segment.bytes: Value must be at least 14").
+A :class:`ConfigDef` describes one config (name, type, default, bounds or choices, doc,
+and whether kafkasim acts on it); :meth:`ConfigDef.parse` validates a value with Kafka's
+wording ("Invalid value -5 for configuration segment.bytes: Value must be at least 14").
+Every config set goes through it:
+
+- topic configs (:data:`TOPIC_CONFIGS`, Kafka's names): ``LogConfig.from_overrides(
+  {"segment.bytes": "1048576"})`` parses a dict of overrides (Kafka's strings or Python
+  values) and fills every other field with Kafka's default;
+- broker configs (:data:`BROKER_CONFIGS`, server.properties names, e.g. ``log.cleaner.enable``);
+- the producer's and the consumer's configs (kafka-python's underscored names), defined
+  next to each client (``kafkasim.producer.config``, ``kafkasim.consumer.config``) and
+  completed by :data:`KAFKA_PYTHON_UNAPPLIED`: the one list of configs kafka-python
+  accepts that mean nothing in-process (network, security, compression, ...).
+
+:func:`parse_configs` validates a whole dict once, at construction: an unknown name is
+an :class:`~kafkasim.errors.InvalidConfigurationError` naming it and its close matches
+(``Unrecognized producer config 'linger_m' (did you mean 'linger_ms'?)``); a config with
+``applied=False`` is accepted and reported back so the caller can emit one
+:class:`IgnoredConfigWarning` listing every such name it was given.
 
 Deliberate difference: Kafka 4.x raised the minimum ``segment.bytes`` to 1 MiB;
 kafkasim keeps the 3.x minimum (14) so labs can watch segments roll with little data.
 
-Invariants: a ``LogConfig`` is immutable and always valid. Thread-safe.
+Invariants: a ``LogConfig`` is immutable and always valid; a value returned by
+:meth:`ConfigDef.parse` satisfies the def's type and bounds. Thread-safe.
 """
 
 from __future__ import annotations
 
+import difflib
+import warnings
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kafkasim.errors import InvalidConfigurationError
 
-__all__ = ["LogConfig", "TOPIC_CONFIGS", "ConfigDef", "LONG_MAX", "MAX_PARTITIONS"]
+__all__ = ["LogConfig", "TOPIC_CONFIGS", "BROKER_CONFIGS", "ConfigDef", "LONG_MAX", "INT_MAX",
+           "MAX_PARTITIONS", "KAFKA_PYTHON_UNAPPLIED", "IgnoredConfigWarning", "parse_configs",
+           "unapplied_configs", "warn_ignored"]
 
 LONG_MAX = 9223372036854775807
+INT_MAX = 2**31 - 1
 MAX_PARTITIONS = 100_000
 """The most partitions one kafkasim topic may have (the broker and every calculator check it)."""
+
+
+class IgnoredConfigWarning(UserWarning):
+    """Emitted once by a constructor given configs kafkasim accepts but does not act on (``applied=False``)."""
 
 
 @dataclass(frozen=True)
@@ -31,8 +55,8 @@ class ConfigDef:
     """One config: its Kafka name, type, default, bounds or allowed values, and doc."""
 
     name: str
-    type: str            # "long" | "int" | "double" | "string" | "list" | "boolean"
-    default: Any
+    type: str            # "long" | "int" | "double" | "string" | "list" | "boolean" | "object"
+    default: Any         # None: the config may also be set to None (Kafka's null)
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
@@ -44,6 +68,8 @@ class ConfigDef:
         def bad(why: str) -> InvalidConfigurationError:
             return InvalidConfigurationError(
                 f"Invalid value {raw!r} for configuration {self.name}: {why}")
+        if self.type == "object" or (raw is None and self.default is None):
+            return raw          # a callable, a Clock, a Partitioner...: checked by its user
         if self.type in ("long", "int"):
             if isinstance(raw, bool):
                 raise bad("Expected value to be a number")
@@ -93,6 +119,42 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+def parse_configs(kind: str, defs: Mapping[str, ConfigDef],
+                  given: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Validate ``given`` against ``defs`` (``kind`` names the owner in messages: "producer").
+
+    Returns (every config's value: the parsed given value, else the default; the sorted
+    names given whose def has ``applied=False``). Raises InvalidConfigurationError for an
+    unknown name (with close matches) or the first invalid value.
+    """
+    unknown = [name for name in given if name not in defs]
+    if unknown:
+        raise _unrecognized(kind, unknown, defs)
+    values = {name: d.default for name, d in defs.items()}
+    for name, raw in given.items():
+        values[name] = defs[name].parse(raw)
+    return values, sorted(name for name in given if not defs[name].applied)
+
+
+def _unrecognized(kind: str, names: list[str], known: Iterable[str]) -> InvalidConfigurationError:
+    known = sorted(known)
+    parts = []
+    for name in names:
+        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        parts.append(f"{str(name)!r}{hint}")
+    noun = "config" if len(names) == 1 else "configs"
+    return InvalidConfigurationError(f"Unrecognized {kind} {noun} {', '.join(parts)}")
+
+
+def warn_ignored(kind: str, names: list[str], stacklevel: int = 3) -> None:
+    """One :class:`IgnoredConfigWarning` listing the ``applied=False`` configs a ``kind`` was given."""
+    if names:
+        warnings.warn(
+            f"{kind} configs accepted but ignored (no meaning in-process): {', '.join(names)}",
+            IgnoredConfigWarning, stacklevel=stacklevel)
+
+
 _D = ConfigDef
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("cleanup.policy", "list", "delete", choices=("delete", "compact"),
@@ -127,6 +189,100 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("unclean.leader.election.enable", "boolean", False, doc="stored for the multi-broker work",
        applied=False),
 ]}
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    _D("log.cleaner.enable", "boolean", True,
+       doc="run the LogCleaner (retention, compaction, flush.ms) every log.retention.check.interval.ms "
+           "(a background thread on a real clock; Broker.tick() under a MockClock)"),
+    _D("log.retention.check.interval.ms", "long", 300_000, min=1,
+       doc="how often the broker's maintenance pass runs (retention, compaction and the flush.ms check)"),
+]}
+"""Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
+
+_PRODUCER, _CONSUMER, _BOTH = ("producer",), ("consumer",), ("producer", "consumer")
+_NET = "no network in-process: the Broker object is passed instead"
+_SEC = "no network, so no TLS/SASL in-process"
+
+KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
+    (_D(name, type_, default, choices=choices, doc=doc, applied=False), clients)
+    for name, type_, default, choices, doc, clients in [
+        # -- both clients: connection, metadata bootstrap, metrics plumbing
+        ("bootstrap_servers", "object", "localhost", None, _NET, _BOTH),
+        ("client_dns_lookup", "string", "use_all_dns_ips", None, _NET, _BOTH),
+        ("api_version", "object", None, None, "one in-process API: nothing to negotiate", _BOTH),
+        ("api_version_auto_timeout_ms", "int", 2000, None, _NET, _BOTH),
+        ("bootstrap_timeout_ms", "int", 30_000, None, _NET, _BOTH),
+        ("connections_max_idle_ms", "int", 540_000, None, _NET, _BOTH),
+        ("reconnect_backoff_ms", "int", 50, None, _NET, _BOTH),
+        ("reconnect_backoff_max_ms", "int", 30_000, None, _NET, _BOTH),
+        ("receive_buffer_bytes", "int", None, None, _NET, _BOTH),
+        ("send_buffer_bytes", "int", None, None, _NET, _BOTH),
+        ("receive_message_max_bytes", "int", 100_000_000, None, _NET, _BOTH),
+        ("socket_options", "object", None, None, _NET, _BOTH),
+        ("proxy_url", "string", None, None, _NET, _BOTH),
+        ("socks5_proxy", "string", None, None, _NET, _BOTH),
+        ("default_api_timeout_ms", "int", 60_000, None, "calls into the broker return at once", _BOTH),
+        ("allow_auto_create_topics", "boolean", True, None,
+         "kafkasim never auto-creates topics (create them first)", _BOTH),
+        ("security_protocol", "string", "PLAINTEXT",
+         ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), _SEC, _BOTH),
+        ("ssl_context", "object", None, None, _SEC, _BOTH),
+        ("ssl_check_hostname", "boolean", True, None, _SEC, _BOTH),
+        ("ssl_cafile", "string", None, None, _SEC, _BOTH),
+        ("ssl_certfile", "string", None, None, _SEC, _BOTH),
+        ("ssl_keyfile", "string", None, None, _SEC, _BOTH),
+        ("ssl_crlfile", "string", None, None, _SEC, _BOTH),
+        ("ssl_password", "object", None, None, _SEC, _BOTH),
+        ("ssl_ciphers", "string", None, None, _SEC, _BOTH),
+        ("sasl_mechanism", "string", None,
+         ("PLAIN", "GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512"), _SEC, _BOTH),
+        ("sasl_plain_username", "string", None, None, _SEC, _BOTH),
+        ("sasl_plain_password", "object", None, None, _SEC, _BOTH),
+        ("sasl_kerberos_name", "object", None, None, _SEC, _BOTH),
+        ("sasl_kerberos_service_name", "string", "kafka", None, _SEC, _BOTH),
+        ("sasl_kerberos_domain_name", "string", None, None, _SEC, _BOTH),
+        ("sasl_oauth_token_provider", "object", None, None, _SEC, _BOTH),
+        ("metric_reporters", "object", (), None, "metrics() returns the counters directly", _BOTH),
+        ("metrics_enabled", "boolean", True, None, "metrics() is always available", _BOTH),
+        ("metrics_num_samples", "int", 2, None, "metrics() returns plain counters", _BOTH),
+        ("metrics_sample_window_ms", "int", 30_000, None, "metrics() returns plain counters", _BOTH),
+        ("selector", "object", None, None, _NET, _BOTH),
+        ("kafka_client", "object", None, None, _NET, _BOTH),
+        ("net", "object", None, None, _NET, _BOTH),
+        # -- producer
+        ("request_timeout_ms", "int", 30_000, None, "a produce returns at once (no network wait)", _PRODUCER),
+        ("max_block_ms", "int", 60_000, None, "send() never blocks on metadata or buffer space", _PRODUCER),
+        ("compression_type", "string", None, ("gzip", "snappy", "lz4", "zstd"),
+         "batches are stored uncompressed", _PRODUCER),
+        # -- consumer
+        ("request_timeout_ms", "int", 305_000, None, "a fetch returns at once (no network wait)", _CONSUMER),
+        ("fetch_min_bytes", "int", 1, None, "a fetch returns what the log has, at once", _CONSUMER),
+        ("fetch_max_wait_ms", "int", 500, None, "a fetch never waits on the broker", _CONSUMER),
+        ("isolation_level", "string", "read_uncommitted", ("read_uncommitted", "read_committed"),
+         "no transactions, so both levels read the same records", _CONSUMER),
+        ("client_rack", "string", "", None, "one broker: no follower fetching (KIP-392)", _CONSUMER),
+        ("check_crcs", "boolean", True, None, "the log always verifies CRCs", _CONSUMER),
+        ("exclude_internal_topics", "boolean", True, None, "subscriptions name topics explicitly", _CONSUMER),
+        ("enable_incremental_fetch_sessions", "boolean", True, None, "no fetch sessions in-process",
+         _CONSUMER),
+        ("default_offset_commit_callback", "object", None, None,
+         "commit_async() takes its callback as an argument", _CONSUMER),
+        ("max_in_flight_requests_per_connection", "int", 5, None, _NET, _CONSUMER),
+        ("metric_group_prefix", "string", "consumer", None, "metrics() returns plain counters", _CONSUMER),
+        ("sock_chunk_bytes", "int", 4096, None, _NET, _CONSUMER),
+        ("sock_chunk_buffer_count", "int", 1000, None, _NET, _CONSUMER),
+        ("legacy_iterator", "boolean", False, None, "one iterator implementation", _CONSUMER),
+    ])
+"""The one list of kafka-python configs that have no meaning in-process: (def, clients).
+
+Each client accepts its entries (``applied=False``), validates their values like any
+config and emits one :class:`IgnoredConfigWarning` naming those it was given."""
+
+
+def unapplied_configs(client: str) -> dict[str, ConfigDef]:
+    """The entries of :data:`KAFKA_PYTHON_UNAPPLIED` for ``client`` ("producer" or "consumer")."""
+    return {d.name: d for d, clients in KAFKA_PYTHON_UNAPPLIED if client in clients}
 
 
 @dataclass(frozen=True)

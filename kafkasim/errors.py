@@ -5,29 +5,34 @@ so ``except KafkaSimError`` catches everything of ours::
 
     KafkaSimError                      root; never raised itself
     ├── BrokerResponseError            an error Kafka's protocol has a code for (``errno``)
-    │   ├── OffsetOutOfRangeError (1)          ├── InvalidTopicError (17)
-    │   ├── CorruptRecordError (2)             ├── RecordBatchTooLargeError (18)
-    │   ├── UnknownTopicOrPartitionError (3)   ├── InvalidRequiredAcksError (21)
-    │   ├── RecordTooLargeError (10)           ├── IllegalGenerationError (22)
-    │   ├── CoordinatorNotAvailableError (15)  ├── InconsistentGroupProtocolError (23)
-    │   ├── NotCoordinatorError (16)           ├── InvalidGroupIdError (24)
-    │   ├── UnknownMemberIdError (25)          ├── InvalidSessionTimeoutError (26)
-    │   ├── RebalanceInProgressError (27)      ├── InvalidTimestampError (32)
-    │   ├── TopicAlreadyExistsError (36)       ├── InvalidPartitionsError (37)
-    │   ├── InvalidReplicationFactorError (38) ├── InvalidReplicaAssignmentError (39)
-    │   ├── InvalidConfigurationError (40)     ├── InvalidRequestError (42)
-    │   ├── OutOfOrderSequenceNumberError (45) ├── DuplicateSequenceNumberError (46)
-    │   ├── InvalidProducerEpochError (47)     ├── KafkaStorageError (56)
-    │   ├── UnknownProducerIdError (59)        ├── NonEmptyGroupError (68)
-    │   ├── GroupIdNotFoundError (69)          ├── MemberIdRequiredError (79)
-    │   ├── GroupMaxSizeReachedError (81)      ├── FencedInstanceIdError (82)
-    │   └── InvalidRecordError (87)            └── UnknownServerError (-1)
+    │   ├── OffsetOutOfRangeError (1)            ├── TopicAlreadyExistsError (36)
+    │   ├── CorruptRecordError (2)               ├── InvalidPartitionsError (37)
+    │   ├── UnknownTopicOrPartitionError (3)     ├── InvalidReplicationFactorError (38)
+    │   ├── BrokerNotAvailableError (8) *        ├── InvalidReplicaAssignmentError (39)
+    │   ├── RecordTooLargeError (10)             ├── InvalidConfigurationError (40)
+    │   ├── NetworkError (13)                    ├── InvalidRequestError (42)
+    │   ├── CoordinatorLoadInProgressError (14)  ├── OutOfOrderSequenceNumberError (45)
+    │   ├── CoordinatorNotAvailableError (15)    ├── DuplicateSequenceNumberError (46)
+    │   ├── NotCoordinatorError (16)             ├── InvalidProducerEpochError (47)
+    │   ├── InvalidTopicError (17)               ├── KafkaStorageError (56)
+    │   ├── RecordBatchTooLargeError (18)        ├── UnknownProducerIdError (59)
+    │   ├── InvalidRequiredAcksError (21)        ├── NonEmptyGroupError (68)
+    │   ├── IllegalGenerationError (22)          ├── GroupIdNotFoundError (69)
+    │   ├── InconsistentGroupProtocolError (23)  ├── MemberIdRequiredError (79)
+    │   ├── InvalidGroupIdError (24)             ├── GroupMaxSizeReachedError (81)
+    │   ├── UnknownMemberIdError (25)            ├── FencedInstanceIdError (82)
+    │   ├── InvalidSessionTimeoutError (26)      ├── InvalidRecordError (87)
+    │   ├── RebalanceInProgressError (27)        └── UnknownServerError (-1)
+    │   └── InvalidTimestampError (32)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
         ├── IllegalStateError          an API called in a state that forbids it
         ├── KafkaTimeoutError          a bounded wait ran out
         └── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
+
+    * BrokerNotAvailableError is also an IllegalStateError: calling a closed Broker is the
+      caller's state error, and code that caught IllegalStateError keeps catching it.
 
 Each class carries ``errno`` (Kafka's code, or ``None``), ``retriable`` and a one-line
 ``description``; :func:`for_code` maps a code back to its class.  Messages always name
@@ -40,7 +45,8 @@ from __future__ import annotations
 __all__ = [
     "KafkaSimError", "BrokerResponseError", "for_code",
     "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
-    "UnknownTopicOrPartitionError", "RecordTooLargeError", "CoordinatorLoadInProgressError",
+    "UnknownTopicOrPartitionError", "BrokerNotAvailableError", "RecordTooLargeError",
+    "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError", "NotCoordinatorError", "InvalidTopicError",
     "RecordBatchTooLargeError", "InvalidRequiredAcksError", "IllegalGenerationError",
     "InconsistentGroupProtocolError", "InvalidGroupIdError", "UnknownMemberIdError",
@@ -290,6 +296,11 @@ class InvalidArgumentError(KafkaSimError, ValueError):
     """Raised for a bad argument that Kafka has no error code for (CLI input, spec files)."""
 
     description = "Invalid argument."
+
+
+@_code(8, "The broker is not available.")
+class BrokerNotAvailableError(BrokerResponseError, IllegalStateError):
+    """Raised by every call on a :class:`~kafkasim.broker.Broker` after ``close()``; names its data dir."""
 
 
 @_code(13, "The server disconnected before a response was received.", True)

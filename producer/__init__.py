@@ -1,6 +1,9 @@
 """kafkasim.producer: kafka-python's ``KafkaProducer`` over the broker (see docs/producer.md).
 
 - ``kafkasim.producer.accumulator`` / ``kafkasim.producer.batch`` — per-partition batches and futures.
+- ``kafkasim.producer.sender`` — drains closed batches to the broker: retries, in-flight model, idempotence.
+- ``kafkasim.producer.faults`` — fault injection (``LOST_REQUEST`` / ``LOST_RESPONSE``).
+- ``kafkasim.producer.config`` — the producer's configs (``ConfigDef``s, kafka-python's names).
 - ``kafkasim.producer.producer`` — ``Producer``, kafka-python's ``KafkaProducer`` API over the broker.
 - ``kafkasim.producer.lines`` — the console producer's line format.
 
@@ -14,8 +17,8 @@ from kafkasim._lazy import lazy_exports
 
 _EXPORTS = {
     "Producer": "kafkasim.producer.producer",
-    "LOST_REQUEST": "kafkasim.producer.producer",
-    "LOST_RESPONSE": "kafkasim.producer.producer",
+    "LOST_REQUEST": "kafkasim.producer.faults",
+    "LOST_RESPONSE": "kafkasim.producer.faults",
     "RecordMetadata": "kafkasim.producer.batch",
     "FutureRecordMetadata": "kafkasim.producer.batch",
 }

@@ -9,46 +9,40 @@ Lab code ports to a real cluster by changing only the construction::
 
 Pipeline (one job per module, as kafka-python/aiokafka split it):
 
-1. ``send()`` serializes, picks the partition (explicit → checked; else the
+1. ``send()`` (this module) serializes, picks the partition (explicit → checked; else the
    partitioner, see ``kafkasim/partitioning/partitioners.py``), optionally stamps the audit headers,
    and appends a tuple to the accumulator under **one** lock; it returns a future.
 2. The accumulator closes batches (full / ``linger_ms`` passed on the injected clock /
-   flush) into a FIFO ready queue (``producer/accumulator.py``).
-3. The sender — whichever thread finds closed batches: ``send()``, ``poll()``,
-   ``flush()``, a future's ``get()``, or the optional background thread — takes the send
-   lock and delivers the ready batches. Each batch is encoded once
-   (``kafkasim.records.record_batch.encode_trusted_batch``: encode_batch's bytes, without its
-   per-record checks, which the accumulator's records pass by construction) with the producer id, epoch and base sequence
-   (idempotence), then ``Broker.produce`` is called.
+   flush) into a FIFO ready queue (``producer/accumulator.py``; batches and futures in
+   ``producer/batch.py``).
+3. The sender (``producer/sender.py``) — run by whichever thread finds closed batches:
+   ``send()``, ``poll()``, ``flush()``, a future's ``get()``, or the optional background
+   thread — delivers them to ``Broker.produce``, retries (the in-flight model and the
+   reorder lab are described there) and keeps the idempotent producer's id, epoch and
+   sequences. Fault injection (``LOST_REQUEST``/``LOST_RESPONSE``, ``fault_rate``,
+   ``fault_injector``) is ``producer/faults.py``; configs are ``producer/config.py``.
 
-Retries and the reorder lab (the in-flight model): a batch whose attempt fails with a
-retriable error (``NetworkError`` from fault injection, or a retriable broker error) is
-retried only after up to ``max_in_flight_requests_per_connection - 1`` later batches of
-its partition were attempted — they were "in flight" with it — or at ``flush()``,
-``poll()``, ``get()`` or ``close()`` when nothing later is left. So with idempotence off
-and more than one request in flight, a failed first attempt lets later batches land
-first: Kafka's classic reordering, reproducible with ``fault_rate``/``fault_injector`` and
-``seed``. With idempotence on, the later batches are rejected by the broker
-(``OutOfOrderSequenceNumberError``, a sequence gap) and retried in sequence order, and a
-batch whose response was lost is recognised as a duplicate (same producer id, epoch and
-base sequence) and not written twice. Until a partition has acknowledged its first batch
-from this producer id, an idempotent producer keeps one batch in flight there (the
-broker cannot detect a gap for a producer it does not know yet).
+``flush(timeout)`` returns once every buffered record is acknowledged or failed; with a
+``timeout`` (seconds, on the producer's clock) it paces retries by ``retry_backoff_ms``
+on that clock and raises :class:`~kafkasim.errors.KafkaTimeoutError` when the time is up
+with records still unacknowledged (they stay buffered), as kafka-python does.
+``close(timeout)`` flushes the same way and, on timeout, fails what is left (as Java's
+``close(Duration)``) before closing.
 
 Differences from Kafka (deliberate, documented in docs/producer.md): there is no real
-network, so ``retry_backoff_ms`` is not slept; instead each attempt *counts*
-``retry_backoff_ms`` against ``delivery_timeout_ms``, which bounds retries
-deterministically. If an idempotent batch fails for good, the queued batches behind it
-on that partition fail with it and the partition's sequence restarts at the failed
-batch's base sequence (Kafka bumps the epoch instead).
+network, so ``retry_backoff_ms`` is counted against ``delivery_timeout_ms`` rather than
+slept (except by ``flush(timeout)``), which bounds retries deterministically; configs
+kafka-python accepts for the network, security or compression are accepted and ignored
+with one :class:`~kafkasim.config.IgnoredConfigWarning`.
 
 Invariants: per partition, batches are delivered in the order they were closed unless
 a retry reorders them (only possible with idempotence off and more than one in flight);
 the per-key sequence header (``kafkasim.seq``) is assigned under the producer's lock in
 send order, so for one producer and one key it is 0, 1, 2, … in ``send()`` order.
+Configs are validated once, in the constructor; ``send()`` does no config work.
 
 Thread-safety: ``Producer`` is thread-safe; share one between threads as with Kafka.
-``send()`` takes one lock; delivery is serialised by a second (send) lock.
+``send()`` takes one lock; delivery is serialised by a second (send) lock in the sender.
 """
 
 from __future__ import annotations
@@ -56,76 +50,36 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
 from kafkasim.clock import Clock, MockClock, SystemClock
+from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
-    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaSimError,
-    KafkaTimeoutError, NetworkError, OutOfOrderSequenceNumberError, RecordTooLargeError,
-    UnknownTopicOrPartitionError,
+    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
+    RecordTooLargeError, UnknownTopicOrPartitionError,
 )
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER, TopicPartition
 from kafkasim.producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RECORD_OVERHEAD, RecordAccumulator
 from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
+from kafkasim.producer.config import DEFAULT_CONFIG, PRODUCER_CONFIGS
+from kafkasim.producer.faults import LOST_REQUEST, LOST_RESPONSE, FaultInjector
+from kafkasim.producer.sender import Sender
 from kafkasim.partitioning.hashing import murmur2
 from kafkasim.partitioning.partitioners import DefaultPartitioner, make_partitioner
-from kafkasim.records.record_batch import encode_trusted_batch
 
 __all__ = ["Producer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
 
-LOST_REQUEST = "lost_request"
-"""Fault: the produce request never reached the broker (nothing written)."""
-LOST_RESPONSE = "lost_response"
-"""Fault: the broker appended the batch but the response was lost (a retry may duplicate)."""
-
-_INT_MAX = 2**31 - 1
 _KEY_CACHE_SIZE = 1 << 16
-
-DEFAULT_CONFIG: dict[str, Any] = {
-    # Kafka's Java producer defaults (4.x): acks=all, linger.ms=5 (KIP-1030), idempotence on.
-    "client_id": None,                 # -> "producer-<n>", as Kafka
-    "key_serializer": None,
-    "value_serializer": None,
-    "acks": "all",
-    "batch_size": 16384,
-    "linger_ms": 5,
-    "max_request_size": 1048576,
-    "retries": _INT_MAX,
-    "enable_idempotence": None,        # None = Kafka's default (on) unless other configs conflict
-    "max_in_flight_requests_per_connection": 5,
-    "partitioner": None,               # name, Partitioner, or kafka-python callable; None -> murmur2
-    "retry_backoff_ms": 100,
-    "delivery_timeout_ms": 120000,
-    "metadata_max_age_ms": 300000,
-    # kafkasim-only
-    "clock": None,                     # kafkasim.clock.Clock; None -> the broker's clock
-    "seed": 0,                         # seeds the partitioner's RNG and fault injection
-    "stamp_headers": False,            # add kafkasim.producer / kafkasim.seq headers
-    "fault_rate": 0.0,                 # probability that a batch's FIRST attempt fails
-    "fault_mode": LOST_REQUEST,        # or LOST_RESPONSE
-    "fault_injector": None,            # fn(tp, batch_no, attempt) -> None | LOST_REQUEST | LOST_RESPONSE
-    "background_sender": None,         # None -> a linger thread only for a non-Mock clock
-}
 
 _client_ids = itertools.count(1)
 _tuple_new = tuple.__new__   # FutureRecordMetadata is a 2-tuple: skip the type call
-
-
-def _bad(name: str, value: Any, why: str) -> InvalidConfigurationError:
-    return InvalidConfigurationError(f"Invalid value {value!r} for configuration {name}: {why}")
 
 
 class Producer:
     """A Kafka producer bound to one in-process broker. See the module docstring."""
 
     def __init__(self, broker, **configs: Any) -> None:
-        unknown = sorted(set(configs) - set(DEFAULT_CONFIG))
-        if unknown:
-            raise InvalidConfigurationError(
-                f"Unrecognized producer configs: {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(DEFAULT_CONFIG))})")
-        cfg = dict(DEFAULT_CONFIG, **configs)
+        cfg, ignored = parse_configs("producer", PRODUCER_CONFIGS, configs)
         self._broker = broker
         self.config = cfg
         self._clock: Clock = cfg["clock"] or getattr(broker, "clock", None) or SystemClock()
@@ -133,52 +87,20 @@ class Producer:
         self._ident = self.client_id.encode("utf-8")
         self._key_ser: Optional[Callable] = cfg["key_serializer"]
         self._value_ser: Optional[Callable] = cfg["value_serializer"]
-
-        acks = cfg["acks"]
-        if acks in ("all", "-1", -1):
-            acks = -1
-        elif acks in (0, 1, "0", "1"):
-            acks = int(acks)
-        else:
-            raise _bad("acks", acks, "String must be one of: all, -1, 0, 1")
-        self._acks = acks
-        for name, lo in (("batch_size", 0), ("linger_ms", 0), ("max_request_size", 0),
-                         ("retries", 0), ("max_in_flight_requests_per_connection", 1),
-                         ("retry_backoff_ms", 0), ("delivery_timeout_ms", 0),
-                         ("metadata_max_age_ms", 0)):
-            v = cfg[name]
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise _bad(name, v, "Expected value to be a 32-bit integer")
-            if v < lo:
-                raise _bad(name, v, f"Value must be at least {lo}")
+        self._acks = -1 if cfg["acks"] in ("all", "-1") else int(cfg["acks"])
         self._batch_size = cfg["batch_size"]
         self._max_request_size = cfg["max_request_size"]
-        self._retries = cfg["retries"]
-        self._max_in_flight = cfg["max_in_flight_requests_per_connection"]
-        self._retry_backoff_ms = cfg["retry_backoff_ms"]
-        self._delivery_timeout_ms = cfg["delivery_timeout_ms"]
         self._metadata_max_age_ms = cfg["metadata_max_age_ms"]
-        self._idempotent = self._resolve_idempotence(cfg["enable_idempotence"])
-
-        if not 0.0 <= float(cfg["fault_rate"]) <= 1.0:
-            raise _bad("fault_rate", cfg["fault_rate"], "Value must be within [0, 1]")
-        if cfg["fault_mode"] not in (LOST_REQUEST, LOST_RESPONSE):
-            raise _bad("fault_mode", cfg["fault_mode"], f"String must be one of: {LOST_REQUEST}, {LOST_RESPONSE}")
-        self._fault_rate = float(cfg["fault_rate"])
-        self._fault_mode = cfg["fault_mode"]
-        self._fault_injector = cfg["fault_injector"]
+        self._idempotent = self._resolve_idempotence(cfg)
         seed = cfg["seed"]
-        self._fault_rng = random.Random(f"{seed}:faults")
 
         self.partitioner = make_partitioner(cfg["partitioner"]).bind(
             clock=self._clock, rng=random.Random(seed), batch_size=self._batch_size)
         self._partition = self.partitioner.partition
         self._murmur2_fast = type(self.partitioner) is DefaultPartitioner
-        self._stamp = bool(cfg["stamp_headers"])
+        self._stamp = cfg["stamp_headers"]
 
         self._lock = threading.Lock()          # send(): partitioner, key sequences, accumulator
-        self._send_lock = threading.RLock()    # delivery to the broker, one thread at a time
-        self._sending_thread: Optional[int] = None
         self._acc = RecordAccumulator(self._batch_size, cfg["linger_ms"], self._wait_batch)
         self._linger_ms = cfg["linger_ms"]
         self._meta: dict[str, list] = {}
@@ -189,41 +111,42 @@ class Producer:
         self._stamp_size = 2 * RECORD_OVERHEAD + len(PRODUCER_HEADER) + len(SEQUENCE_HEADER) \
             + len(self._ident) + 6
         self._key_seq: dict = {}
-        self._producer_id = -1
-        self._producer_epoch = -1
-        self._next_seq: dict[TopicPartition, int] = {}
-        self._acked_once: set[TopicPartition] = set()
-        self._retry: dict[TopicPartition, list] = {}      # batches awaiting a retry, per partition
-        self._overtaken: dict[TopicPartition, int] = {}   # later batches attempted since the retry
         self._closed = False
         self._sends = 0
         self._checks = self._key_ser is not None or self._value_ser is not None
         self._m = {"record-send-total": 0, "record-retry-total": 0, "record-error-total": 0,
                    "batch-total": 0, "request-total": 0, "duplicate-batch-total": 0,
                    "injected-fault-total": 0, "byte-total": 0}
+        faults = FaultInjector(cfg["fault_rate"], cfg["fault_mode"], cfg["fault_injector"], seed)
+        self._sender = Sender(broker, self._acc, self._lock, self._clock, acks=self._acks,
+                              idempotent=self._idempotent, retries=cfg["retries"],
+                              max_in_flight=cfg["max_in_flight_requests_per_connection"],
+                              retry_backoff_ms=cfg["retry_backoff_ms"],
+                              delivery_timeout_ms=cfg["delivery_timeout_ms"], faults=faults,
+                              metrics=self._m)
+        self._deliver = self._sender.deliver
 
         bg = cfg["background_sender"]
         if bg is None:
             bg = not isinstance(self._clock, MockClock) and self._linger_ms > 0
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         if bg:
-            self._thread = threading.Thread(target=self._linger_loop, name=f"{self.client_id}-sender",
-                                            daemon=True)
-            self._thread.start()
+            self._sender.start(f"{self.client_id}-sender", self._linger_ms, lambda: self._sends)
+        warn_ignored("producer", ignored)
 
     # ------------------------------------------------------------------ config helpers
 
-    def _resolve_idempotence(self, explicit: Optional[bool]) -> bool:
+    @staticmethod
+    def _resolve_idempotence(cfg: dict) -> bool:
         conflicts = []
-        if self._max_in_flight > 5:
+        if cfg["max_in_flight_requests_per_connection"] > 5:
             conflicts.append("Must set max.in.flight.requests.per.connection to at most 5 "
                              "to use the idempotent producer.")
-        if self._retries == 0:
+        if cfg["retries"] == 0:
             conflicts.append("Must set retries to non-zero when using the idempotent producer.")
-        if self._acks != -1:
+        if cfg["acks"] not in ("all", "-1"):
             conflicts.append("Must set acks to all in order to use the idempotent producer. "
                              "Otherwise we cannot guarantee idempotence.")
+        explicit = cfg["enable_idempotence"]
         if explicit is None:           # Kafka: silently off when other configs conflict
             return not conflicts
         if explicit and conflicts:
@@ -338,34 +261,45 @@ class Producer:
         return self._deliver(block=True, force=True)
 
     def flush(self, timeout: Optional[float] = None) -> None:
-        """Send every buffered record now and wait until each has been acknowledged (or failed)."""
+        """Send every buffered record now and wait until each has been acknowledged (or failed).
+
+        With ``timeout`` (seconds, measured on the producer's clock: simulated time on a
+        MockClock), retries are paced by ``retry_backoff_ms`` on that clock and
+        :class:`KafkaTimeoutError` is raised once ``timeout`` has passed with records still
+        unacknowledged; they stay buffered, and a later ``flush()`` or ``close()`` goes on.
+        """
         with self._lock:
             self._acc.close_all()
-        self._deliver(block=True, force=True)
+        if timeout is None:
+            self._deliver(block=True, force=True)
+            return
+        if timeout < 0:
+            raise InvalidArgumentError(f"flush timeout must be >= 0 seconds, got {timeout}")
+        if not self._sender.deliver_until(self._clock.now_ms() + int(timeout * 1000)):
+            raise KafkaTimeoutError(
+                f"Failed to flush accumulated records within {timeout} secs: "
+                f"{self._sender.pending_retries} batch(es) still unacknowledged after retries")
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Flush, stop the background sender, and refuse further sends. Idempotent."""
+        """Flush, stop the background sender, and refuse further sends. Idempotent.
+
+        With ``timeout``, records still unacknowledged when it runs out are failed
+        (their futures raise KafkaTimeoutError), as Java's ``close(Duration)`` does.
+        """
         if self._closed:
             return
-        self.flush(timeout)
+        try:
+            self.flush(timeout)
+        except KafkaTimeoutError as exc:
+            self._sender.abort_pending(KafkaTimeoutError(
+                f"Producer closed with records unacknowledged after {timeout} secs: {exc}"))
         self._closed = True
         self._checks = True
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        self._sender.stop(timeout)
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of ``topic`` (refreshing the cached count)."""
         return set(range(self._refresh_metadata(topic, self._clock.now_ms())[0]))
-
-    def metrics(self) -> dict[str, dict[str, float]]:
-        """Counters, kafka-python style: ``{"producer-metrics": {name: value}}`` with Kafka's names."""
-        m = dict(self._m)
-        m["producer-id"] = self._producer_id
-        m["buffered-batch-count"] = self._acc.open_count() + len(self._acc.ready)
-        batches = m["batch-total"]
-        m["records-per-batch-avg"] = (m["record-send-total"] / batches) if batches else 0.0
-        return {"producer-metrics": m}
 
     def __enter__(self) -> "Producer":
         return self
@@ -395,206 +329,18 @@ class Producer:
         meta = self._meta[topic] = [n, expires, [TopicPartition(topic, p) for p in range(n)], {}, slots]
         return meta
 
-    # ------------------------------------------------------------------ sender
-
-    def _linger_loop(self) -> None:
-        """Background sender (real clocks only): sends batches that lingered while sends were idle.
-
-        While ``send()`` keeps being called it closes lingered batches itself (every append
-        checks the clock), so this thread stays out of the way: it only acts after a whole
-        period without a send, and never blocks on the send lock.
-        """
-        period = max(0.001, min(self._linger_ms, 100) / 1000.0)
-        seen = -1
-        while not self._stop.wait(period):
-            try:
-                sends = self._sends
-                if sends != seen:
-                    seen = sends
-                    continue
-                if self._acc.open_count():
-                    now = self._clock.now_ms()
-                    if self._acc.next_expiry <= now:
-                        with self._lock:
-                            self._acc.expire(now)
-                if self._ready or self._retry:
-                    self._deliver(block=False, force=True)
-            except Exception:  # the futures carry delivery errors; never kill the thread
-                pass
-
     def _wait_batch(self, batch: ProducerBatch, timeout: Optional[float]) -> None:
-        """A future's ``get()`` on an unsent batch: send it now instead of waiting for linger."""
-        if self._sending_thread == threading.get_ident():
-            return
-        with self._lock:
-            self._acc.close_partition(batch.tp)
-        self._deliver(block=True, force=True)
+        """A future's ``get()`` on an unsent batch (the accumulator's waiter): the sender sends it."""
+        self._sender.wait_batch(batch, timeout)
 
-    def _deliver(self, block: bool, force: bool = False) -> int:
-        """Deliver every ready batch; with ``force`` also every batch awaiting a retry.
-
-        Returns how many batch attempts this call made.
-        """
-        me = threading.get_ident()
-        if self._sending_thread == me:        # re-entered from a callback: the outer loop delivers
-            return 0
-        done = 0
-        while True:
-            if not self._send_lock.acquire(blocking=block):
-                return done
-            try:
-                self._sending_thread = me
-                while True:
-                    with self._lock:
-                        batches = self._acc.drain()
-                    if not batches and not (force and self._retry):
-                        break
-                    done += self._send_batches(batches, force)
-            finally:
-                self._sending_thread = None
-                self._send_lock.release()
-            if not self._acc.ready:
-                return done
-
-    def _send_batches(self, batches: list[ProducerBatch], force: bool) -> int:
-        queues: dict[TopicPartition, deque] = {}
-        for b in batches:
-            q = queues.get(b.tp)
-            if q is None:
-                q = queues[b.tp] = deque()
-            q.append(b)
-        if force:
-            for tp in list(self._retry):
-                queues.setdefault(tp, deque())
-        attempts = 0
-        for tp, q in queues.items():
-            attempts += self._send_partition(tp, q, force)
-        return attempts
-
-    def _send_partition(self, tp: TopicPartition, queue: deque, force: bool) -> int:
-        """Attempt ``queue`` (new batches of ``tp``, in order), interleaving pending retries.
-
-        In-flight model: a batch whose attempt failed with a retriable error is retried
-        only after up to ``max_in_flight - 1`` later batches of the partition were
-        attempted (they were "in flight" with it), or when ``force`` (flush, poll,
-        ``get()``, close) and no later batch is left. One in flight → retried at once.
-        """
-        m = self._m
-        retry = self._retry.get(tp)
-        attempts = 0
-        while True:
-            width = self._max_in_flight
-            if self._idempotent and tp not in self._acked_once:
-                width = 1
-            if retry and (self._overtaken.get(tp, 0) >= width - 1 or (force and not queue)):
-                retry.sort(key=_batch_no)            # retried in their original order
-                queue.extendleft(reversed(retry))
-                retry = None
-                del self._retry[tp]
-                self._overtaken[tp] = 0
-            if not queue:
-                break
-            b = queue.popleft()
-            attempts += 1
-            err = self._attempt(b)
-            if retry is not None and b not in retry:
-                self._overtaken[tp] = self._overtaken.get(tp, 0) + 1
-            if err is None:
-                continue
-            retriable = self._acks != 0 and (
-                err.retriable or (self._idempotent and isinstance(err, OutOfOrderSequenceNumberError)))
-            if retriable and b.attempts <= self._retries \
-                    and b.attempts * self._retry_backoff_ms < self._delivery_timeout_ms:
-                m["record-retry-total"] += len(b.records)
-                if retry is None:
-                    retry = self._retry[tp] = []
-                    self._overtaken[tp] = 0
-                retry.append(b)
-                continue
-            if retriable and b.attempts > self._retries:
-                final: BaseException = err
-            elif retriable:
-                final = KafkaTimeoutError(
-                    f"Expiring {len(b.records)} record(s) for {tp}:{self._delivery_timeout_ms} ms "
-                    f"has passed since batch creation (after {b.attempts} attempts; last error: "
-                    f"{type(err).__name__}: {err})")
-                final.__cause__ = err
-            else:
-                final = err
-            self._fail(b, final)
-            if self._idempotent:
-                # the later batches of this partition cannot be written in sequence: fail them too
-                for later in list(queue) + (retry or []):
-                    self._fail(later, final)
-                queue.clear()
-                self._retry.pop(tp, None)
-                retry = None
-                self._next_seq[tp] = b.base_sequence
-                break
-        return attempts
-
-    def _fail(self, b: ProducerBatch, err: BaseException) -> None:
-        if not b.done:
-            self._m["record-error-total"] += len(b.records)
-            b.complete(-1, error=err)
-
-    def _fault_for(self, b: ProducerBatch) -> Optional[str]:
-        if self._fault_injector is not None:
-            return self._fault_injector(b.tp, b.batch_no, b.attempts)
-        if self._fault_rate and b.attempts == 1 and self._fault_rng.random() < self._fault_rate:
-            return self._fault_mode
-        return None
-
-    def _attempt(self, b: ProducerBatch) -> Optional[KafkaSimError]:
-        """One produce request for ``b``; completes it on success, else returns the error."""
-        tp = b.tp
-        if b.encoded is None:
-            if self._idempotent:
-                if self._producer_id < 0:
-                    self._producer_id, self._producer_epoch = self._broker.init_producer_id()
-                seq = self._next_seq.get(tp, 0)
-                b.base_sequence = seq
-                self._next_seq[tp] = (seq + len(b.records)) & _INT_MAX
-            try:
-                # the accumulator's records are well-formed by construction (deltas 0..n-1,
-                # timestamps checked in send()); the broker validates the batch anyway
-                b.encoded = encode_trusted_batch(b.records, producer_id=self._producer_id,
-                                                 producer_epoch=self._producer_epoch,
-                                                 base_sequence=b.base_sequence)
-            except KafkaSimError as exc:
-                return exc
-            self._m["batch-total"] += 1
-            self._m["record-send-total"] += len(b.records)
-        b.attempts += 1
-        fault = self._fault_for(b)
-        self._m["request-total"] += 1
-        try:
-            if fault == LOST_REQUEST:
-                self._m["injected-fault-total"] += 1
-                raise NetworkError(
-                    f"injected fault: produce request for {tp} batch #{b.batch_no} "
-                    f"(attempt {b.attempts}) was lost before reaching the broker")
-            res = self._broker.produce(tp.topic, tp.partition, b.encoded, acks=self._acks)
-            self._m["byte-total"] += len(b.encoded)
-            if fault == LOST_RESPONSE and self._acks != 0:
-                self._m["injected-fault-total"] += 1
-                raise NetworkError(
-                    f"injected fault: the response for {tp} batch #{b.batch_no} (attempt {b.attempts}) "
-                    f"was lost after the broker appended it at offset {res.base_offset}")
-        except KafkaSimError as exc:
-            if self._acks == 0:        # fire and forget: the producer never hears about it
-                b.complete(-1)
-                return None
-            return exc
-        if res.duplicate:
-            self._m["duplicate-batch-total"] += 1
-        self._acked_once.add(tp)
-        b.complete(-1 if self._acks == 0 else res.base_offset, res.log_append_time, res.log_start_offset)
-        return None
-
-
-def _batch_no(b: ProducerBatch) -> int:
-    return b.batch_no
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Counters, kafka-python style: ``{"producer-metrics": {name: value}}`` with Kafka's names."""
+        m = dict(self._m)
+        m["producer-id"] = self._sender.producer_id
+        m["buffered-batch-count"] = self._acc.open_count() + len(self._acc.ready)
+        batches = m["batch-total"]
+        m["records-per-batch-avg"] = (m["record-send-total"] / batches) if batches else 0.0
+        return {"producer-metrics": m}
 
 
 def _to_bytes(what: str, v: Any) -> bytes:

@@ -4,6 +4,13 @@ A partitioner is chosen by name (:data:`PARTITIONERS`), or given as a
 :class:`Partitioner` instance, or as a kafka-python style callable
 ``fn(key_bytes, all_partitions, available_partitions) -> int``.
 
+This module holds Kafka's own partitioners (Java client: ``murmur2``, ``round_robin``,
+``round_robin_all``, ``ignore_keys``), the two skew fixes, the callable wrapper, the
+registry and the vectorised helpers (:func:`partition_many`, :func:`partition_for_key`,
+:func:`explain_keys`). The base class and its null-key strategies are in
+:mod:`kafkasim.partitioning.base`; librdkafka's, Sarama's and murmur3 are in
+:mod:`kafkasim.partitioning.other_clients`. Every name of both is re-exported here.
+
 ======================  ===========================================================  ==========
 name                    rule for a key (``n`` partitions)                            key-pure?
 ======================  ===========================================================  ==========
@@ -49,17 +56,18 @@ lock. The hash functions and :func:`partition_many` are pure and thread-safe.
 
 from __future__ import annotations
 
-import random
-import zlib
 from typing import Callable, Iterable, Optional, Sequence, Union
 
-import mmh3
 import numpy as np
 
-from kafkasim.clock import Clock, SystemClock
-from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError, InvalidPartitionsError
-from kafkasim.partitioning.hashing import (
-    KeyColumn, crc32_many, fnv1a32, fnv1a32_many, murmur2, murmur2_many, murmur3_many,
+from kafkasim.errors import InvalidArgumentError, InvalidConfigurationError
+from kafkasim.partitioning.base import (  # noqa: F401  (re-exported: tests and scenarios import them from here)
+    DEFAULT_BATCH_SIZE, Partitioner, _check_n, _from_hash, _mask_null, murmur2_partition,
+)
+from kafkasim.partitioning.hashing import KeyColumn, murmur2, murmur2_many
+from kafkasim.partitioning.other_clients import (
+    ConsistentPartitioner, ConsistentRandomPartitioner, FnvPartitioner, Murmur2RandomPartitioner,
+    Murmur3Partitioner,
 )
 
 __all__ = [
@@ -70,96 +78,6 @@ __all__ = [
     "PARTITIONERS", "KEY_PURE", "make_partitioner", "partition_many", "partition_for_key",
     "murmur2_partition", "DEFAULT_BATCH_SIZE", "explain_keys",
 ]
-
-DEFAULT_BATCH_SIZE = 16384
-
-
-def _check_n(num_partitions: int) -> None:
-    if num_partitions < 1:
-        raise InvalidPartitionsError(f"num_partitions must be >= 1, got {num_partitions}")
-
-
-def murmur2_partition(key: bytes, num_partitions: int) -> int:
-    """Java's ``BuiltInPartitioner.partitionForKey``: ``toPositive(murmur2(key)) % n``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-class Partitioner:
-    """Base class. Subclasses set ``name``/``key_pure`` and implement :meth:`partition`.
-
-    ``partition(topic, key, num_partitions, timestamp_ms, size)`` returns a partition in
-    ``[0, num_partitions)``. ``size`` is the record's estimated size in bytes (used by the
-    sticky logic); ``timestamp_ms`` the record's timestamp (used by ``composite``).
-    """
-
-    name = "custom"
-    key_pure = False
-
-    def __init__(self) -> None:
-        self.bind()
-
-    def bind(self, *, clock: Optional[Clock] = None, rng: Optional[random.Random] = None,
-             batch_size: int = DEFAULT_BATCH_SIZE) -> "Partitioner":
-        """Attach the producer's clock, seeded RNG and ``batch_size``; resets per-topic state."""
-        self.clock = clock or SystemClock()
-        self.rng = rng or random.Random(0)
-        self.batch_size = batch_size
-        self._sticky: dict[str, list] = {}      # topic -> [partition, produced_bytes or switch_ms]
-        self._counters: dict[str, int] = {}
-        return self
-
-    def partition(self, topic: str, key: Optional[bytes], num_partitions: int,
-                  timestamp_ms: Optional[int] = None, size: int = 0) -> int:
-        raise NotImplementedError
-
-    def key_hash(self, key: bytes) -> int:
-        """The hash this partitioner applies to a key (key-pure partitioners only)."""
-        raise InvalidArgumentError(f"partitioner {self.name!r} does not hash keys alone")
-
-    def partition_many(self, keys, num_partitions: int) -> np.ndarray:
-        """Vectorised partitions of non-null keys (key-pure partitioners only); -1 = not key-decided."""
-        raise InvalidArgumentError(
-            f"partitioner {self.name!r} is not a pure function of (key, num_partitions); "
-            f"key-pure ones: {', '.join(KEY_PURE)}")
-
-    # -- null-key strategies shared by subclasses ------------------------------------
-
-    def _sticky_java(self, topic: str, n: int, size: int) -> int:
-        """KIP-794: keep the sticky partition until ``batch_size`` bytes went to it."""
-        state = self._sticky.get(topic)
-        if state is None or state[1] >= self.batch_size or state[0] >= n:
-            state = self._sticky[topic] = [self.rng.randrange(n), 0]
-        state[1] += size
-        return state[0]
-
-    def _sticky_librdkafka(self, topic: str, n: int, linger_ms: int) -> int:
-        """librdkafka: a new random sticky partition every ``linger_ms`` of the clock."""
-        now = self.clock.now_ms()
-        state = self._sticky.get(topic)
-        if state is None or now - state[1] >= linger_ms or state[0] >= n:
-            state = self._sticky[topic] = [self.rng.randrange(n), now]
-        return state[0]
-
-    def _next_counter(self, topic: str, start: Callable[[], int]) -> int:
-        c = self._counters.get(topic)
-        if c is None:
-            c = start()
-        self._counters[topic] = (c + 1) & 0xFFFFFFFF
-        return c
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
-
-
-def _from_hash(h: np.ndarray, n: int) -> np.ndarray:
-    """``toPositive(h) % n`` on an int32 array."""
-    return ((h.view(np.uint32) & np.uint32(0x7FFFFFFF)) % np.uint32(n)).astype(np.int32)
-
-
-def _mask_null(col: KeyColumn, out: np.ndarray) -> np.ndarray:
-    if col.null is not None:
-        out[col.null] = -1
-    return out
 
 
 class DefaultPartitioner(Partitioner):
@@ -230,122 +148,6 @@ class IgnoreKeysPartitioner(Partitioner):
     def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
         return self._sticky_java(topic, num_partitions, size)
 
-
-class _LibrdkafkaPartitioner(Partitioner):
-    sticky_linger_ms = 10  # librdkafka's sticky.partitioning.linger.ms default
-
-    def __init__(self, sticky_linger_ms: int = 10) -> None:
-        super().__init__()
-        self.sticky_linger_ms = sticky_linger_ms
-
-
-class ConsistentRandomPartitioner(_LibrdkafkaPartitioner):
-    """librdkafka's default ``consistent_random``: ``crc32(key) % n``; null or empty key → sticky."""
-
-    name = "consistent_random"
-    key_pure = True
-
-    def key_hash(self, key: bytes) -> int:
-        return zlib.crc32(key)
-
-    def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
-        if not key:
-            return self._sticky_librdkafka(topic, num_partitions, self.sticky_linger_ms)
-        return zlib.crc32(key) % num_partitions
-
-    def partition_many(self, keys, num_partitions):
-        col = KeyColumn.of(keys)
-        out = (crc32_many(col) % np.uint32(num_partitions)).astype(np.int32)
-        out[np.diff(col.offsets) == 0] = -1   # null and empty keys are not key-decided
-        return out
-
-
-class ConsistentPartitioner(_LibrdkafkaPartitioner):
-    """librdkafka's ``consistent``: ``crc32(key) % n`` (an empty key → partition 0); null → sticky."""
-
-    name = "consistent"
-    key_pure = True
-
-    def key_hash(self, key: bytes) -> int:
-        return zlib.crc32(key)
-
-    def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
-        if key is None:
-            return self._sticky_librdkafka(topic, num_partitions, self.sticky_linger_ms)
-        return zlib.crc32(key) % num_partitions
-
-    def partition_many(self, keys, num_partitions):
-        col = KeyColumn.of(keys)
-        return _mask_null(col, (crc32_many(col) % np.uint32(num_partitions)).astype(np.int32))
-
-
-class Murmur2RandomPartitioner(_LibrdkafkaPartitioner):
-    """librdkafka's ``murmur2_random``: Java-compatible murmur2 (empty key hashed); null → sticky."""
-
-    name = "murmur2_random"
-    key_pure = True
-
-    def key_hash(self, key: bytes) -> int:
-        return murmur2(key)
-
-    def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
-        if key is None:
-            return self._sticky_librdkafka(topic, num_partitions, self.sticky_linger_ms)
-        return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-    def partition_many(self, keys, num_partitions):
-        col = KeyColumn.of(keys)
-        return _mask_null(col, _from_hash(murmur2_many(col), num_partitions))
-
-
-def _sarama_fnv(h_unsigned: int, n: int) -> int:
-    h = h_unsigned - 0x100000000 if h_unsigned & 0x80000000 else h_unsigned
-    p = abs(h) % n           # Go: int32(h) % n truncates toward zero; then p = -p if p < 0
-    return p
-
-
-class FnvPartitioner(Partitioner):
-    """Sarama's ``NewHashPartitioner``: FNV-1a 32, ``int32(h) % n`` then abs; null key → random.
-
-    (librdkafka's ``fnv1a`` partitioner gives the same partitions for non-null keys:
-    it takes ``abs`` of the signed hash before an unsigned ``%``.)
-    """
-
-    name = "fnv1a"
-    key_pure = True
-
-    def key_hash(self, key: bytes) -> int:
-        return fnv1a32(key)
-
-    def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
-        if key is None:
-            return self.rng.randrange(num_partitions)
-        return _sarama_fnv(fnv1a32(key), num_partitions)
-
-    def partition_many(self, keys, num_partitions):
-        col = KeyColumn.of(keys)
-        signed = fnv1a32_many(col).view(np.int32).astype(np.int64)
-        out = np.abs(np.fmod(signed, num_partitions)).astype(np.int32)
-        return _mask_null(col, out)
-
-
-class Murmur3Partitioner(Partitioner):
-    """For comparison: ``(mmh3.hash(key, seed=0) & 0x7fffffff) % n`` (Kafka's sign rule); null → sticky."""
-
-    name = "murmur3"
-    key_pure = True
-
-    def key_hash(self, key: bytes) -> int:
-        return mmh3.hash(key, 0, True)
-
-    def partition(self, topic, key, num_partitions, timestamp_ms=None, size=0):
-        if key is None:
-            return self._sticky_java(topic, num_partitions, size)
-        return (mmh3.hash(key, 0, True) & 0x7FFFFFFF) % num_partitions
-
-    def partition_many(self, keys, num_partitions):
-        col = KeyColumn.of(keys)
-        return _mask_null(col, _from_hash(murmur3_many(col), num_partitions))
 
 
 class CompositeKeyPartitioner(Partitioner):

@@ -136,7 +136,8 @@ def test_non_bytes_key_without_serializer_is_rejected(broker, clock):
 
 
 def test_config_validation_uses_kafka_names_and_messages(broker, clock):
-    with pytest.raises(InvalidConfigurationError, match="Unrecognized producer configs: lingerms"):
+    with pytest.raises(InvalidConfigurationError,
+                       match=r"Unrecognized producer config 'lingerms' \(did you mean 'linger_ms'\?\)"):
         Producer(broker, clock=clock, lingerms=5)
     with pytest.raises(InvalidConfigurationError, match="Invalid value 'two' for configuration acks"):
         Producer(broker, clock=clock, acks="two")

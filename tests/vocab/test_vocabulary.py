@@ -12,6 +12,7 @@ from kafkasim.errors import InvalidConfigurationError
 # Kafka's org.apache.kafka.common.protocol.Errors codes.
 KAFKA_CODES = {
     "OffsetOutOfRangeError": 1, "CorruptRecordError": 2, "UnknownTopicOrPartitionError": 3,
+    "BrokerNotAvailableError": 8,
     "RecordTooLargeError": 10, "CoordinatorNotAvailableError": 15, "NotCoordinatorError": 16,
     "InvalidTopicError": 17, "RecordBatchTooLargeError": 18, "InvalidRequiredAcksError": 21,
     "IllegalGenerationError": 22, "InconsistentGroupProtocolError": 23, "InvalidGroupIdError": 24,

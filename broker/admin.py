@@ -1,0 +1,185 @@
+"""Topic administration of the broker: create, list, describe, delete, add partitions, alter configs.
+
+:class:`TopicAdmin` is one of the parts of :class:`kafkasim.broker.broker.Broker` (state and
+lookups in :class:`~kafkasim.broker.core.BrokerCore`). Kafka's CreateTopics, DeleteTopics,
+CreatePartitions, DescribeTopics/DescribeConfigs and IncrementalAlterConfigs, as calls.
+
+Invariants:
+- Validation happens before anything touches the disk: a bad name, partition count,
+  replication factor or config raises and leaves nothing behind (a partition dir
+  opened for a topic whose metadata write then fails is removed again).
+- A topic exists iff its metadata file exists: create writes the metadata last, delete
+  removes it first, so a crash midway leaves either the whole topic or no topic (and
+  ``-delete`` directories the next open removes).
+- Partitions only grow; configs are stored as the overrides given, canonicalised.
+- Every call on a closed broker raises :class:`~kafkasim.errors.BrokerNotAvailableError`.
+
+Thread-safety: every method runs under the broker's metadata lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping, Optional
+
+from kafkasim.config import MAX_PARTITIONS, LogConfig
+from kafkasim.errors import (
+    InvalidConfigurationError, InvalidPartitionsError, InvalidReplicationFactorError,
+    InvalidTopicError, TopicAlreadyExistsError,
+)
+from kafkasim.storage.layout import validate_topic
+from kafkasim.types import TopicPartition
+
+from kafkasim.broker.core import INTERNAL_TOPICS, BrokerCore
+from kafkasim.broker.metadata import TopicMetadata
+
+__all__ = ["TopicAdmin", "MAX_PARTITIONS"]
+
+
+class TopicAdmin(BrokerCore):
+    """Create/list/describe/delete topics, add partitions, alter configs (see the module docstring)."""
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: Optional[Mapping[str, Any]] = None) -> dict:
+        """Create a topic; returns its description. Raises InvalidTopicError,
+        TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError or
+        InvalidConfigurationError before writing anything."""
+        validate_topic(name)
+        _check_count("partitions", partitions, InvalidPartitionsError,
+                     "Number of partitions must be larger than 0")
+        _check_count("replication_factor", replication_factor, InvalidReplicationFactorError,
+                     "Replication factor must be larger than 0")
+        overrides = dict(configs or {})
+        config = self.default_config.with_overrides(overrides)  # validates
+        canonical = {k: config.to_kafka()[k] for k in overrides}
+        with self._lock:
+            self._check_open()
+            if name in self._topics:
+                raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            collides = [t for t in self._topics if t.replace(".", "_") == name.replace(".", "_")]
+            if collides:
+                raise InvalidTopicError(
+                    f"Topic '{name}' collides with existing topic: {collides[0]} "
+                    "(topics that differ only in '.' vs '_' collide in Kafka's metric names)")
+            meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, partitions=partitions,
+                                 replication_factor=replication_factor, configs=canonical,
+                                 created_ms=self.clock.now_ms())
+            opened = []
+            try:
+                for p in range(partitions):
+                    self._discard_stale_dir(name, p)
+                    opened.append(self._open_partition(name, p, config))
+                self._meta.save_topic(meta)
+            except BaseException:
+                for tp in opened:
+                    self._drop_partition(tp)
+                raise
+            self._topics[name] = meta
+            return self._describe(meta)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Names of all topics, sorted; internal ones (``__consumer_offsets``) only on request."""
+        with self._lock:
+            self._check_open()
+            return sorted(t for t in self._topics if include_internal or t not in INTERNAL_TOPICS)
+
+    def describe_topic(self, name: str) -> dict:
+        """Topic id, configs (overrides), replication factor and per-partition offsets and sizes."""
+        with self._lock:
+            self._check_open()
+            return self._describe(self._topic(name))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its data. The metadata goes first, so a crash midway
+        leaves no topic, only ``-delete`` directories that the next open removes."""
+        with self._lock:
+            self._check_open()
+            meta = self._topic(name)
+            self._meta.delete_topic(meta)
+            del self._topics[name]
+            for p in range(meta.partitions):
+                self._drop_partition(TopicPartition(name, p))
+
+    def create_partitions(self, name: str, total_count: int) -> dict:
+        """Grow a topic to ``total_count`` partitions (Kafka's CreatePartitions; forward only)."""
+        with self._lock:
+            self._check_open()
+            meta = self._topic(name)
+            _check_count("total_count", total_count, InvalidPartitionsError,
+                         "Number of partitions must be larger than 0")
+            if total_count == meta.partitions:
+                raise InvalidPartitionsError(f"Topic already has {meta.partitions} partitions.")
+            if total_count < meta.partitions:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {meta.partitions} partitions, which is higher than "
+                    f"the requested {total_count}.")
+            config = self._config_of(meta)
+            opened = []
+            try:
+                for p in range(meta.partitions, total_count):
+                    self._discard_stale_dir(name, p)
+                    opened.append(self._open_partition(name, p, config))
+                grown = TopicMetadata(**{**meta.__dict__, "partitions": total_count})
+                self._meta.save_topic(grown)
+            except BaseException:
+                for tp in opened:
+                    self._drop_partition(tp)
+                raise
+            self._topics[name] = grown
+            return self._describe(grown)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, Any]) -> dict:
+        """Set config overrides (Kafka's incremental AlterConfigs SET); a value of None
+        removes the override (DELETE)."""
+        with self._lock:
+            self._check_open()
+            meta = self._topic(name)
+            merged = {**meta.configs, **{k: v for k, v in configs.items() if v is not None}}
+            for k, v in configs.items():
+                if v is None:
+                    if k not in meta.configs and k not in self.default_config.to_kafka():
+                        raise InvalidConfigurationError(f"Unknown topic config name: {k}")
+                    merged.pop(k, None)
+            config = self.default_config.with_overrides(merged)
+            canonical = {k: config.to_kafka()[k] for k in merged}
+            updated = TopicMetadata(**{**meta.__dict__, "configs": canonical})
+            self._meta.save_topic(updated)
+            self._topics[name] = updated
+            for p in range(meta.partitions):
+                self._partitions[TopicPartition(name, p)].log.update_config(config)
+            return self._describe(updated)
+
+    def partition_count(self, topic: str) -> int:
+        """Number of partitions of ``topic``; UnknownTopicOrPartitionError if there is no such topic."""
+        with self._lock:
+            self._check_open()
+            return self._topic(topic).partitions
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The effective config (defaults + overrides) of ``topic``."""
+        with self._lock:
+            self._check_open()
+            return self._config_of(self._topic(topic))
+
+    def _describe(self, meta: TopicMetadata) -> dict:
+        parts = []
+        for p in range(meta.partitions):
+            log = self._partitions[TopicPartition(meta.name, p)].log
+            parts.append({
+                "partition": p, "leader": self.broker_id, "replicas": [self.broker_id],
+                "isr": [self.broker_id], "log_start_offset": log.log_start_offset,
+                "log_end_offset": log.log_end_offset, "high_watermark": log.high_watermark,
+                "size_bytes": log.size_in_bytes, "segments": len(log.segments),
+            })
+        return {"name": meta.name, "topic_id": meta.topic_id, "internal": meta.name in INTERNAL_TOPICS,
+                "replication_factor": meta.replication_factor, "configs": dict(meta.configs),
+                "partitions": parts}
+
+
+def _check_count(what: str, value: Any, error: type, message: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(f"{message}: {what}={value!r} is not an integer")
+    if value < 1:
+        raise error(f"{message}: {what}={value}")
+    if what != "replication_factor" and value > MAX_PARTITIONS:
+        raise error(f"{what}={value} exceeds the simulator's limit of {MAX_PARTITIONS} partitions per topic")

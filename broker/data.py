@@ -1,0 +1,164 @@
+"""The broker's data plane: produce, fetch, list offsets, producer ids.
+
+:class:`DataPlane` is one of the parts of :class:`kafkasim.broker.broker.Broker` (state and
+lookups in :class:`~kafkasim.broker.core.BrokerCore`): Kafka's Produce, Fetch,
+ListOffsets and InitProducerId, as calls, plus the result types they return.
+
+Invariants:
+- Offsets in a partition are contiguous; the broker stamps a batch's base offset.
+- An idempotent producer's retried batch is never written twice: under the partition's
+  produce lock the batch is checked against the producer state
+  (:mod:`kafkasim.broker.producer_state`) and a duplicate returns the original offset.
+- Producer ids are handed out from blocks whose end is persisted before the first id of
+  the block is used, so a restarted broker never reuses an id.
+
+Thread-safety: produce takes the partition's lock around the idempotence check and the
+append; fetch and list_offsets go straight to the Log, which guards itself. These are
+the hot paths: no broker-wide lock is taken (a closed broker has no partitions, so the
+lookup fails and :meth:`~kafkasim.broker.core.BrokerCore._partition` raises
+:class:`~kafkasim.errors.BrokerNotAvailableError`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kafkasim.errors import InvalidConfigurationError, InvalidRequiredAcksError
+from kafkasim.records import record_batch as rb
+from kafkasim.storage.log import Log, RecordColumns
+from kafkasim.types import Record, TopicPartition
+
+from kafkasim.broker.core import BrokerCore
+
+__all__ = ["DataPlane", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST"]
+
+EARLIEST = -2
+"""``list_offsets`` timestamp meaning the log start offset (Kafka's ListOffsets -2)."""
+LATEST = -1
+"""``list_offsets`` timestamp meaning the log end offset (Kafka's ListOffsets -1)."""
+_PRODUCER_ID_BLOCK = 1000
+
+
+class ProduceResult(NamedTuple):
+    """Outcome of one produce: where the batch landed."""
+
+    base_offset: int
+    log_append_time: int   # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False  # an idempotent retry: nothing was written
+
+
+class FetchResult(NamedTuple):
+    """Records from one partition plus the partition's offsets at fetch time."""
+
+    records: list[Record]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class ColumnFetchResult(NamedTuple):
+    """:class:`FetchResult` with the records column-wise (:meth:`Broker.fetch_columns`)."""
+
+    columns: RecordColumns
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class DataPlane(BrokerCore):
+    """Produce / fetch / list offsets / init producer id (see the module docstring)."""
+
+    _next_producer_id: int
+    _producer_id_limit: int
+
+    def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1) -> ProduceResult:
+        """Append one encoded batch (kafkasim.records.record_batch.encode_batch) to a partition.
+
+        The broker verifies the batch, applies the idempotent-producer rules and stamps
+        the base offset. ``acks`` is validated as Kafka does (0, 1, -1 or 'all'); with one
+        replica every accepted batch is in the log when this returns.
+        """
+        if acks not in (0, 1, -1, "all", "0", "1", "-1"):
+            raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+        part = self._partition(topic, partition)
+        # the header is needed for the idempotence check; the log verifies the CRC and records
+        header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
+        with part.lock:
+            if header.producer_id >= 0:
+                table = part.producer_table()
+                original = table.check(header)
+                if original is not None:
+                    return ProduceResult(original, -1, part.log.log_start_offset, True)
+                written = part.log.append_batch(batch)
+                table.update(written)
+            else:
+                written = part.log.append_batch(batch)
+        append_time = (written.max_timestamp if written.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND
+                       else -1)
+        return ProduceResult(written.base_offset, append_time, part.log.log_start_offset, False)
+
+    def append_records(self, topic: str, partition: int, records, **producer) -> ProduceResult:
+        """Convenience: encode ``records`` — ``(timestamp, key, value, headers)`` tuples — as
+        one batch and produce it. ``producer`` may give producer_id/producer_epoch/base_sequence."""
+        recs = [(i, ts, k, v, h or ()) for i, (ts, k, v, h) in enumerate(records)]
+        return self.produce(topic, partition, rb.encode_batch(0, recs, **producer))
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """Allocate a new producer id (epoch 0) for an idempotent producer.
+
+        Ids are handed out from blocks of 1000 whose start is persisted first, so a
+        restarted broker never reuses an id.
+        """
+        with self._lock:
+            self._check_open()
+            if self._next_producer_id >= self._producer_id_limit:
+                self._producer_id_limit = self._next_producer_id + _PRODUCER_ID_BLOCK
+                self._meta.save_next_producer_id(self._producer_id_limit)
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid, 0
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576) -> FetchResult:
+        """Records of one partition from ``offset`` (at least one batch, up to ``max_bytes``).
+
+        OffsetOutOfRangeError when ``offset`` is below the log start or above the log end.
+        """
+        log = self._partition(topic, partition).log
+        records = log.read(offset, max_bytes)
+        return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset)
+
+    def fetch_columns(self, topic: str, partition: int, offset: int,
+                      max_bytes: int = 1_048_576) -> ColumnFetchResult:
+        """:meth:`fetch` column-wise: the same records, same rules and errors, as a
+        :class:`kafkasim.storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
+        lists; no producer fields). The consumer's fetcher uses it to build each
+        ``ConsumerRecord`` directly, in C-level loops."""
+        log = self._partition(topic, partition).log
+        columns = log.read_columns(offset, max_bytes)
+        return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset)
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
+        (log end, -1); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp),
+        or (-1, -1) when there is none."""
+        log = self._partition(topic, partition).log
+        if timestamp == EARLIEST:
+            return log.log_start_offset, -1
+        if timestamp == LATEST:
+            return log.log_end_offset, -1
+        if not isinstance(timestamp, int) or timestamp < 0:
+            raise InvalidConfigurationError(
+                f"list_offsets timestamp must be -2 (earliest), -1 (latest) or >= 0, got {timestamp!r}")
+        found = log.offset_for_time(timestamp)
+        return found if found is not None else (-1, -1)
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The partition's Log, for in-process components (e.g. the group coordinator)."""
+        return self._partition(topic, partition).log
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition the broker hosts, sorted."""
+        with self._lock:
+            self._check_open()
+            return sorted(self._partitions)

@@ -1,0 +1,117 @@
+"""The broker's group API: thin delegations to the group coordinator.
+
+:class:`GroupApi` is one of the parts of :class:`kafkasim.broker.broker.Broker` (state and
+lookups in :class:`~kafkasim.broker.core.BrokerCore`). The coordinator
+(:mod:`kafkasim.coordinator`) sits below the broker: the broker builds it on first use and
+hands it the logs of the internal topic ``__consumer_offsets``. Each method is a thin
+delegation; see :mod:`kafkasim.coordinator.coordinator` for the protocol and
+docs/consumer-groups.md for the user view. The broker adds only what needs its topics:
+an OffsetCommit names existing partitions, and a group description carries each
+partition's log end offset and lag. Uses :meth:`~kafkasim.broker.admin.TopicAdmin.create_topic`
+and :meth:`~kafkasim.broker.data.DataPlane.log` of the broker's other parts.
+
+On a closed broker every group call raises
+:class:`~kafkasim.errors.CoordinatorNotAvailableError` (the coordinator went with it).
+
+Thread-safety: the coordinator is created once under the broker's lock; the coordinator
+serialises its own calls.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kafkasim.errors import CoordinatorNotAvailableError, UnknownTopicOrPartitionError
+from kafkasim.types import TopicPartition
+
+from kafkasim.broker.core import BrokerCore
+
+__all__ = ["GroupApi"]
+
+
+class GroupApi(BrokerCore):
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch, group admin (see module doc)."""
+
+    @property
+    def group_coordinator(self):
+        """The group coordinator, created on first use: creates ``__consumer_offsets`` (50
+        partitions, compacted, 100 MiB segments, as Kafka) if missing, then replays it."""
+        coord = self.__dict__.get("_group_coordinator")
+        if coord is not None:
+            return coord
+        from kafkasim.coordinator.coordinator import GroupCoordinator
+        from kafkasim.protocol.offsets import (
+            OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, OFFSETS_TOPIC_PARTITIONS)
+        from kafkasim.coordinator.offsets_store import OffsetsStore
+        with self._lock:
+            self._check_group_api()
+            coord = self.__dict__.get("_group_coordinator")
+            if coord is None:
+                if OFFSETS_TOPIC not in self._topics:
+                    self.create_topic(OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, 1, OFFSETS_TOPIC_CONFIGS)
+                n = self._topics[OFFSETS_TOPIC].partitions
+                logs = [self.log(OFFSETS_TOPIC, p) for p in range(n)]
+                coord = GroupCoordinator(OffsetsStore(logs), self.clock)
+                self._group_coordinator = coord
+        return coord
+
+    def _check_group_api(self) -> None:
+        if self._closed:
+            raise CoordinatorNotAvailableError(f"broker over {self.data_dir} is closed")
+
+    def _group_call(self, name: str, *args, **kwargs):
+        self._check_group_api()
+        return getattr(self.group_coordinator, name)(*args, **kwargs)
+
+    def join_group(self, group_id: str, member_id: str = "", **kwargs):
+        """JoinGroup: returns ``JoinResult`` (status pending/complete); see GroupCoordinator."""
+        return self._group_call("join_group", group_id, member_id, **kwargs)
+
+    def sync_group(self, group_id: str, member_id: str, generation_id: int,
+                   assignments: Optional[dict] = None, **kwargs):
+        """SyncGroup: the leader sends ``assignments``; every member gets a ``SyncResult``."""
+        return self._group_call("sync_group", group_id, member_id, generation_id, assignments, **kwargs)
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int, **kwargs) -> None:
+        return self._group_call("heartbeat", group_id, member_id, generation_id, **kwargs)
+
+    def leave_group(self, group_id: str, member_id: str = "", **kwargs) -> None:
+        return self._group_call("leave_group", group_id, member_id, **kwargs)
+
+    def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict,
+                      **kwargs) -> None:
+        """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka)."""
+        for tp in offsets:
+            self._partition(tp[0], tp[1])
+        return self._group_call("offset_commit", group_id, member_id, generation_id, offsets, **kwargs)
+
+    def offset_fetch(self, group_id: str, partitions=None) -> dict:
+        return self._group_call("offset_fetch", group_id, partitions)
+
+    def list_groups(self) -> list[dict]:
+        return self._group_call("list_groups")
+
+    def delete_group(self, group_id: str) -> None:
+        return self._group_call("delete_group", group_id)
+
+    def describe_group(self, group_id: str) -> dict:
+        """The coordinator's description plus, per partition with a committed offset or an
+        owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""
+        desc = self._group_call("describe_group", group_id)
+        owners = {tuple(tp): m["member_id"] for m in desc["members"] for tp in m["assignment"]}
+        rows = []
+        for tp in sorted(set(desc["offsets"]) | {TopicPartition(*tp) for tp in owners}):
+            om = desc["offsets"].get(tp)
+            try:
+                leo = self._partition(tp.topic, tp.partition).log.log_end_offset
+            except UnknownTopicOrPartitionError:
+                leo = None
+            committed = None if om is None else om.offset
+            rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed,
+                         "log_end_offset": leo, "member_id": owners.get(tuple(tp)),
+                         "lag": None if committed is None or leo is None else max(0, leo - committed)})
+        desc["partitions"] = rows
+        return desc
+
+    def describe_groups(self, group_ids) -> list[dict]:
+        return [self.describe_group(g) for g in group_ids]

@@ -1,0 +1,90 @@
+"""The group coordinator's offsets API: OffsetCommit and OffsetFetch.
+
+:class:`CommitsMixin` is one of the three parts :class:`~kafkasim.coordinator.coordinator.GroupCoordinator`
+is made of. It holds no state of its own: committed offsets live in each
+:class:`~kafkasim.coordinator.group.Group` (``offsets``: TopicPartition → (OffsetAndMetadata,
+commit time)) and are written to ``__consumer_offsets`` through the coordinator's
+``_store`` *before* the in-memory table changes, so what a fetch returns has been appended.
+
+Fencing of a commit, in Kafka's order: a fenced static member → FencedInstanceIdError;
+an unknown member → UnknownMemberIdError; a wrong generation → IllegalGenerationError;
+CompletingRebalance → RebalanceInProgressError. A commit with the current generation is
+accepted during PreparingRebalance (eager members commit in ``on_partitions_revoked``).
+
+Thread-safety: every public method takes the coordinator's re-entrant lock.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from kafkasim.coordinator.group import Group, GroupState
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, IllegalGenerationError, InvalidGroupIdError, InvalidRequestError,
+    RebalanceInProgressError, UnknownMemberIdError,
+)
+from kafkasim.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["CommitsMixin"]
+
+
+class CommitsMixin:
+    """OffsetCommit / OffsetFetch (see the module docstring)."""
+
+    # ------------------------------------------------------------------ offsets
+    def offset_commit(self, group_id: str, member_id: str, generation_id: int,
+                      offsets: dict, *, group_instance_id: Optional[str] = None) -> None:
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata | int}) for the group.
+
+        ``generation_id == NO_GENERATION`` with ``member_id == ""`` is a standalone
+        commit (manual assignment), allowed only while the group has no members.
+        """
+        if not isinstance(group_id, str) or not group_id:
+            raise InvalidGroupIdError(f"invalid group id {group_id!r}")
+        norm = {}
+        for tp, om in offsets.items():
+            tp = TopicPartition(*tp)
+            if not isinstance(om, OffsetAndMetadata):
+                om = OffsetAndMetadata(int(om))
+            if om.offset < 0:
+                raise InvalidRequestError(f"negative offset {om.offset} committed for {tp}")
+            norm[tp] = om
+        with self._lock:
+            now = self._now()
+            g = self._group(group_id)
+            if g is None:
+                if generation_id >= 0:
+                    raise IllegalGenerationError(
+                        f"group {group_id!r} does not exist, so generation {generation_id} is stale")
+                g = self._groups[group_id] = Group(group_id, state_timestamp_ms=now)
+            if g.is_(GroupState.DEAD):
+                raise CoordinatorNotAvailableError(f"group {group_id!r} is being deleted")
+            if not (generation_id < 0 and g.is_(GroupState.EMPTY)):
+                self._check_fenced(g, member_id, group_instance_id)
+                if g.is_(GroupState.EMPTY) or member_id not in g.members:
+                    raise UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
+                self._check_generation(g, generation_id)
+                if g.is_(GroupState.COMPLETING_REBALANCE):
+                    raise RebalanceInProgressError(
+                        f"group {group_id!r} is completing a rebalance; commit after the sync")
+                g.members[member_id].last_heartbeat_ms = now
+            self._store.store_offsets(group_id, norm, now)
+            for tp, om in norm.items():
+                g.offsets[tp] = (om, now)
+
+    def offset_fetch(self, group_id: str,
+                     partitions: Optional[Iterable[TopicPartition]] = None) -> dict:
+        """Committed offsets of the group ({TopicPartition: OffsetAndMetadata}); absent = none."""
+        with self._lock:
+            g = self._groups.get(group_id)
+            if g is None:
+                return {}
+            if partitions is None:
+                return {tp: e[0] for tp, e in sorted(g.offsets.items())}
+            out = {}
+            for tp in partitions:
+                tp = TopicPartition(*tp)
+                if tp in g.offsets:
+                    out[tp] = g.offsets[tp][0]
+            return out
+

@@ -1,0 +1,337 @@
+"""The producer's sender: drains closed batches to the broker, retries, keeps idempotence state.
+
+As in kafka-python and aiokafka, the sender is its own part of the producer. Here there
+is no network thread: whichever thread finds closed batches — ``send()``, ``poll()``,
+``flush()``, a future's ``get()``, or the optional background linger thread — takes the
+**send lock** and delivers them (:meth:`Sender.deliver`). Each batch is encoded once
+(``kafkasim.records.record_batch.encode_trusted_batch``) with the producer id, epoch and
+base sequence, then ``Broker.produce`` is called; :mod:`kafkasim.producer.faults` may
+lose the request or the response on the way.
+
+Retries, the in-flight model (numbered):
+
+1. A batch whose attempt fails with a retriable error (``NetworkError`` from fault
+   injection, a retriable broker error, or — idempotent only — a sequence gap,
+   ``OutOfOrderSequenceNumberError``) waits in its partition's retry list.
+2. It is retried after up to ``max_in_flight_requests_per_connection - 1`` later batches
+   of its partition were attempted (they were "in flight" with it), or, with ``force``
+   (flush, poll, ``get()``, close), once nothing later is left. One in flight → at once.
+   Until a partition has acknowledged its first batch from this producer id, an
+   idempotent producer keeps one batch in flight there (the broker cannot detect a gap
+   for a producer it does not know yet).
+3. A batch fails for good after ``retries`` retries, or once ``attempts ×
+   retry_backoff_ms`` reaches ``delivery_timeout_ms`` (a ``KafkaTimeoutError`` naming the
+   last error): without a network, the backoff is *counted*, not slept, which bounds
+   retries deterministically. If an idempotent batch fails for good, the queued batches
+   behind it on that partition fail with it and the partition's sequence restarts at
+   the failed batch's base sequence (Kafka bumps the epoch instead).
+4. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
+   instead: each round gives every pending batch at most one attempt, then the sender
+   sleeps ``retry_backoff_ms`` on the producer's clock (simulated on a MockClock); it
+   gives up at the deadline, leaving the unacknowledged batches pending.
+
+So with idempotence off and more than one request in flight, a failed first attempt lets
+later batches land first: Kafka's classic reordering. With idempotence on, the later
+batches are rejected by the broker (a sequence gap) and retried in sequence order, and a
+batch whose response was lost is recognised as a duplicate and not written twice.
+
+Invariants: per partition, batches are attempted in the order they were closed unless a
+retry reorders them (only with idempotence off and more than one in flight); a batch
+completes exactly once; sequence numbers of a partition are contiguous over its
+acknowledged batches.
+
+Thread-safety: :meth:`Sender.deliver` may be called from any thread; delivery is
+serialised by the send lock (re-entrant calls from a callback return at once, the outer
+loop delivers). The accumulator is touched only under the producer's lock, passed in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Callable, Optional
+
+from kafkasim.clock import Clock
+from kafkasim.errors import KafkaSimError, KafkaTimeoutError, OutOfOrderSequenceNumberError
+from kafkasim.records.record_batch import encode_trusted_batch
+from kafkasim.types import TopicPartition
+
+from kafkasim.producer.accumulator import RecordAccumulator
+from kafkasim.producer.batch import ProducerBatch
+from kafkasim.producer.faults import LOST_REQUEST, LOST_RESPONSE, FaultInjector
+
+__all__ = ["Sender"]
+
+_INT_MAX = 2**31 - 1
+
+
+class Sender:
+    """Delivers the accumulator's closed batches to the broker (see the module docstring)."""
+
+    def __init__(self, broker, acc: RecordAccumulator, lock: threading.Lock, clock: Clock, *,
+                 acks: int, idempotent: bool, retries: int, max_in_flight: int,
+                 retry_backoff_ms: int, delivery_timeout_ms: int, faults: FaultInjector,
+                 metrics: dict) -> None:
+        self._broker = broker
+        self._acc = acc
+        self._lock = lock                      # the producer's lock: guards the accumulator
+        self._clock = clock
+        self._acks = acks
+        self._idempotent = idempotent
+        self._retries = retries
+        self._max_in_flight = max_in_flight
+        self._retry_backoff_ms = retry_backoff_ms
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self._faults = faults
+        self._m = metrics
+        self._send_lock = threading.RLock()    # delivery to the broker, one thread at a time
+        self._sending_thread: Optional[int] = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._next_seq: dict[TopicPartition, int] = {}
+        self._acked_once: set[TopicPartition] = set()
+        self._retry: dict[TopicPartition, list] = {}      # batches awaiting a retry, per partition
+        self._overtaken: dict[TopicPartition, int] = {}   # later batches attempted since the retry
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def pending_retries(self) -> int:
+        """Batches waiting for a retry."""
+        return sum(len(v) for v in self._retry.values())
+
+    # ------------------------------------------------------------------ background linger thread
+
+    def start(self, name: str, linger_ms: int, sends: Callable[[], int]) -> None:
+        """Start the background sender (real clocks only); ``sends()`` counts ``send()`` calls."""
+        self._thread = threading.Thread(target=self._linger_loop, args=(linger_ms, sends), name=name,
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: Optional[float]) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _linger_loop(self, linger_ms: int, sends: Callable[[], int]) -> None:
+        """Sends batches that lingered while sends were idle.
+
+        While ``send()`` keeps being called it closes lingered batches itself (every append
+        checks the clock), so this thread stays out of the way: it only acts after a whole
+        period without a send, and never blocks on the send lock.
+        """
+        period = max(0.001, min(linger_ms, 100) / 1000.0)
+        seen = -1
+        acc = self._acc
+        while not self._stop.wait(period):
+            try:
+                n = sends()
+                if n != seen:
+                    seen = n
+                    continue
+                if acc.open_count():
+                    now = self._clock.now_ms()
+                    if acc.next_expiry <= now:
+                        with self._lock:
+                            acc.expire(now)
+                if acc.ready or self._retry:
+                    self.deliver(block=False, force=True)
+            except Exception:  # the futures carry delivery errors; never kill the thread
+                pass
+
+    # ------------------------------------------------------------------ delivery
+
+    def wait_batch(self, batch: ProducerBatch, timeout: Optional[float]) -> None:
+        """A future's ``get()`` on an unsent batch: send it now instead of waiting for linger."""
+        if self._sending_thread == threading.get_ident():
+            return
+        with self._lock:
+            self._acc.close_partition(batch.tp)
+        self.deliver(block=True, force=True)
+
+    def deliver(self, block: bool, force: bool = False, _once: Optional[set] = None) -> int:
+        """Deliver every ready batch; with ``force`` also every batch awaiting a retry.
+
+        Returns how many batch attempts this call made. ``_once`` (a paced round of
+        :meth:`deliver_until`) collects the batches attempted; none is attempted twice
+        unless a not-yet-attempted retry of its partition is requeued with it.
+        """
+        me = threading.get_ident()
+        if self._sending_thread == me:        # re-entered from a callback: the outer loop delivers
+            return 0
+        done = 0
+        first = True
+        while True:
+            if not self._send_lock.acquire(blocking=block):
+                return done
+            try:
+                self._sending_thread = me
+                while True:
+                    with self._lock:
+                        batches = self._acc.drain()
+                    if not batches and not (force and self._retry and (_once is None or first)):
+                        break
+                    first = False
+                    done += self._send_batches(batches, force, _once)
+            finally:
+                self._sending_thread = None
+                self._send_lock.release()
+            if not self._acc.ready:
+                return done
+
+    def deliver_until(self, deadline_ms: int) -> bool:
+        """Deliver everything, pacing retries by ``retry_backoff_ms`` on the clock (step 4 of
+        the module docstring); True when nothing is left unacknowledged, False at the deadline."""
+        clock = self._clock
+        while True:
+            self.deliver(block=True, force=True, _once=set())
+            if not self._retry and not self._acc.ready:
+                return True
+            now = clock.now_ms()
+            if now >= deadline_ms:
+                return False
+            clock.sleep(min(max(1, self._retry_backoff_ms), deadline_ms - now))
+
+    def abort_pending(self, error: BaseException) -> int:
+        """Fail every batch still waiting for a retry or in the ready queue; returns how many."""
+        with self._send_lock:
+            with self._lock:
+                batches = self._acc.drain()
+            for retry in self._retry.values():
+                batches.extend(retry)
+            self._retry.clear()
+            for b in batches:
+                self._fail(b, error)
+            return len(batches)
+
+    def _send_batches(self, batches: list[ProducerBatch], force: bool, once: Optional[set]) -> int:
+        queues: dict[TopicPartition, deque] = {}
+        for b in batches:
+            q = queues.get(b.tp)
+            if q is None:
+                q = queues[b.tp] = deque()
+            q.append(b)
+        if force:
+            for tp in list(self._retry):
+                queues.setdefault(tp, deque())
+        attempts = 0
+        for tp, q in queues.items():
+            attempts += self._send_partition(tp, q, force, once)
+        return attempts
+
+    def _send_partition(self, tp: TopicPartition, queue: deque, force: bool, once: Optional[set]) -> int:
+        """Attempt ``queue`` (new batches of ``tp``, in order), interleaving pending retries
+        (steps 1-3 of the module docstring). In a paced round (``once``), a retry already
+        attempted this round waits for the next one, and so do the batches behind it."""
+        m = self._m
+        retry = self._retry.get(tp)
+        attempts = 0
+        while True:
+            width = self._max_in_flight
+            if self._idempotent and tp not in self._acked_once:
+                width = 1
+            if retry and (self._overtaken.get(tp, 0) >= width - 1 or (force and not queue)):
+                if once is not None and all(b in once for b in retry):
+                    retry.extend(queue)                  # the in-flight window is full this round
+                    queue.clear()
+                    break
+                retry.sort(key=_batch_no)            # retried in their original order
+                queue.extendleft(reversed(retry))
+                retry = None
+                del self._retry[tp]
+                self._overtaken[tp] = 0
+            if not queue:
+                break
+            b = queue.popleft()
+            if once is not None:
+                once.add(b)
+            attempts += 1
+            err = self._attempt(b)
+            if retry is not None and b not in retry:
+                self._overtaken[tp] = self._overtaken.get(tp, 0) + 1
+            if err is None:
+                continue
+            retriable = self._acks != 0 and (
+                err.retriable or (self._idempotent and isinstance(err, OutOfOrderSequenceNumberError)))
+            if retriable and b.attempts <= self._retries \
+                    and b.attempts * self._retry_backoff_ms < self._delivery_timeout_ms:
+                m["record-retry-total"] += len(b.records)
+                if retry is None:
+                    retry = self._retry[tp] = []
+                    self._overtaken[tp] = 0
+                retry.append(b)
+                continue
+            if retriable and b.attempts > self._retries:
+                final: BaseException = err
+            elif retriable:
+                final = KafkaTimeoutError(
+                    f"Expiring {len(b.records)} record(s) for {tp}:{self._delivery_timeout_ms} ms "
+                    f"has passed since batch creation (after {b.attempts} attempts; last error: "
+                    f"{type(err).__name__}: {err})")
+                final.__cause__ = err
+            else:
+                final = err
+            self._fail(b, final)
+            if self._idempotent:
+                # the later batches of this partition cannot be written in sequence: fail them too
+                for later in list(queue) + (retry or []):
+                    self._fail(later, final)
+                queue.clear()
+                self._retry.pop(tp, None)
+                retry = None
+                self._next_seq[tp] = b.base_sequence
+                break
+        return attempts
+
+    def _fail(self, b: ProducerBatch, err: BaseException) -> None:
+        if not b.done:
+            self._m["record-error-total"] += len(b.records)
+            b.complete(-1, error=err)
+
+    def _attempt(self, b: ProducerBatch) -> Optional[KafkaSimError]:
+        """One produce request for ``b``; completes it on success, else returns the error."""
+        tp = b.tp
+        m = self._m
+        if b.encoded is None:
+            if self._idempotent:
+                if self.producer_id < 0:
+                    self.producer_id, self.producer_epoch = self._broker.init_producer_id()
+                seq = self._next_seq.get(tp, 0)
+                b.base_sequence = seq
+                self._next_seq[tp] = (seq + len(b.records)) & _INT_MAX
+            try:
+                # the accumulator's records are well-formed by construction (deltas 0..n-1,
+                # timestamps checked in send()); the broker validates the batch anyway
+                b.encoded = encode_trusted_batch(b.records, producer_id=self.producer_id,
+                                                 producer_epoch=self.producer_epoch,
+                                                 base_sequence=b.base_sequence)
+            except KafkaSimError as exc:
+                return exc
+            m["batch-total"] += 1
+            m["record-send-total"] += len(b.records)
+        b.attempts += 1
+        fault = self._faults.fault_for(tp, b.batch_no, b.attempts)
+        m["request-total"] += 1
+        try:
+            if fault == LOST_REQUEST:
+                m["injected-fault-total"] += 1
+                raise self._faults.lost_request(tp, b.batch_no, b.attempts)
+            res = self._broker.produce(tp.topic, tp.partition, b.encoded, acks=self._acks)
+            m["byte-total"] += len(b.encoded)
+            if fault == LOST_RESPONSE and self._acks != 0:
+                m["injected-fault-total"] += 1
+                raise self._faults.lost_response(tp, b.batch_no, b.attempts, res.base_offset)
+        except KafkaSimError as exc:
+            if self._acks == 0:        # fire and forget: the producer never hears about it
+                b.complete(-1)
+                return None
+            return exc
+        if res.duplicate:
+            m["duplicate-batch-total"] += 1
+        self._acked_once.add(tp)
+        b.complete(-1 if self._acks == 0 else res.base_offset, res.log_append_time, res.log_start_offset)
+        return None
+
+
+def _batch_no(b: ProducerBatch) -> int:
+    return b.batch_no

@@ -1,0 +1,67 @@
+"""Consumer configs go through kafkasim.config's one mechanism: names, defaults, wording, ignored ones."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from kafkasim.config import KAFKA_PYTHON_UNAPPLIED, IgnoredConfigWarning
+from kafkasim.consumer import Consumer
+from kafkasim.consumer.config import CONSUMER_CONFIGS
+from kafkasim.errors import InvalidConfigurationError
+from kafkasim.types import TopicPartition
+
+NETWORK_ONLY = {
+    "bootstrap_servers": ["kafka-1:9092", "kafka-2:9092"], "fetch_min_bytes": 1024,
+    "fetch_max_wait_ms": 100, "isolation_level": "read_committed", "client_rack": "rack-a",
+    "request_timeout_ms": 305_000, "security_protocol": "SSL", "ssl_certfile": "/etc/c.pem",
+    "sasl_mechanism": "SCRAM-SHA-512", "api_version": (2, 8), "check_crcs": False,
+}
+
+
+def test_an_unknown_name_names_its_close_matches(broker):
+    with pytest.raises(InvalidConfigurationError,
+                       match=r"^Unrecognized consumer config 'auto_offset_rest' "
+                             r"\(did you mean 'auto_offset_reset'\?\)$"):
+        Consumer(broker, auto_offset_rest="earliest")
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("auto_offset_reset", "smallest", "String must be one of: latest, earliest, none"),
+    ("max_poll_records", 0, "Value must be at least 1"),
+    ("session_timeout_ms", "long", "Expected value to be a 32-bit integer"),
+    ("enable_auto_commit", "yes", "Expected value to be either true or false"),
+    ("isolation_level", "dirty", "String must be one of: read_uncommitted, read_committed"),
+])
+def test_bad_values_are_rejected_with_kafkas_wording(broker, name, value, why):
+    with pytest.raises(InvalidConfigurationError,
+                       match=f"^Invalid value {value!r} for configuration {name}: {why}$"):
+        Consumer(broker, **{name: value})
+
+
+def test_kafka_python_network_configs_are_accepted_with_one_warning(broker, clock):
+    broker.create_topic("t", partitions=1)
+    broker.append_records("t", 0, [(clock.now_ms(), b"k", b"v", ())])
+    with pytest.warns(IgnoredConfigWarning) as caught:
+        c = Consumer(broker, auto_offset_reset="earliest", **NETWORK_ONLY)
+    assert len(caught) == 1
+    assert all(name in str(caught[0].message) for name in NETWORK_ONLY)
+    c.assign([TopicPartition("t", 0)])
+    assert [r.value for r in c.poll()[TopicPartition("t", 0)]] == [b"v"]
+
+
+def test_no_warning_without_ignored_configs(broker):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Consumer(broker, group_id="g", auto_offset_reset="earliest", max_poll_records=10)
+
+
+def test_one_list_of_ignored_kafka_python_configs_serves_both_clients():
+    from kafkasim.producer.config import PRODUCER_CONFIGS
+    shared = {d.name for d, clients in KAFKA_PYTHON_UNAPPLIED if clients == ("producer", "consumer")}
+    assert {"bootstrap_servers", "security_protocol", "ssl_cafile", "sasl_mechanism"} <= shared
+    for name in shared:
+        assert not PRODUCER_CONFIGS[name].applied and not CONSUMER_CONFIGS[name].applied
+    assert CONSUMER_CONFIGS["fetch_min_bytes"].default == 1 and not CONSUMER_CONFIGS["fetch_min_bytes"].applied
+    assert "fetch_min_bytes" not in PRODUCER_CONFIGS and "max_block_ms" not in CONSUMER_CONFIGS
