@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Union
+from typing import Union
 
 from kafkasim.errors import KafkaStorageError
 
@@ -68,16 +68,17 @@ def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, enco
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     payload = data.encode(encoding) if isinstance(data, str) else data
-    try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+    with storage_errors("write", path):
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                if fsync:
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     if fsync:
         fsync_dir(os.path.dirname(path) or ".")

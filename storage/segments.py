@@ -95,26 +95,15 @@ class LogSegments:
     def get(self, base_offset: int) -> Optional[LogSegment]:
         return self._map.get(base_offset)
 
-    def __contains__(self, base_offset: int) -> bool:
-        return base_offset in self._map
-
     def __len__(self) -> int:
         return len(self._map)
 
     def __iter__(self) -> Iterator[LogSegment]:
         return iter(self._map.values())
 
-    def all(self) -> list[LogSegment]:
-        return list(self._map.values())
-
     def closed(self) -> list[LogSegment]:
         """Every segment but the active one, oldest first."""
         return list(self._map.values())[:-1]
-
-    def floor_segment(self, offset: int) -> Optional[LogSegment]:
-        """The segment that would hold ``offset``: the last one whose base offset is ≤ it."""
-        i = self._map.bisect_right(offset) - 1
-        return self._map.peekitem(i)[1] if i >= 0 else None
 
     def end_offset(self, base_offset: int) -> int:
         """Base offset of the segment after ``base_offset`` (the log end offset for the active one)."""
@@ -124,8 +113,8 @@ class LogSegments:
         return self.active.next_offset
 
     def with_upper_bounds(self, start_offset: Optional[int] = None) -> Iterator[tuple[LogSegment, int]]:
-        """``(segment, upper bound)`` in order, from the floor segment of ``start_offset``
-        (default: the first); the bound is the next segment's base offset, or the log end
+        """``(segment, upper bound)`` in order, from the segment that holds ``start_offset``
+        (the floor entry: the last whose base offset is ≤ it; default: the first); the bound is the next segment's base offset, or the log end
         offset for the active segment. Lazy (O(log #segments) a step, nothing copied): do
         not change the map while iterating."""
         m = self._map
