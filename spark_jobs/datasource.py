@@ -4,7 +4,8 @@ Built on PySpark 4's Python data source API. The driver lists segment files
 (:mod:`kafkasim.spark_jobs.logdir`); there is **one input partition per segment file** (or per
 group of small ones, with ``maxPartitionBytes``); each
 task decodes its segment with ``kafkasim.records`` (the one reader of the format: the shared
-batch walk of ``framing``, records into Arrow buffers with ``columns``) and yields pyarrow ``RecordBatch``es of up to ``batchRows`` rows.
+batch walk of ``framing``, records into Arrow buffers with ``columns``) and yields pyarrow
+``RecordBatch``es of up to ``batchRows`` rows.
 
 Schema (``SCHEMA``)::
 
