@@ -174,7 +174,7 @@ class BatchIterator:
     """One walk over the batches in ``[start, end)`` of a segment's bytes (see the module docstring).
 
     ``source`` is a buffer (``bytes``, ``bytearray``, ``memoryview``, ``mmap``; ``end``
-    defaults to its length) or a callable ``read(position, n) -> bytes`` (``end`` required),
+    defaults to, and is capped at, its length) or a callable ``read(position, n) -> bytes`` (``end`` required),
     which is called for chunks of ``chunk`` bytes (more when one batch is larger and its CRC
     is checked), so a walk over a large file holds one chunk at a time. Positions are
     those of the source; messages name ``at + position`` (``at``: where a buffer sits in its
@@ -201,10 +201,11 @@ class BatchIterator:
 
     def __init__(self, source: Source, start: int = 0, end: Optional[int] = None, *, where: str = "<buffer>",
                  check_crc: bool = True, chunk: int = _READ_CHUNK, at: int = 0) -> None:
-        if end is None:
-            if callable(source):
+        if callable(source):
+            if end is None:
                 raise TypeError("BatchIterator over a read callable needs an end position")
-            end = len(source)
+        else:
+            end = len(source) if end is None else min(end, len(source))   # a buffer holds [0, end)
         self._source = source
         self.where = where
         self.check_crc = check_crc

@@ -113,3 +113,10 @@ def test_iter_batches_raises_where_the_walk_stops():
     assert [p for p, _ in iter_batches(data)] == positions
     with pytest.raises(TypeError):
         BatchIterator(_reader(data))               # a read callable needs an end
+
+
+def test_an_end_past_a_buffer_is_the_buffer_end():
+    data, positions = _segment([1, 1])
+    assert _walk(data, end=len(data) + 100) == _walk(data)
+    got, (position, error, torn, _) = _walk(data[:-1], end=len(data))
+    assert position == positions[1] and torn and "truncated batch" in error
