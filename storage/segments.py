@@ -114,9 +114,9 @@ class LogSegments:
 
     def with_upper_bounds(self, start_offset: Optional[int] = None) -> Iterator[tuple[LogSegment, int]]:
         """``(segment, upper bound)`` in order, from the segment that holds ``start_offset``
-        (the floor entry: the last whose base offset is ≤ it; default: the first); the bound is the next segment's base offset, or the log end
-        offset for the active segment. Lazy (O(log #segments) a step, nothing copied): do
-        not change the map while iterating."""
+        (the floor entry: the last whose base offset is ≤ it; default: the first). The bound
+        is the next segment's base offset, or the log end offset for the active segment.
+        Lazy (O(log #segments) a step, nothing copied): do not change the map while iterating."""
         m = self._map
         i = 0 if start_offset is None else max(m.bisect_right(start_offset) - 1, 0)
         n = len(m)

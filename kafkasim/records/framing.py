@@ -174,9 +174,9 @@ class BatchIterator:
     """One walk over the batches in ``[start, end)`` of a segment's bytes (see the module docstring).
 
     ``source`` is a buffer (``bytes``, ``bytearray``, ``memoryview``, ``mmap``; ``end``
-    defaults to, and is capped at, its length) or a callable ``read(position, n) -> bytes`` (``end`` required),
-    which is called for chunks of ``chunk`` bytes (more when one batch is larger and its CRC
-    is checked), so a walk over a large file holds one chunk at a time. Positions are
+    defaults to, and is capped at, its length) or a callable ``read(position, n) -> bytes``
+    (``end`` required), called for chunks of ``chunk`` bytes (more when one batch is larger
+    and its CRC is checked), so a walk over a large file holds one chunk at a time. Positions are
     those of the source; messages name ``at + position`` (``at``: where a buffer sits in its
     file) and ``where`` (the file).
 
