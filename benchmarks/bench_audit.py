@@ -115,16 +115,12 @@ def _plain_python(data_dir: str) -> tuple[dict, list]:
     for seg in ld.segments():
         acc = per_part[(seg.topic, seg.partition)]
         with ld.open_segment(seg.path) as buf:
-            pos = 0
-            while pos < len(buf):
-                h = rb.decode_header(buf, pos, where=seg.path)
-                rb.verify(buf, pos, h, where=seg.path)
+            for pos, h in rb.iter_batches(buf, where=seg.path):   # the shared walk, raising at corruption
                 for _d, _t, k, v, hd in rb.decode_records(buf, pos, h, where=seg.path):
                     acc[0] += 1
                     acc[1] += len(k or b"") + len(v or b"") + sum(len(x.encode()) + len(y or b"") for x, y in hd)
                     if k is not None:
                         per_key[k] += 1
-                pos += h.size
     return {k: tuple(v) for k, v in per_part.items()}, _top_keys(per_key)
 
 

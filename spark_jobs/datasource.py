@@ -3,8 +3,9 @@
 Built on PySpark 4's Python data source API. The driver lists segment files
 (:mod:`kafkasim.spark_jobs.logdir`); there is **one input partition per segment file** (or per
 group of small ones, with ``maxPartitionBytes``); each
-task decodes its segment with ``kafkasim.records.record_batch`` (the one reader of the format)
-and yields pyarrow ``RecordBatch``es of up to ``batchRows`` rows.
+task decodes its segment with ``kafkasim.records`` (the one reader of the format: the shared
+batch walk of ``framing``, records into Arrow buffers with ``columns``) and yields pyarrow
+``RecordBatch``es of up to ``batchRows`` rows.
 
 Schema (``SCHEMA``)::
 
@@ -48,8 +49,9 @@ same names — lower case, as listed — and types): ``.schema("partition int, k
 ``.schema(schema_of([...]))``. Only those columns are built and sent to the JVM. A column
 that is not in ``SCHEMA``, or has another type, is an ``InvalidArgumentError`` naming it.
 
-Invariants: every row comes from a batch whose header checks and CRC passed
-(``kafkasim.records.record_batch.iter_batches``); within one segment rows are in offset order.
+Invariants: every row comes from a batch whose header checks and CRC passed (the walk is
+the shared ``kafkasim.records.framing.BatchIterator``); within one segment rows are in
+offset order.
 
 Thread-safety: the reader is immutable once planned and pickled to workers; each
 ``read`` call owns its file handle.
@@ -68,6 +70,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
 from kafkasim.spark_jobs.logdir import LogDir, SegmentRef
 from kafkasim.records import record_batch as rb
+from kafkasim.records.columns import ArrowColumnBuilder
+from kafkasim.records.framing import BatchIterator
 
 __all__ = ["KafkasimDataSource", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
            "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption", "schema_of"]
@@ -257,29 +261,30 @@ def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:
 
 
 def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
-                        builder: Optional[rb.ArrowColumnBuilder] = None) -> Iterator[tuple[int, rb.BatchHeader]]:
+                        builder: Optional[ArrowColumnBuilder] = None) -> Iterator[tuple[int, rb.BatchHeader]]:
     """Yield ``(pos, header)`` of each valid batch; call ``on_corrupt(pos, exc)`` at the
     first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
 
-    A batch is valid when its header and CRC check out and, with a ``builder``, its
-    records decode: they are then added to ``builder`` before the batch is yielded.
-    Batches for which ``want(header)`` is false are checked (header and CRC) but their
-    records are not decoded, and they are not yielded.
+    The walk is the shared :class:`kafkasim.records.framing.BatchIterator` (header and CRC
+    checks); this reader's policy is what it does where that walk stops. A batch is valid
+    when its header and CRC check out and, with a ``builder``, its records decode: they
+    are then added to ``builder`` before the batch is yielded. Batches for which
+    ``want(header)`` is false are checked (header and CRC) but their records are not
+    decoded, and they are not yielded.
     """
-    pos, end = 0, len(buf)
-    while pos < end:
-        try:
-            h = rb.decode_header(buf, pos, where=seg.path)
-            rb.verify(buf, pos, h, where=seg.path)
-            wanted = want is None or want(h)
-            if wanted and builder is not None:
+    batches = BatchIterator(buf, where=seg.path)
+    for pos, h in batches:
+        wanted = want is None or want(h)
+        if wanted and builder is not None:
+            try:
                 builder.add(buf, pos, h, where=seg.path)
-        except CorruptRecordError as exc:
-            on_corrupt(pos, exc)
-            return
+            except CorruptRecordError as exc:
+                batches.reject(exc)
+                break
         if wanted:
             yield pos, h
-        pos += h.size
+    if batches.error is not None:
+        on_corrupt(batches.position, batches.error)
 
 
 _FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before
@@ -308,14 +313,14 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Itera
 
 class _Columns:
     """One segment's rows on their way to Arrow: records decoded straight into Arrow
-    buffers by ``kafkasim.records.record_batch.ArrowColumnBuilder`` (no Python object per record
+    buffers by ``kafkasim.records.columns.ArrowColumnBuilder`` (no Python object per record
     on its C path), batch-header fields kept per batch and repeated per row with numpy."""
 
     def __init__(self, seg: SegmentRef) -> None:
         self.seg = seg
         self._topic = pa.array([seg.topic], pa.string())
         self._segment = pa.array([seg.path], pa.string())
-        self.builder = rb.ArrowColumnBuilder()
+        self.builder = ArrowColumnBuilder()
         self._info: list = []  # (rows added, base_offset, base_ts, pid, epoch, base_seq) per batch
         self._counted = 0
 
@@ -390,7 +395,7 @@ def scan_segment_corruption(logdir: LogDir, seg: SegmentRef) -> list[dict]:
         found.append({"topic": seg.topic, "partition": seg.partition, "segment": seg.path,
                       "position": pos, "skipped_bytes": seg.size - pos, "error": str(exc)})
 
-    builder = rb.ArrowColumnBuilder()   # decodes every record, as the reader would; rows dropped
+    builder = ArrowColumnBuilder()   # decodes every record, as the reader would; rows dropped
     with logdir.open_segment(seg.path) as buf:
         for _ in _iter_valid_batches(buf, seg, on_corrupt, builder=builder):
             if builder.rows >= 65536:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Union
+from typing import Union
 
 from kafkasim.errors import KafkaStorageError
 
@@ -28,13 +28,26 @@ __all__ = ["storage_errors", "atomic_write", "fsync_dir", "TMP_SUFFIX"]
 TMP_SUFFIX = ".tmp"
 
 
-@contextlib.contextmanager
-def storage_errors(action: str, path: Union[str, os.PathLike]) -> Iterator[None]:
-    """Translate an ``OSError`` in the block into ``KafkaStorageError("cannot <action> <path>: ...")``."""
-    try:
-        yield
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot {action} {os.fspath(path)}: {exc}") from exc
+class storage_errors:
+    """Translate an ``OSError`` in the block into ``KafkaStorageError("cannot <action> <path>: ...")``.
+
+    A small class rather than a ``contextlib`` generator: it sits on the append and read
+    paths, where entering it must cost next to nothing.
+    """
+
+    __slots__ = ("action", "path")
+
+    def __init__(self, action: str, path: Union[str, os.PathLike]) -> None:
+        self.action = action
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ, exc, tb) -> bool:
+        if typ is not None and issubclass(typ, OSError):
+            raise KafkaStorageError(f"cannot {self.action} {os.fspath(self.path)}: {exc}") from exc
+        return False
 
 
 def fsync_dir(path: Union[str, os.PathLike]) -> None:
@@ -55,16 +68,17 @@ def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, enco
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     payload = data.encode(encoding) if isinstance(data, str) else data
-    try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+    with storage_errors("write", path):
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                if fsync:
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     if fsync:
         fsync_dir(os.path.dirname(path) or ".")

@@ -36,7 +36,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from typing import Optional
 
-from kafkasim.errors import KafkaStorageError
+from kafkasim.storage.files import storage_errors
 
 __all__ = ["OffsetIndex", "TimeIndex", "IndexCorruptError", "OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE"]
 
@@ -52,18 +52,17 @@ class IndexCorruptError(Exception):
 
 
 def _read_file(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot read index {path}: {exc}") from exc
+    with storage_errors("read index", path):
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
 
 
 def _write_tail(path: str, data: bytes, offset: int, fsync: bool) -> None:
     """Write ``data`` at byte ``offset`` of ``path`` and cut the file there (creates it)."""
-    try:
+    with storage_errors("write index", path):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             if data:
@@ -73,8 +72,6 @@ def _write_tail(path: str, data: bytes, offset: int, fsync: bool) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot write index {path}: {exc}") from exc
 
 
 class OffsetIndex:

@@ -4,6 +4,9 @@ Both read files directly (never through :class:`kafkasim.storage.log.Log`, never
 anything), following the offline-reader rule of FORMAT.md §5: read a segment from
 position 0, verify every batch, and on a corrupt batch report file and position and
 move on to the next segment (the length field of a corrupt batch cannot be trusted).
+Batches are walked with the shared :class:`kafkasim.records.framing.BatchIterator`; what
+it stops at (torn tail, bad header, CRC) and what these readers reject themselves
+(undecodable records, offsets out of range) are reported the same way.
 
 - :func:`dump_segment` yields one dict per batch of a ``.log`` (or per entry of an
   ``.index`` / ``.timeindex``), with the fields kafka-dump-log prints.
@@ -22,9 +25,11 @@ import os
 import struct
 from typing import Any, Iterator, NamedTuple, Optional
 
-from kafkasim.errors import CorruptRecordError, InvalidArgumentError, KafkaStorageError
-from kafkasim.storage import layout
+from kafkasim.errors import CorruptRecordError, InvalidArgumentError
 from kafkasim.records import record_batch as rb
+from kafkasim.records.framing import BatchIterator
+from kafkasim.storage import layout
+from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
 __all__ = ["dump_segment", "verify_data_dir", "verify_partition", "Problem", "render_bytes"]
@@ -55,13 +60,12 @@ def render_bytes(b: Optional[bytes]) -> Optional[str]:
 
 
 def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError as exc:
-        raise InvalidArgumentError(f"no such file: {path}") from exc
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot read {path}: {exc}") from exc
+    with storage_errors("read", path):
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise InvalidArgumentError(f"no such file: {path}") from exc
 
 
 def _batch_dict(pos: int, h: rb.BatchHeader, crc_valid: bool) -> dict[str, Any]:
@@ -113,20 +117,8 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
         if usable != len(data):
             yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
         return
-    pos = 0
-    while pos < len(data):
-        try:
-            h = rb.decode_header(data, pos, where=path)
-        except CorruptRecordError as exc:
-            yield {"position": pos, "error": str(exc)}
-            return
-        try:
-            rb.verify(data, pos, h, where=path)
-        except CorruptRecordError as exc:
-            d = _batch_dict(pos, h, False)
-            d["error"] = str(exc)
-            yield d
-            return
+    batches = BatchIterator(data, where=path)
+    for pos, h in batches:
         d = _batch_dict(pos, h, True)
         if records:
             try:
@@ -140,7 +132,11 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
                 yield d
                 return
         yield d
-        pos += h.size
+    if batches.error is not None:   # a torn or corrupt batch ends the dump
+        if batches.header is None:
+            yield {"position": batches.position, "error": str(batches.error)}
+        else:
+            yield {**_batch_dict(batches.position, batches.header, False), "error": str(batches.error)}
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -156,10 +152,8 @@ def verify_data_dir(data_dir: str, stats: Optional[dict] = None) -> list[Problem
     for key in ("partitions", "segments", "batches", "records"):
         stats.setdefault(key, 0)
     problems: list[Problem] = []
-    try:
+    with storage_errors("list", data_dir):
         partitions = layout.list_partitions(data_dir)
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot list {data_dir}: {exc}") from exc
     for _, path in partitions:
         stats["partitions"] += 1
         problems.extend(verify_partition(path, stats))
@@ -173,10 +167,8 @@ def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
     for key in ("segments", "batches", "records"):
         stats.setdefault(key, 0)
     problems: list[Problem] = []
-    try:
+    with storage_errors("list", path):
         segments = layout.list_segments(path)
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot list {path}: {exc}") from exc
     prev_next = 0
     for i, (base, log_path) in enumerate(segments):
         stats["segments"] += 1
@@ -187,28 +179,28 @@ def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
         data = _read(log_path)
         batches: list[tuple[int, rb.BatchHeader]] = []
         floor = base
-        pos = 0
-        while pos < len(data):
+        walk = BatchIterator(data, where=log_path)
+        for pos, h in walk:
             try:
-                h = rb.decode_header(data, pos, where=log_path)
-                rb.verify(data, pos, h, where=log_path)
                 body = rb.decode_records(data, pos, h, where=log_path)
             except CorruptRecordError as exc:
-                msg = str(exc)
-                problems.append(Problem(log_path, pos, msg.split(": ", 1)[1] if msg.startswith(log_path) else msg))
+                walk.reject(exc)
                 break
             if h.base_offset < floor or (upper is not None and h.last_offset >= upper):
-                problems.append(Problem(
-                    log_path, pos, f"batch offsets {h.base_offset}..{h.last_offset} outside the expected "
+                walk.reject(CorruptRecordError(
+                    f"batch offsets {h.base_offset}..{h.last_offset} outside the expected "
                     f"range {floor}..{'' if upper is None else upper - 1}"))
                 break
             stats["batches"] += 1
             stats["records"] += len(body)
             batches.append((pos, h))
             floor = h.last_offset + 1
-            pos += h.size
+        if walk.error is not None:
+            msg = str(walk.error)
+            problems.append(Problem(log_path, walk.position,
+                                    msg.split(": ", 1)[1] if msg.startswith(log_path) else msg))
         prev_next = max(prev_next, floor)
-        problems.extend(_verify_indexes(log_path, base, batches, len(data), complete=pos >= len(data)))
+        problems.extend(_verify_indexes(log_path, base, batches, len(data), complete=walk.error is None))
     return problems
 
 

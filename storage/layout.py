@@ -1,4 +1,4 @@
-"""Names on disk, in one place (FORMAT.md §1): partition directories and segment files.
+"""Names on disk, in one place (FORMAT.md §1): partition directories, segment files, leftovers.
 
 Pure functions over names and paths; no I/O except :func:`list_partitions` and
 :func:`list_segments`, which only list directories. Thread-safe.
@@ -11,17 +11,25 @@ import re
 from typing import NamedTuple, Optional
 
 from kafkasim.errors import InvalidTopicError
+from kafkasim.storage.files import TMP_SUFFIX
 
 __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "META_DIR", "MAX_TOPIC_LENGTH",
     "validate_topic", "partition_dir_name", "parse_partition_dir", "segment_name",
     "parse_segment_name", "list_partitions", "list_segments", "PartitionDir",
+    "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "TMP_SUFFIX", "LEFTOVER_SUFFIXES",
 ]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 META_DIR = "meta"
+# leftovers of an interrupted delete / compaction / atomic write (FORMAT.md §1.1)
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, TMP_SUFFIX)
+"""Removed on open; a ``<base>.log.swap`` is completed instead (FORMAT.md §1.1)."""
 MAX_TOPIC_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")

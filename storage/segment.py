@@ -15,9 +15,14 @@ Invariants:
   index entry ``(largest timestamp of the batches before p, last offset of the batch
   that holds it)`` when that timestamp grew. Closing the segment for appends adds the
   final time-index entry.
-- The indexes of a closed segment are loaded lazily (first lookup) and checked;
-  one that does not check out is rebuilt from the ``.log`` and the rebuild is
-  reported through ``on_report``.
+- The indexes of a closed segment are loaded lazily — on its first lookup, time search,
+  or when the log needs its largest timestamp — and checked (:meth:`LogSegment.ensure_loaded`);
+  one that does not check out is rebuilt from the ``.log`` and the rebuild is reported
+  through ``on_report``. ``loaded`` says whether that has happened.
+- Batches are walked with the shared :class:`kafkasim.records.framing.BatchIterator`
+  (:meth:`LogSegment.batches`); what to do where it stops is decided here: recovery
+  truncates, an index rebuild stops, a lookup raises.
+- Every ``OSError`` becomes ``KafkaStorageError`` naming the file and what was being done.
 
 Thread-safety: not thread-safe; :class:`kafkasim.storage.log.Log` serialises all calls under
 its lock.
@@ -25,117 +30,28 @@ its lock.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
-import zlib
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
-import msgpack
-
-from kafkasim.errors import CorruptRecordError, KafkaStorageError
-from kafkasim.types import Record
+from kafkasim.errors import CorruptRecordError
+from kafkasim.records.framing import BATCH_OVERHEAD, HEADER_SIZE, BatchHeader, BatchIterator, decode_header, verify
+from kafkasim.records.record_batch import iter_records
 from kafkasim.storage import layout
+from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
-from kafkasim.records.record_batch import (
-    BATCH_OVERHEAD, CRC_START, HEADER_SIZE, MAGIC, NO_SEQUENCE, BatchHeader, decode_header,
-)
 
-__all__ = ["LogSegment", "decode_batch_records", "iter_headers"]
+__all__ = ["LogSegment"]
 
-_READ_CHUNK = 1 << 20
 _UINT32_MAX = 0xFFFFFFFF
-_unpackb = msgpack.unpackb
-_tuple_new = tuple.__new__
-
-
-def decode_batch_records(buf, pos: int, h: BatchHeader, min_offset: int = 0,
-                         where: str = "<buffer>") -> list[Record]:
-    """The records of a CRC-verified batch as :class:`Record` objects (offset ≥ ``min_offset``).
-
-    The lean read path: one ``msgpack.unpackb`` of the payload and one tuple built per
-    record; the shape is trusted because the CRC matched (``verify-log`` checks it fully).
-    """
-    try:
-        body = _unpackb(memoryview(buf)[pos + HEADER_SIZE:pos + BATCH_OVERHEAD + h.batch_length],
-                        use_list=False, raw=False)
-        if len(body) != h.record_count:
-            raise ValueError(f"{len(body)} records, header says {h.record_count}")
-        base, ts0, pid, ep, seq0 = h.base_offset, h.base_timestamp, h.producer_id, h.producer_epoch, h.base_sequence
-        if seq0 >= 0:
-            recs = [_tuple_new(Record, (base + d, ts0 + t, k, v, hd, pid, ep, seq0 + d))
-                    for d, t, k, v, hd in body]
-        else:
-            recs = [_tuple_new(Record, (base + d, ts0 + t, k, v, hd, pid, ep, NO_SEQUENCE))
-                    for d, t, k, v, hd in body]
-    except Exception as exc:  # msgpack raises assorted types on garbage; unpacking raises ValueError/TypeError
-        raise CorruptRecordError(f"{where}: undecodable records in batch at position {pos}: {exc}") from exc
-    if min_offset > base and recs:
-        recs = [r for r in recs if r[0] >= min_offset]
-    return recs
-
-
-def iter_headers(fd: int, start: int, end: int, *, where: str, check_crc: bool,
-                 chunk: int = _READ_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` of each batch in ``[start, end)`` of an open file.
-
-    Reads in chunks; with ``check_crc`` every batch's CRC is verified. Raises
-    :class:`CorruptRecordError` (naming ``where`` and the position) at the first batch
-    that is not valid; the caller decides (truncate, report, skip).
-    """
-    pos = start
-    buf = b""
-    buf_start = start
-    while pos < end:
-        off = pos - buf_start
-        if len(buf) - off < HEADER_SIZE:
-            buf = _pread(fd, min(max(chunk, HEADER_SIZE), end - pos), pos, where)
-            buf_start, off = pos, 0
-        if len(buf) - off < HEADER_SIZE:
-            raise CorruptRecordError(
-                f"{where}: truncated batch header at position {pos} ({len(buf) - off} of {HEADER_SIZE} bytes)")
-        h = _parse_header(buf, off, pos, where)
-        size = BATCH_OVERHEAD + h.batch_length
-        if pos + size > end:
-            raise CorruptRecordError(
-                f"{where}: truncated batch at position {pos}: needs {size} bytes, {end - pos} present")
-        if check_crc:
-            if off + size > len(buf):
-                buf = _pread(fd, max(chunk, size), pos, where)
-                buf_start, off = pos, 0
-            crc = zlib.crc32(memoryview(buf)[off + CRC_START:off + size])
-            if crc != h.crc:
-                raise CorruptRecordError(
-                    f"{where}: CRC mismatch in batch at position {pos} (base offset {h.base_offset}): "
-                    f"stored 0x{h.crc:08x}, computed 0x{crc:08x}")
-        yield pos, h
-        pos += size
-
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LOOKUP_CHUNK = 4096    # a lookup walks at most one index interval (and a batch) of headers
 _BASE_OFFSET = struct.Struct(">q")
-_MIN_BATCH_LENGTH = HEADER_SIZE - BATCH_OVERHEAD
 
 
-def _parse_header(buf, off: int, pos: int, where: str) -> BatchHeader:
-    """decode_header's checks (FORMAT.md §2.3), naming the absolute file position ``pos``."""
-    h = BatchHeader._make(_HEADER.unpack_from(buf, off))
-    if h.magic != MAGIC:
-        raise CorruptRecordError(f"{where}: unknown magic {h.magic} at position {pos} (expected {MAGIC})")
-    if h.batch_length < _MIN_BATCH_LENGTH:
-        raise CorruptRecordError(
-            f"{where}: batch length {h.batch_length} at position {pos} is below the minimum {_MIN_BATCH_LENGTH}")
-    if h.record_count < 0 or h.last_offset_delta < 0 or h.base_offset < 0:
-        raise CorruptRecordError(
-            f"{where}: impossible header at position {pos}: base_offset={h.base_offset} "
-            f"record_count={h.record_count} last_offset_delta={h.last_offset_delta}")
-    return h
-
-
-def _pread(fd: int, n: int, pos: int, where: str) -> bytes:
-    try:
+def _pread(fd: int, n: int, pos: int, path: str) -> bytes:
+    with storage_errors(f"read {n} bytes at position {pos} of", path):
         return os.pread(fd, n, pos)
-    except OSError as exc:
-        raise KafkaStorageError(f"{where}: read of {n} bytes at position {pos} failed: {exc}") from exc
 
 
 class LogSegment:
@@ -167,12 +83,10 @@ class LogSegment:
                on_report: Callable[[str], None]) -> "LogSegment":
         """A new, empty active segment: empty ``.log``, ``.index`` and ``.timeindex`` files."""
         seg = cls(directory, base_offset, index_interval_bytes, on_report)
-        try:
+        with storage_errors("create segment", seg.path):
             seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             for p in (seg.index.path, seg.time_index.path):  # empty indexes: a missing one means trouble
                 os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot create segment {seg.path}: {exc}") from exc
         seg.loaded = True
         seg.next_offset = base_offset
         return seg
@@ -182,19 +96,25 @@ class LogSegment:
                     on_report: Callable[[str], None]) -> "LogSegment":
         """A closed segment: only its size is read; the file is opened on first use."""
         seg = cls(directory, base_offset, index_interval_bytes, on_report)
-        try:
+        with storage_errors("stat segment", seg.path):
             seg.size = os.stat(seg.path).st_size
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot stat segment {seg.path}: {exc}") from exc
         return seg
 
     def _ensure_fd(self) -> int:
         if self.fd < 0:
-            try:
+            with storage_errors("open segment", self.path):
                 self.fd = os.open(self.path, os.O_RDWR)
-            except OSError as exc:
-                raise KafkaStorageError(f"cannot open segment {self.path}: {exc}") from exc
         return self.fd
+
+    def _read_at(self, position: int, n: int) -> bytes:
+        return _pread(self._ensure_fd(), n, position, self.path)
+
+    def batches(self, start: int = 0, end: Optional[int] = None, *, check_crc: bool = False,
+                chunk: int = 1 << 20) -> BatchIterator:
+        """The shared batch walk (:class:`kafkasim.records.framing.BatchIterator`) over bytes
+        ``[start, end)`` of the ``.log`` (default: to its committed size), read in ``chunk``s."""
+        return BatchIterator(self._read_at, start, self.size if end is None else end, where=self.path,
+                             check_crc=check_crc, chunk=chunk)
 
     def ensure_loaded(self, upper_bound_offset: int) -> None:
         """Load and check a closed segment's indexes; rebuild them when they do not check out.
@@ -240,10 +160,11 @@ class LogSegment:
     def _batch_ending_at(self, offset: int) -> Optional[tuple[int, BatchHeader]]:
         """(position, header) of the first batch whose last offset is ≥ ``offset`` (no CRC), or None."""
         _, pos = self.index.lookup(offset)
-        for p, h in iter_headers(self._ensure_fd(), pos, self.size, where=self.path, check_crc=False,
-                                 chunk=4096):
+        batches = self.batches(pos, chunk=_LOOKUP_CHUNK)
+        for p, h in batches:
             if h.base_offset + h.last_offset_delta >= offset:
                 return p, h
+        batches.raise_error()
         return None
 
     def check_time_entry(self, timestamp: int, offset: int, final: bool = False) -> None:
@@ -260,8 +181,7 @@ class LogSegment:
                 # bounded: only the batches after the last offset-index entry (≤ one index interval
                 # and a batch), so a short or stale last entry is caught without a segment scan
                 pos = max(found[0] + found[1].size, self.index.last_position)
-                for _, h in iter_headers(self.fd, pos, self.size, where=self.path, check_crc=False,
-                                         chunk=4096):
+                for _, h in self.batches(pos, chunk=_LOOKUP_CHUNK):   # stops quietly at bad data
                     if h.max_timestamp > timestamp:
                         raise IndexCorruptError(
                             f"{self.time_index.path}: last entry says {timestamp}, a later batch has {h.max_timestamp}")
@@ -288,7 +208,6 @@ class LogSegment:
         increase or leave ``[base_offset, upper_bound_offset)`` (readers report those).
         ``final`` adds the closing time-index entry (closed segments).
         """
-        self._ensure_fd()
         self.index.reset()
         self.time_index.reset()
         self.max_timestamp = self.offset_of_max_timestamp = -1
@@ -296,16 +215,13 @@ class LogSegment:
         limit = min(self.base_offset + _UINT32_MAX + 1,
                     upper_bound_offset if upper_bound_offset is not None else 1 << 63)
         floor = self.base_offset
-        try:
-            for pos, h in iter_headers(self.fd, 0, end, where=self.path, check_crc=False):
-                last = h.base_offset + h.last_offset_delta
-                if h.base_offset < floor or last >= limit:
-                    break
-                floor = last + 1
-                self._index_before(h.base_offset, pos)
-                self._account(h)
-        except CorruptRecordError:
-            pass
+        for pos, h in self.batches(0, end):   # stops quietly at the first invalid header
+            last = h.base_offset + h.last_offset_delta
+            if h.base_offset < floor or last >= limit:
+                break
+            floor = last + 1
+            self._index_before(h.base_offset, pos)
+            self._account(h)
         if final and self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.flush(fsync=False)
@@ -320,11 +236,8 @@ class LogSegment:
         check out), re-applies the index rule over the validated range, truncates the first
         invalid batch and everything after it, and returns a report line if it truncated.
         """
-        self._ensure_fd()
-        try:
-            self.size = os.fstat(self.fd).st_size
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot stat {self.path}: {exc}") from exc
+        with storage_errors("stat", self.path):
+            self.size = os.fstat(self._ensure_fd()).st_size
         if start > self.size:
             start = 0
         try:
@@ -340,10 +253,10 @@ class LogSegment:
         if start > 0:
             # the recovery point must land on a batch boundary whose next offset it names
             nxt = ibase
-            try:
-                for _, h in iter_headers(self.fd, ipos, start, where=self.path, check_crc=False, chunk=65536):
-                    nxt = h.base_offset + h.last_offset_delta + 1
-            except CorruptRecordError:
+            walk = self.batches(ipos, start, chunk=65536)
+            for _, h in walk:
+                nxt = h.base_offset + h.last_offset_delta + 1
+            if walk.error is not None:
                 nxt = -1
             if nxt != start_offset:
                 self._report(f"{self.path}: recovery point (offset {start_offset}, position {start}) "
@@ -358,30 +271,25 @@ class LogSegment:
         if last is not None and last[0] > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = last
         next_offset = start_offset
-        pos = start
-        problem = None
-        try:
-            for pos, h in iter_headers(self.fd, start, self.size, where=self.path, check_crc=True):
-                if h.base_offset != next_offset:
-                    raise CorruptRecordError(
-                        f"{self.path}: batch at position {pos} has base offset {h.base_offset}, "
-                        f"expected {next_offset}")
-                self._index_before(h.base_offset, pos)
-                self._account(h)
-                next_offset = h.base_offset + h.last_offset_delta + 1
-                pos += BATCH_OVERHEAD + h.batch_length
-        except CorruptRecordError as exc:
-            problem = str(exc)
+        batches = self.batches(start, check_crc=True)
+        for pos, h in batches:
+            if h.base_offset != next_offset:
+                batches.reject(CorruptRecordError(
+                    f"{self.path}: batch at position {pos} has base offset {h.base_offset}, "
+                    f"expected {next_offset}"))
+                break
+            self._index_before(h.base_offset, pos)
+            self._account(h)
+            next_offset = h.base_offset + h.last_offset_delta + 1
+        pos = batches.position   # the end, or the first batch that is torn or invalid
         report = None
         if pos < self.size:
             dropped = self.size - pos
             report = (f"{self.path}: truncated {dropped} bytes at position {pos} "
-                      f"(log end offset {next_offset}): {problem}")
-            try:
+                      f"(log end offset {next_offset}): {batches.error}")
+            with storage_errors(f"truncate to {pos}", self.path):
                 os.ftruncate(self.fd, pos)
                 os.fsync(self.fd)
-            except OSError as exc:
-                raise KafkaStorageError(f"cannot truncate {self.path} to {pos}: {exc}") from exc
             self.size = pos
         self.index.flush(fsync=True)
         self.time_index.flush(fsync=True)
@@ -396,18 +304,20 @@ class LogSegment:
         Returns False (nothing changed on disk) when anything fails its checks; the caller
         then runs :meth:`recover`.
         """
-        self._ensure_fd()
+        with storage_errors("stat", self.path):
+            self.size = os.fstat(self._ensure_fd()).st_size
         try:
-            self.size = os.fstat(self.fd).st_size
             self.index.load(max(self.size, 1))
             base, pos = self.index.lookup(1 << 62)
             self._check_index_entry(base, pos)
             next_offset = self.base_offset
-            for p, h in iter_headers(self.fd, pos, self.size, where=self.path, check_crc=True):
+            batches = self.batches(pos, check_crc=True)
+            for p, h in batches:
                 next_offset = h.base_offset + h.last_offset_delta + 1
                 if h.max_timestamp > self.max_timestamp:
                     self.max_timestamp = h.max_timestamp
                     self.offset_of_max_timestamp = next_offset - 1
+            batches.raise_error()
             self.time_index.load(next_offset - 1 - self.base_offset)
             last = self.time_index.last_entry
             if last is not None:
@@ -438,18 +348,17 @@ class LogSegment:
         else:
             bufs = [stamp, memoryview(batch)[8:]]
         size = BATCH_OVERHEAD + h.batch_length
-        try:
-            n = os.pwritev(self.fd, bufs, pos)
-            if n < size:  # a short write: finish it, or fail and cut it off below
-                stamped = b"".join(bufs)
-                while n < size:
-                    n += os.pwrite(self.fd, memoryview(stamped)[n:], pos + n)
-        except OSError as exc:
+        with storage_errors(f"write {size} bytes at position {pos} to", self.path):
             try:
-                os.ftruncate(self.fd, pos)
+                n = os.pwritev(self.fd, bufs, pos)
+                if n < size:  # a short write: finish it, or fail and cut it off below
+                    stamped = b"".join(bufs)
+                    while n < size:
+                        n += os.pwrite(self.fd, memoryview(stamped)[n:], pos + n)
             except OSError:
-                pass
-            raise KafkaStorageError(f"write of {size} bytes to {self.path} at {pos} failed: {exc}") from exc
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, pos)   # nothing of a failed batch stays behind
+                raise
         self._index_before(h.base_offset, pos)  # only once the batch is there
         self.size = pos + size
         self._account(h)
@@ -461,10 +370,8 @@ class LogSegment:
     def flush(self, fsync: bool = True) -> None:
         """Write pending index entries and (``fsync``) force the log and indexes to disk."""
         if self.fd >= 0 and fsync and self.dirty:
-            try:
+            with storage_errors("fsync", self.path):
                 os.fsync(self.fd)
-            except OSError as exc:
-                raise KafkaStorageError(f"fsync of {self.path} failed: {exc}") from exc
             self.dirty = False
         if self.loaded:
             self.index.flush(fsync)
@@ -489,22 +396,56 @@ class LogSegment:
         entry that does not point at the batch it names gets the indexes rebuilt (reported).
         """
         self.ensure_loaded(upper_bound_offset)
-        self._ensure_fd()
         for attempt in (0, 1):
             base, pos = self.index.lookup(offset)
             try:
                 if pos:
                     self._check_index_entry(base, pos)
-                for p, h in iter_headers(self.fd, pos, self.size, where=self.path, check_crc=False,
-                                         chunk=4096):
+                batches = self.batches(pos, chunk=_LOOKUP_CHUNK)
+                for p, h in batches:
                     if h.base_offset + h.last_offset_delta >= offset:
                         return p, h
+                batches.raise_error()
                 return None
             except IndexCorruptError as exc:
                 if attempt:
                     raise CorruptRecordError(f"{self.path}: index unusable after rebuild: {exc}") from None
                 self._report(f"{self.path}: index rebuilt ({exc})")
                 self.rebuild_indexes(final=self.next_offset is None, upper_bound_offset=upper_bound_offset)
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, upper_bound_offset: int,
+                                 final: bool) -> Optional[tuple[int, int]]:
+        """(offset, timestamp) of the first record here whose timestamp is ≥ ``timestamp``, or
+        None (FORMAT.md §3.2; Kafka's ``LogSegment.findOffsetByTimestamp``). Loads the indexes;
+        a time-index entry it relies on that does not match its batch gets them rebuilt
+        (reported; ``final``: this is a closed segment)."""
+        self.ensure_loaded(upper_bound_offset)
+        if self.max_timestamp < timestamp:
+            return None
+        entry = self.time_index.entry_below(timestamp)
+        if entry is not None:
+            # the entry we rely on must match its batch (a flipped bit could skip records)
+            try:
+                self.check_time_entry(*entry)
+            except IndexCorruptError as exc:
+                self._report(f"{self.path}: index rebuilt ({exc})")
+                self.rebuild_indexes(final=final, upper_bound_offset=upper_bound_offset)
+                entry = self.time_index.entry_below(timestamp)
+        start = self.base_offset if entry is None else entry[1] + 1
+        found = self.locate(start, upper_bound_offset)
+        if found is None:
+            return None
+        pos = found[0]
+        while pos < self.size:
+            h = self.header_at(pos)
+            if h.max_timestamp >= timestamp:
+                buf = self.read(pos, h.size)
+                verify(buf, 0, h, where=f"{self.path} (position {pos})")
+                for r in iter_records(buf, 0, h, where=self.path, min_offset=start):
+                    if r.timestamp >= timestamp:
+                        return r.offset, r.timestamp
+            pos += h.size
         return None
 
     def read(self, position: int, n: int) -> bytes:
@@ -514,25 +455,42 @@ class LogSegment:
             return b""
         return _pread(self._ensure_fd(), n, position, self.path)
 
-    def first_batch_header(self) -> Optional[BatchHeader]:
-        if self.size < HEADER_SIZE:
-            return None
-        try:
-            return self.header_at(0)
-        except CorruptRecordError:
-            return None
-
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
         if self.fd >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
             self.fd = -1
 
     def file_paths(self) -> list[str]:
         return [self.path, self.index.path, self.time_index.path]
+
+    def delete(self) -> None:
+        """Close and remove the segment's files (retention, FORMAT.md §6): each is renamed to
+        ``.deleted`` first, ``.log`` first (once it is gone the segment is gone), then unlinked."""
+        self.close()
+        renamed = []
+        with storage_errors("delete segment", self.path):
+            for p in self.file_paths():
+                if os.path.exists(p):
+                    os.replace(p, p + layout.DELETED_SUFFIX)
+                    renamed.append(p + layout.DELETED_SUFFIX)
+            for p in renamed:
+                os.unlink(p)
+
+    def replace_log_file(self, cleaned_path: str) -> None:
+        """Swap a compacted copy of this closed segment's ``.log`` in (FORMAT.md §6):
+        ``cleaned_path`` → ``<base>.log.swap``, the indexes deleted, the ``.swap`` renamed over
+        the ``.log``. Closes the file; the caller opens the segment anew and rebuilds its indexes
+        (an interrupted swap is completed on open, FORMAT.md §1.1)."""
+        swap = self.path + layout.SWAP_SUFFIX
+        with storage_errors("swap in a cleaned segment as", self.path):
+            os.replace(cleaned_path, swap)
+            for p in (self.index.path, self.time_index.path):
+                if os.path.exists(p):
+                    os.unlink(p)
+            self.close()
+            os.replace(swap, self.path)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"

@@ -29,6 +29,7 @@ from kafkasim.spark_jobs.datasource import (_ARROW_SCHEMA, CorruptBatchWarning, 
 from kafkasim.spark_jobs.logdir import LogDir
 from kafkasim.storage import layout
 from kafkasim.records import record_batch as rb
+from kafkasim.records.columns import ArrowColumnBuilder
 from .segments import write_topic_meta
 from .test_datasource import COLUMNS, _logdir_with_two_segments
 
@@ -207,7 +208,7 @@ def _read(d: str, pure: bool, columns=None, **options) -> list[pa.RecordBatch]:
     with pytest.MonkeyPatch.context() as mp:
         if pure:
             mp.setattr(rb, "_codec", None)   # builders are made lazily, inside the generator
-        assert (rb.ArrowColumnBuilder()._c is None) == (pure or not rb.C_CODEC)
+        assert (ArrowColumnBuilder()._c is None) == (pure or not rb.C_CODEC)
         return list(read_segment_arrow(ld, ld.segments()[0], opts))
 
 

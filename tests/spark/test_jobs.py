@@ -138,17 +138,19 @@ def test_package_zip_runs_on_the_pure_python_codec(tmp_path):
     batch = rb.encode_batch(7, [(0, 1000, b"k", None, (("h", b"x"),)), (2, 990, None, b"v", ())],
                             last_offset_delta=3)
     (tmp_path / "batch.bin").write_bytes(batch)
-    expected = rb.ArrowColumnBuilder()
+    from kafkasim.records.columns import ArrowColumnBuilder
+    expected = ArrowColumnBuilder()
     expected.add(batch, 0, rb.decode_header(batch))
     script = f"""
 import sys
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, {path!r})
 from kafkasim.records import record_batch as rb
+from kafkasim.records.columns import ArrowColumnBuilder
 assert rb.__file__.startswith({path!r}), rb.__file__
 assert not rb.C_CODEC
 data = open({str(tmp_path / "batch.bin")!r}, "rb").read()
-b = rb.ArrowColumnBuilder()
+b = ArrowColumnBuilder()
 b.add(data, 0, rb.decode_header(data))
 print(repr(b.take()))
 """

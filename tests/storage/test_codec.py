@@ -24,6 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.records import record_batch as rb
+from kafkasim.records.columns import ArrowColumnBuilder
 
 codec = rb._codec
 needs_c = pytest.mark.skipif(not rb.C_CODEC, reason="kafkasim.records._codec not built (see test_c_codec_is_built)")
@@ -36,7 +37,7 @@ def test_c_codec_is_built():
     """The project build compiles the extension; without it every C test below is skipped."""
     assert rb.C_CODEC is True
     assert rb._codec is not None and hasattr(rb._codec, "pack_records")
-    assert rb.ArrowColumnBuilder()._c is not None
+    assert ArrowColumnBuilder()._c is not None
 
 
 # ------------------------------------------------------------------ strategies
@@ -376,9 +377,9 @@ def test_encode_trusted_batch_errors_match_the_python_path(records):
 
 
 def _builders() -> tuple:
-    c = rb.ArrowColumnBuilder()
+    c = ArrowColumnBuilder()
     assert c._c is not None
-    p = rb.ArrowColumnBuilder()
+    p = ArrowColumnBuilder()
     p._c = None
     return c, p
 

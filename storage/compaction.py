@@ -1,0 +1,128 @@
+"""Compaction of closed segments (storage/FORMAT.md §6): the algorithm behind ``Log.compact``.
+
+:func:`compact_segments`, in numbered steps:
+
+1. Take the cleanable closed segments (the log picks them: closed, and older than
+   ``min.compaction.lag.ms``), as ``(base offset, path)``.
+2. Read them once, every batch CRC-checked, building ``key → highest offset``.
+3. For each segment, rewrite every batch keeping only records whose offset is the
+   latest for their key, minus tombstones (nil value) whose timestamp is older than the
+   horizon (``now - delete.retention.ms``) and minus keyless records (as Kafka's cleaner,
+   which counts them invalid). Survivors keep offset, timestamp, key, value and headers;
+   a batch keeps base offset, ``last_offset_delta`` and producer fields; a batch left
+   empty is dropped. An unchanged segment is not rewritten.
+4. A changed segment is written to ``<base>.log.cleaned``, fsynced, and handed to ``swap``
+   (the log's: ``.cleaned`` → ``.swap``, indexes removed, ``.swap`` → ``.log``, indexes rebuilt).
+
+The log then writes the cleaner checkpoint (the end of the last cleaned segment).
+
+Worked example: batches ``[k1=a@0, k2=b@1] [k1=c@2, k2=nil@3]`` in closed segments
+(tombstone older than delete.retention.ms) → ``[k1=c@2]``: ``a`` and ``b`` are
+superseded, the tombstone expired. Offsets 0, 1 and 3 read as gaps.
+
+This module works on segment files and knows nothing of the log beyond the ``swap``
+callback, so the log can use it without the log and its cleaner importing each other.
+
+Thread-safety: the caller must hold the log's cleaning lock (``Log.compact`` does), so no
+other retention or compaction pass touches these segments; appends go on meanwhile (they
+never touch closed segments).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterator
+
+from kafkasim.records import record_batch as rb
+from kafkasim.records.framing import BatchHeader, BatchIterator
+from kafkasim.storage import layout
+from kafkasim.storage.files import storage_errors
+
+__all__ = ["compact_segments", "empty_stats"]
+
+
+def empty_stats() -> dict:
+    return {"segments_scanned": 0, "segments_cleaned": 0, "records_read": 0, "records_kept": 0,
+            "records_superseded": 0, "tombstones_dropped": 0, "keyless_dropped": 0,
+            "bytes_before": 0, "bytes_after": 0}
+
+
+def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes, list]]:
+    """(header, raw batch bytes, decoded records) for every batch of a closed segment file;
+    a batch that is torn or does not check out raises ``CorruptRecordError``."""
+    with storage_errors("open for compaction", path):
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        def read(pos: int, n: int) -> bytes:
+            with storage_errors(f"read {n} bytes at position {pos} for compaction of", path):
+                return os.pread(fd, n, pos)
+
+        with storage_errors("stat", path):
+            size = os.fstat(fd).st_size
+        batches = BatchIterator(read, 0, size, where=path, check_crc=False)
+        for pos, h in batches:
+            raw = read(pos, h.size)
+            rb.verify(raw, 0, h, where=f"{path} (position {pos})")
+            yield h, raw, rb.decode_records(raw, 0, h, where=f"{path} (position {pos})")
+        batches.raise_error()
+    finally:
+        os.close(fd)
+
+
+def compact_segments(segments: list[tuple[int, str]], horizon_ms: int, swap: Callable[[int, str], object]) -> dict:
+    """Compact ``segments`` (``(base offset, path)``, oldest first); steps in the module docstring.
+
+    Tombstones with a timestamp below ``horizon_ms`` are dropped; ``swap(base, cleaned_path)``
+    replaces a rewritten segment. Returns the stats (``empty_stats()`` keys).
+    """
+    stats = empty_stats()
+    if not segments:
+        return stats
+    latest: dict[bytes, int] = {}
+    for _, path in segments:
+        for h, _, body in _batches(path):
+            base = h.base_offset
+            for rec in body:
+                if rec[2] is not None:
+                    latest[rec[2]] = base + rec[0]
+    for base, path in segments:
+        stats["segments_scanned"] += 1
+        out: list[bytes] = []
+        changed = False
+        for h, raw, body in _batches(path):
+            stats["records_read"] += len(body)
+            stats["bytes_before"] += len(raw)
+            keep = []
+            for delta, tsd, key, value, headers in body:
+                off = h.base_offset + delta
+                ts = h.base_timestamp + tsd
+                if key is None:
+                    stats["keyless_dropped"] += 1
+                elif latest.get(key) != off:
+                    stats["records_superseded"] += 1
+                elif value is None and ts < horizon_ms:
+                    stats["tombstones_dropped"] += 1
+                else:
+                    keep.append((delta, ts, key, value, headers))
+            stats["records_kept"] += len(keep)
+            if len(keep) == len(body):
+                out.append(raw)
+                stats["bytes_after"] += len(raw)
+                continue
+            changed = True
+            if keep:
+                new = rb.encode_batch(h.base_offset, keep, producer_id=h.producer_id,
+                                      producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                                      partition_leader_epoch=h.partition_leader_epoch,
+                                      attributes=h.attributes, last_offset_delta=h.last_offset_delta)
+                out.append(new)
+                stats["bytes_after"] += len(new)
+        if changed:
+            cleaned = path + layout.CLEANED_SUFFIX
+            with storage_errors("write", cleaned), open(cleaned, "wb") as f:
+                f.write(b"".join(out))
+                f.flush()
+                os.fsync(f.fileno())
+            swap(base, cleaned)
+            stats["segments_cleaned"] += 1
+    return stats
