@@ -1,5 +1,5 @@
 /*
- * storage._codec: the C fast path of storage/record_batch.py (records payload, FORMAT.md §2.2).
+ * kafkasim.records._codec: the C fast path of kafkasim/records/record_batch.py and columns.py (records payload, FORMAT.md §2.2).
  *
  * Two jobs, nothing else:
  *
@@ -208,7 +208,7 @@ static PyObject *pack_records(PyObject *self, PyObject *args) {
     }
     if ((Py_ssize_t)(p - (unsigned char *)PyBytes_AS_STRING(out)) != total) {
         Py_DECREF(out);
-        PyErr_SetString(PyExc_SystemError, "storage._codec.pack_records: size mismatch");
+        PyErr_SetString(PyExc_SystemError, "kafkasim.records._codec.pack_records: size mismatch");
         return NULL;
     }
     return Py_BuildValue("(NLL)", out, (long long)min_ts, (long long)max_ts);
@@ -522,7 +522,7 @@ static PyGetSetDef ac_getset[] = {
 
 static PyTypeObject ArrowColumnsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "storage._codec.ArrowColumns",
+    .tp_name = "kafkasim.records._codec.ArrowColumns",
     .tp_basicsize = sizeof(ArrowColumns),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Records of verified batches accumulated as Arrow buffers (see module doc).",
@@ -540,8 +540,8 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef codec_module = {
-    PyModuleDef_HEAD_INIT, "storage._codec",
-    "C fast path of storage.record_batch: the records payload (FORMAT.md §2.2).", -1, module_methods,
+    PyModuleDef_HEAD_INIT, "kafkasim.records._codec",
+    "C fast path of kafkasim.records (record_batch and columns): the records payload (FORMAT.md §2.2).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__codec(void) {
