@@ -13,6 +13,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── NotCoordinatorError (16)           ├── InvalidGroupIdError (24)
     │   ├── UnknownMemberIdError (25)          ├── InvalidSessionTimeoutError (26)
     │   ├── RebalanceInProgressError (27)      ├── InvalidTimestampError (32)
+    │   ├── UnsupportedVersionError (35)       ├── FetchSessionIdNotFoundError (70)
     │   ├── TopicAlreadyExistsError (36)       ├── InvalidPartitionsError (37)
     │   ├── InvalidReplicationFactorError (38) ├── InvalidReplicaAssignmentError (39)
     │   ├── InvalidConfigurationError (40)     ├── InvalidRequestError (42)
@@ -176,6 +177,11 @@ class InvalidTimestampError(BrokerResponseError):
     """Raised for a negative or otherwise invalid record timestamp."""
 
 
+@_code(35, "The version of API is not supported.")
+class UnsupportedVersionError(BrokerResponseError):
+    """Raised (as an ApiVersions answer) when a request names an API version the server does not serve."""
+
+
 @_code(36, "Topic with this name already exists.")
 class TopicAlreadyExistsError(BrokerResponseError):
     """Raised when creating a topic whose name is taken."""
@@ -241,6 +247,11 @@ class GroupIdNotFoundError(BrokerResponseError):
     """Raised when describing or deleting a group that does not exist."""
 
 
+@_code(70, "The fetch session ID was not found.", True)
+class FetchSessionIdNotFoundError(BrokerResponseError):
+    """Raised for an incremental fetch naming a fetch session the server does not have (it keeps none)."""
+
+
 @_code(79, "The group member needs to have a valid member id before actually entering a consumer group.")
 class MemberIdRequiredError(BrokerResponseError):
     """Raised on a first JoinGroup without a member id (KIP-394); retry with the id given."""
@@ -298,3 +309,4 @@ class NetworkError(BrokerResponseError):
 
 
 __all__.append("NetworkError")
+__all__ += ["UnsupportedVersionError", "FetchSessionIdNotFoundError"]

@@ -1,0 +1,181 @@
+"""Frames ⟷ typed Kafka messages, through ``kio`` (dataclasses generated from Kafka's JSON schemas).
+
+No message schema is written by hand here: every request and response class comes from
+``kio.schema.<api>.v<N>``, and kio's reader/writer do the bytes. This module adds only
+what the schemas leave to the caller:
+
+- the frame: ``int32 size`` + request header + body. The header version follows from
+  the body's: header v2 (tagged fields) for a flexible request version, else v1; the
+  response header is v1 for a flexible response, else v0 — except ApiVersions, whose
+  response header is always v0 (so a client that does not know our versions can read it);
+- :func:`build`: make a response of any version from one plain dict that may carry the
+  fields of every version (fields the version lacks are dropped; fields the caller leaves
+  out get the schema's default, else the type's zero value, as Kafka's generated code does);
+- unit conversions kio makes explicit (``timedelta``/``datetime`` fields ⟷ milliseconds,
+  ``ErrorCode`` ⟷ the ``errno`` of :mod:`kafkasim.errors`).
+
+Invariants: :func:`decode_request` either returns a fully parsed header and body that
+consumed the frame exactly, or raises :class:`MalformedRequest` — never anything else,
+whatever the bytes. Pure functions; thread-safe (kio's per-class reader/writer caches are
+built once and only read afterwards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import io
+import struct
+import uuid
+from typing import Any, NamedTuple
+
+from kio.index import load_entity_module
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.static.constants import EntityType
+
+__all__ = ["MalformedRequest", "Request", "peek", "request_class", "response_class",
+           "decode_request", "encode_response", "build", "ms", "API_VERSIONS_KEY"]
+
+API_VERSIONS_KEY = 18
+_PEEK = struct.Struct(">hhi")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class MalformedRequest(Exception):
+    """A frame that does not parse as the request it claims to be (internal to the server:
+    the connection that sent it is closed; nothing reaches the broker)."""
+
+
+class Request(NamedTuple):
+    """A parsed request: header fields plus the kio body dataclass."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek(frame) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)``: the first 8 bytes, common to every header."""
+    if len(frame) < _PEEK.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is shorter than a request header")
+    return _PEEK.unpack_from(frame, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _entity(api_key: int, version: int, kind: EntityType) -> type:
+    module = load_entity_module(api_key_map[api_key], version, kind)
+    for value in vars(module).values():
+        if (isinstance(value, type) and dataclasses.is_dataclass(value)
+                and getattr(value, "__type__", None) is kind and value.__module__ == module.__name__):
+            return value
+    raise LookupError(f"kio has no {kind.name} class for api key {api_key} v{version}")
+
+
+def request_class(api_key: int, version: int) -> type:
+    return _entity(api_key, version, EntityType.request)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return _entity(api_key, version, EntityType.response)
+
+
+def decode_request(frame, api_key: int, version: int) -> Request:
+    """Parse a whole frame (header + body, without the size prefix) of a served version."""
+    cls = request_class(api_key, version)
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    view = memoryview(frame)
+    try:
+        header, n = entity_reader(header_cls)(view, 0)
+        body, m = entity_reader(cls)(view, n)
+    except Exception as exc:  # kio's DecodeError family, and ValueError/OverflowError on odd values
+        raise MalformedRequest(f"{cls.__name__} v{version}: {type(exc).__name__}: {exc}") from exc
+    if n + m != len(frame):
+        raise MalformedRequest(
+            f"{cls.__name__} v{version}: {len(frame) - n - m} bytes left over after the body")
+    return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """The whole response frame: size prefix, response header, body."""
+    flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if flexible:
+        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+    else:
+        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+# ----------------------------------------------------------------- building responses
+
+def ms(value) -> int:
+    """Milliseconds of a kio ``timedelta``/``datetime`` field (ints pass through)."""
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    if isinstance(value, datetime.datetime):
+        return round(value.timestamp() * 1000)
+    return int(value)
+
+
+def build(cls: type, data: dict) -> Any:
+    """An instance of the kio dataclass ``cls`` from ``data`` (see the module docstring).
+
+    Nested entities are given as dicts (or lists of dicts); ``error_code`` fields as ints;
+    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null).
+    """
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        kafka_type = f.metadata.get("kafka_type")
+        if f.name in data:
+            kwargs[f.name] = _convert(f, kafka_type, data[f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[f.name] = _zero(f, kafka_type)
+    return cls(**kwargs)
+
+
+def _convert(f: dataclasses.Field, kafka_type, value):
+    shape = classify_field(f)
+    if isinstance(shape, EntityTupleField):
+        return None if value is None else tuple(build(shape.type_, v) for v in value)
+    if isinstance(shape, EntityField):
+        return None if value is None else build(shape.type_, value)
+    if shape.is_array:
+        return None if value is None else tuple(value)
+    if kafka_type == "error_code":
+        return ErrorCode(value)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64":
+        if value is None or value < 0:
+            return None
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    return value
+
+
+def _zero(f: dataclasses.Field, kafka_type):
+    shape = classify_field(f)
+    if shape.is_array:
+        return ()
+    if isinstance(shape, EntityField):
+        return None if is_optional(f) else build(shape.type_, {})
+    if is_optional(f):
+        return None
+    return {
+        "string": "", "bytes": b"", "records": b"", "bool": False, "uuid": uuid.UUID(int=0),
+        "error_code": ErrorCode(0), "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0), "datetime_i64": _EPOCH,
+    }.get(kafka_type, 0)
