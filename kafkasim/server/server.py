@@ -34,9 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from kafkasim.errors import UnsupportedVersionError
-from kafkasim.server import apis_admin, apis_data, apis_groups  # noqa: F401  (they fill APIS)
+from kafkasim.server import apis_admin
 from kafkasim.server import codec
-from kafkasim.server.api import APIS, Context, Node, ServerOptions
+from kafkasim.server.api import Context, Node, ServerOptions
+from kafkasim.server.dispatch import APIS
 
 __all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
 
