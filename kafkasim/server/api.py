@@ -122,7 +122,8 @@ class Waker:
 
 @dataclass
 class Context:
-    """What a handler may use: the broker, this node's address, options, and two wakers."""
+    """What a handler may use: the broker, this node's address, options, two wakers, and
+    whether the client is still connected."""
 
     broker: Any
     node: Node
@@ -130,6 +131,9 @@ class Context:
     executor: Optional[Executor] = None
     data_waker: Waker = field(default_factory=Waker)
     group_waker: Waker = field(default_factory=Waker)
+    alive: Callable[[], bool] = lambda: True
+    """False once the requesting client has gone: a held request (long poll, pending join)
+    stops waiting. The server gives each connection its own copy of the context."""
 
     async def call(self, fn: Callable, *args, **kwargs):
         """Run one (blocking) broker call on the executor and return its result."""

@@ -120,9 +120,9 @@ async def fetch(ctx, req):
         topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max)
         failed = any(p["error_code"] for t in topics for p in t["partitions"])
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or total > 0 and body.min_bytes <= 0 or failed or remaining <= 0:
+        if total >= body.min_bytes or failed or remaining <= 0 or not ctx.alive():
             return {"error_code": 0, "session_id": 0, "responses": topics}
-        await ctx.data_waker.wait(remaining)
+        await ctx.data_waker.wait(min(remaining, 1.0))   # re-check the client at least every second
 
 
 @api(2, "ListOffsets", 1, 6)

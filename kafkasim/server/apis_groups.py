@@ -29,10 +29,10 @@ from kio.schema.consumer_protocol_assignment.v0.data import (
 )
 from kio.serial import entity_reader, entity_writer
 
-from kafkasim.errors import InvalidRequestError, RebalanceInProgressError
+from kafkasim.errors import InvalidRequestError, RebalanceInProgressError, UnknownTopicOrPartitionError
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION
 from kafkasim.server.api import api, error_code, error_message
-from kafkasim.server.codec import ms, _entity
+from kafkasim.server.codec import ms
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["decode_assignment", "encode_assignment"]
@@ -93,7 +93,7 @@ async def _hold(ctx, call, deadline: float):
     ctx.group_waker.notify()
     while result.status != COMPLETE:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or not ctx.alive():
             raise RebalanceInProgressError("the rebalance did not complete in time; rejoin")
         await ctx.group_waker.wait(min(POLL_INTERVAL_S, remaining))
         result = await call()
@@ -187,7 +187,8 @@ def _commit(broker, group_id, member_id, generation, instance, offsets: dict) ->
     for tp, om in offsets.items():
         try:
             if not 0 <= tp.partition < broker.partition_count(tp.topic):
-                raise_unknown(tp)
+                raise UnknownTopicOrPartitionError(
+                    f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
             valid[tp] = om
         except Exception as exc:
             codes[tp] = error_code(exc)
@@ -198,12 +199,6 @@ def _commit(broker, group_id, member_id, generation, instance, offsets: dict) ->
         except Exception as exc:
             codes.update(dict.fromkeys(valid, error_code(exc)))
     return codes
-
-
-def raise_unknown(tp):
-    from kafkasim.errors import UnknownTopicOrPartitionError
-
-    raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
 
 
 @api(8, "OffsetCommit", 2, 8)

@@ -28,6 +28,7 @@ awaited on the loop. The server does not own the broker: whoever opened it close
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -129,6 +130,8 @@ class KafkaServer:
                 pass
 
     async def _serve(self, reader, writer, peer) -> None:
+        ctx = dataclasses.replace(
+            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()))
         while True:
             try:
                 head = await reader.readexactly(_SIZE.size)
@@ -140,12 +143,12 @@ class KafkaServer:
                             peer, size, self.max_request_bytes, _MIN_FRAME)
                 raise _CloseConnection
             frame = await reader.readexactly(size)
-            response = await self.handle_frame(frame, peer)
+            response = await self.handle_frame(frame, peer, ctx)
             if response is not None:
                 writer.write(response)
                 await writer.drain()
 
-    async def handle_frame(self, frame: bytes, peer=None) -> Optional[bytes]:
+    async def handle_frame(self, frame: bytes, peer=None, ctx: Optional[Context] = None) -> Optional[bytes]:
         """The response frame for one request frame (None: no response); raises
         :class:`_CloseConnection` when the connection must be closed."""
         try:
@@ -154,21 +157,21 @@ class KafkaServer:
             raise _CloseConnection from None
         entry = APIS.get(api_key)
         if entry is None:
-            log.warning("connection %s: unknown API key %d; closing", peer, api_key)
+            log.info("connection %s: unknown API key %d; closing", peer, api_key)
             raise _CloseConnection
         if not entry.min_version <= version <= entry.max_version:
             if api_key == codec.API_VERSIONS_KEY:
                 return self._unsupported_api_versions(correlation_id)
-            log.warning("connection %s: %s v%d is not served (v%d-v%d); closing",
+            log.info("connection %s: %s v%d is not served (v%d-v%d); closing",
                         peer, entry.name, version, entry.min_version, entry.max_version)
             raise _CloseConnection
         try:
             request = codec.decode_request(frame, api_key, version)
         except codec.MalformedRequest as exc:
-            log.warning("connection %s: malformed request (%s); closing", peer, exc)
+            log.info("connection %s: malformed request (%s); closing", peer, exc)
             raise _CloseConnection from None
         try:
-            result = await entry.handler(self._ctx, request)
+            result = await entry.handler(ctx or self._ctx, request)
             if result is None:
                 return None
             body = codec.build(codec.response_class(api_key, version), result)

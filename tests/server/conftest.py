@@ -46,7 +46,12 @@ def start_server(data_dir, *extra: str) -> Served:
     """Start ``kafkasim serve`` on 127.0.0.1:0 and wait until it prints its address."""
     cmd = [sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(data_dir),
            "--listen", "127.0.0.1:0", "--json", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log_path = os.path.join(os.path.dirname(os.path.abspath(str(data_dir))),
+                            f"serve-{os.path.basename(str(data_dir))}-{time.monotonic_ns()}.log")
+    # stderr goes to a file: a pipe nobody drains would fill up and block the server's logging
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     line = ""
     try:
@@ -57,7 +62,9 @@ def start_server(data_dir, *extra: str) -> Served:
         info = json.loads(line)
     except Exception:
         proc.kill()
-        out, err = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=10)
+        with open(log_path) as f:
+            err = f.read()
         raise AssertionError(f"kafkasim serve did not start: stdout={line!r}{out!r} stderr={err[-2000:]!r}")
     return Served(proc, info["host"], info["port"], str(data_dir))
 

@@ -192,3 +192,18 @@ def test_serve_help_has_an_example():
     out = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "Example:" in out and "--listen" in out
+
+
+@pytest.mark.parametrize("version", [1, 12])
+def test_forged_array_length_is_refused_before_kio_allocates(version):
+    """kio's native reader sizes arrays from the wire; a forged count must never reach it."""
+    from kafkasim.server import codec
+
+    good = raw.request_frame(3, version, 1, {"topics": [{"name": "t"}]})[4:]
+    header_len = 2 + 2 + 4 + 2 + len("raw-test") + (1 if version >= 9 else 0)
+    forged = bytearray(good[:header_len])
+    forged += struct.pack(">i", 0x7FFFFFFF) if version < 9 else b"\xff\xff\xff\xff\x07"
+    forged += good[header_len + (4 if version < 9 else 1):]
+    with pytest.raises(codec.MalformedRequest, match="cannot fit"):
+        codec.decode_request(bytes(forged), 3, version)
+    codec.decode_request(good, 3, version)   # the unforged frame parses
