@@ -165,6 +165,7 @@ class KafkaServer:
             log.info("connection %s: %s v%d is not served (v%d-v%d); closing",
                         peer, entry.name, version, entry.min_version, entry.max_version)
             raise _CloseConnection
+        log.debug("connection %s: %s v%d (correlation id %d)", peer, entry.name, version, correlation_id)
         try:
             request = codec.decode_request(frame, api_key, version)
         except codec.MalformedRequest as exc:
