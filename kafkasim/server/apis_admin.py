@@ -12,7 +12,7 @@ from __future__ import annotations
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
     InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
-    KafkaSimError, TopicAlreadyExistsError,
+    TopicAlreadyExistsError,
 )
 from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
@@ -212,7 +212,7 @@ async def describe_configs(ctx, req):
             elif r.resource_type != RESOURCE_BROKER:  # a broker: no broker configs to show
                 raise InvalidRequestError(f"resource type {r.resource_type} is not supported by kafkasim")
             row["error_code"] = 0
-        except KafkaSimError as exc:
+        except Exception as exc:
             row.update(error_code=error_code(exc), error_message=error_message(exc))
         out.append(row)
     return {"results": out}

@@ -27,12 +27,12 @@ from collections import defaultdict
 from kio.schema.consumer_protocol_assignment.v0.data import (
     ConsumerProtocolAssignment as AssignmentV0, TopicPartition as AssignedTopicV0,
 )
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from kafkasim.errors import InvalidRequestError, RebalanceInProgressError, UnknownTopicOrPartitionError
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION
 from kafkasim.server.api import api, error_code, error_message
-from kafkasim.server.codec import ms
+from kafkasim.server.codec import ms, read_entity
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["decode_assignment", "encode_assignment"]
@@ -57,7 +57,7 @@ def decode_assignment(data: bytes) -> list[TopicPartition]:
         if version < 0:
             raise ValueError(f"version {version}")
         cls = _assignment_class(min(version, 3), EntityType)
-        entity, _ = entity_reader(cls)(memoryview(data), 2)
+        entity, _ = read_entity(cls, data, 2)
     except Exception as exc:
         raise InvalidRequestError(f"the leader's assignment does not parse as ConsumerProtocolAssignment: {exc}") from exc
     return [TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions]

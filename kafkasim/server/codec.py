@@ -51,7 +51,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.static.constants import EntityType
 
 __all__ = ["MalformedRequest", "Request", "peek", "request_class", "response_class",
-           "decode_request", "encode_response", "build", "ms", "API_VERSIONS_KEY"]
+           "decode_request", "read_entity", "encode_response", "build", "ms", "API_VERSIONS_KEY"]
 
 API_VERSIONS_KEY = 18
 _PEEK = struct.Struct(">hhi")
@@ -117,6 +117,21 @@ def decode_request(frame, api_key: int, version: int) -> Request:
         raise MalformedRequest(
             f"{cls.__name__} v{version}: {len(frame) - n - m} bytes left over after the body")
     return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def read_entity(cls: type, data, pos: int = 0):
+    """``(entity, end)``: one ``cls`` entity read from untrusted ``data`` at ``pos``, with the
+    same bounds pre-check as requests (e.g. the assignment bytes inside a SyncGroup).
+    Raises MalformedRequest."""
+    view = memoryview(data)
+    try:
+        _check_bounds(cls, view, pos, len(view))
+        entity, n = entity_reader(cls)(view, pos)
+    except _Bounds as exc:
+        raise MalformedRequest(f"{cls.__name__}: {exc}") from None
+    except Exception as exc:
+        raise MalformedRequest(f"{cls.__name__}: {type(exc).__name__}: {exc}") from exc
+    return entity, pos + n
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:

@@ -207,3 +207,18 @@ def test_forged_array_length_is_refused_before_kio_allocates(version):
     with pytest.raises(codec.MalformedRequest, match="cannot fit"):
         codec.decode_request(bytes(forged), 3, version)
     codec.decode_request(good, 3, version)   # the unforged frame parses
+
+
+def test_forged_assignment_bytes_are_refused_not_read():
+    """The leader's assignment is untrusted bytes too: a forged count is an error, not an abort."""
+    from kafkasim.errors import InvalidRequestError
+    from kafkasim.server.apis_groups import decode_assignment, encode_assignment
+    from kafkasim.types import TopicPartition
+
+    good = encode_assignment([TopicPartition("t", 1), TopicPartition("t", 0), TopicPartition("u", 2)])
+    assert decode_assignment(good) == [TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 2)]
+    forged = good[:2] + struct.pack(">i", 0x7FFFFFFF) + good[6:]
+    with pytest.raises(InvalidRequestError, match="cannot fit"):
+        decode_assignment(forged)
+    with pytest.raises(InvalidRequestError):
+        decode_assignment(b"\x00")
