@@ -222,3 +222,27 @@ def test_forged_assignment_bytes_are_refused_not_read():
         decode_assignment(forged)
     with pytest.raises(InvalidRequestError):
         decode_assignment(b"\x00")
+
+
+def test_retried_idempotent_batch_is_written_once(served):
+    """The producer id, epoch and sequence cross the edge: a retry returns the first offset."""
+    with raw.connect(served.host, served.port) as sock:
+        init = raw.call(sock, 22, 4, {"transactional_id": None, "transaction_timeout": 5000})
+        pid, epoch = init.producer_id, init.producer_epoch
+        raw.call(sock, 3, 12, {"topics": [{"name": "idem-raw"}], "allow_auto_topic_creation": True})
+        batch = kafka_records.encode_batch(0, [(0, 1000, b"k", b"once", ()), (1, 1001, b"k", b"twice?", ())],
+                                           producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        request = {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "idem-raw", "partition_data": [{"index": 0, "records": batch}]}]}
+        first = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
+        again = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
+        assert (int(first.error_code), first.base_offset) == (0, 0)
+        assert (int(again.error_code), again.base_offset) == (0, 0)
+        skipped = kafka_records.encode_batch(0, [(0, 1002, b"k", b"gap", ())], producer_id=pid,
+                                             producer_epoch=epoch, base_sequence=5)
+        request["topic_data"][0]["partition_data"][0]["records"] = skipped
+        gap = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
+        assert int(gap.error_code) == 45            # OUT_OF_ORDER_SEQUENCE_NUMBER
+        end = raw.call(sock, 2, 6, {"replica_id": -1, "topics": [
+            {"name": "idem-raw", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        assert end.topics[0].partitions[0].offset == 2
