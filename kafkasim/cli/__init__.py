@@ -24,7 +24,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.demo",
     "kafkasim.cli.audit",
     "kafkasim.cli.assign",
-    "kafkasim.cli.consume", "kafkasim.cli.groups",
+    "kafkasim.cli.consume", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
     "kafkasim.cli.serve",
@@ -34,20 +34,47 @@ COMMAND_MODULES = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkasim",
-        description="A single-process Kafka partitioning simulator with a segmented on-disk log.",
-        epilog="Example:\n  kafkasim topics create orders --partitions 6\n"
+        description="A Kafka partitioning simulator with a segmented on-disk log.",
+        epilog="Example:\n  kafkasim --data-dir ./lab topics create orders --partitions 6\n"
                "Run 'kafkasim COMMAND --help' for each command's options and an example.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    # global options, accepted before the command too; the command's own value wins
+    parser.add_argument("--data-dir", dest="global_data_dir", default=None, metavar="DIR",
+                        help="data directory for every command (default: $KAFKASIM_DATA_DIR or ./kafkasim-data)")
+    parser.add_argument("--json", dest="global_json", action="store_true", help="print JSON wherever data is printed")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked for (it imports the record codec)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
+def _version() -> str:
+    from kafkasim import __version__
+    from kafkasim.records.record_batch import C_CODEC
+
+    return f"kafkasim {__version__} (record codec: {'C' if C_CODEC else 'pure Python'})"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "data_dir", None) is None and args.global_data_dir is not None:
+        args.data_dir = args.global_data_dir
+    if args.global_json and hasattr(args, "json"):
+        args.json = True
     try:
         rc = args.handler(args)
     except KafkaSimError as exc:

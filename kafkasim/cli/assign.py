@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kafkasim.cli.common import add_json, command, emit
+from kafkasim.cli.output import table
 
 __all__ = ["register"]
 
@@ -35,12 +36,10 @@ def _assign(args) -> int:
 
 
 def _text(result: dict) -> str:
-    rows = [(m, str(len(tps)), ", ".join(f"{t}-{p}" for t, p in tps) or "-")
-            for m, tps in result["assignment"].items()]
-    w0 = max([len("MEMBER")] + [len(r[0]) for r in rows])
     lines = [f"strategy: {result['strategy']}   rounds: {result['rounds']}",
-             f"{'MEMBER':<{w0}}  COUNT  PARTITIONS"]
-    lines += [f"{m:<{w0}}  {c:>5}  {tps}" for m, c, tps in rows]
+             table(["MEMBER", "COUNT", "PARTITIONS"],
+                   [(m, len(tps), ", ".join(f"{t}-{p}" for t, p in tps) or None)
+                    for m, tps in result["assignment"].items()])]
     moved = result["moved"]
     lines.append(f"moved ({len(moved)}): " + (", ".join(
         f"{d['topic']}-{d['partition']} {d['from']}->{d['to'] if d['to'] is not None else '(none)'}"

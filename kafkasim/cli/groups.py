@@ -1,68 +1,155 @@
-"""``kafkasim groups list|describe``: consumer groups (like kafka-consumer-groups), thin over Broker."""
+"""``kafkasim groups list|describe|reset-offsets|delete``: kafka-consumer-groups, thin over kafkasim.admin.groups."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
+from kafkasim.cli.output import table
 
 __all__ = ["register"]
 
 
 def register(sub) -> None:
-    groups = sub.add_parser("groups", help="list and describe consumer groups",
+    groups = sub.add_parser("groups", help="list, describe, reset and delete consumer groups",
                             description="Consumer groups (like kafka-consumer-groups.sh).",
-                            epilog="Example:\n  kafkasim groups describe billing",
+                            epilog="Example:\n  kafkasim groups describe billing --members",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
-    p = command(gsub, "list", help="every group with its state", example="kafkasim groups list --json",
-                handler=_list)
-    add_data_dir(p)
-    add_json(p)
-    p = command(gsub, "describe",
-                help="state, generation, members, assignment; committed offset, log end and lag per partition",
-                example="kafkasim groups describe billing --json", handler=_describe)
-    p.add_argument("group")
+
+    p = command(gsub, "list", help="every group, with --state its state",
+                example="kafkasim groups list --state", handler=_list)
+    p.add_argument("--state", action="store_true", help="show each group's state (Kafka's --list --state)")
     add_data_dir(p)
     add_json(p)
 
+    p = command(gsub, "describe",
+                help="committed offset, log end and lag per partition, with the owning member "
+                     "(or --members / --state)",
+                example="kafkasim groups describe billing --members --json", handler=_describe)
+    p.add_argument("group")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="one row per member: CONSUMER-ID HOST CLIENT-ID #PARTITIONS")
+    view.add_argument("--state", action="store_true",
+                      help="COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS")
+    p.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    add_data_dir(p)
+    add_json(p)
+
+    p = command(gsub, "reset-offsets",
+                help="plan (default, --dry-run) or --execute new committed offsets of an inactive group",
+                example="kafkasim groups reset-offsets billing --topic orders --to-earliest --execute",
+                handler=_reset)
+    p.add_argument("group")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
+                       help="a topic, or topic:0,2 for some partitions (repeatable)")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_const", const=("to_earliest", None), dest="scenario")
+    to.add_argument("--to-latest", action="store_const", const=("to_latest", None), dest="scenario")
+    to.add_argument("--to-current", action="store_const", const=("to_current", None), dest="scenario")
+    to.add_argument("--to-offset", type=int, metavar="N", help="this offset (clamped to [log start, log end])")
+    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="the first offset at or after this time (UTC unless a zone is given)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    add_data_dir(p)
+    add_json(p)
+
+    p = command(gsub, "delete", help="delete inactive groups and their committed offsets",
+                example="kafkasim groups delete billing", handler=_delete)
+    p.add_argument("group", nargs="+")
+    add_data_dir(p)
+    add_json(p)
 
 
 def _list(args) -> int:
     with open_broker(args) as b:
         groups = b.list_groups()
-    emit(args, groups, lambda gs: "\n".join(f"{g['group_id']}\t{g['state']}" for g in gs)
-         or "(no groups)")
+    emit(args, groups, lambda gs: table(["GROUP", "STATE"], [[g["group_id"], g["state"]] for g in gs])
+         if args.state else "\n".join(g["group_id"] for g in gs))
     return 0
-
-
-def _plain(desc: dict) -> dict:
-    out = {k: v for k, v in desc.items() if k != "offsets"}
-    out["members"] = [{**m, "assignment": [[tp[0], tp[1]] for tp in m["assignment"]]}
-                      for m in desc["members"]]
-    return out
-
-
-def _describe_text(d: dict) -> str:
-    lines = [f"Group: {d['group_id']}  State: {d['state']}  Generation: {d['generation']}  "
-             f"Protocol: {d['protocol']}  Leader: {d['leader']}",
-             f"Members: {len(d['members'])}"]
-    for m in d["members"]:
-        parts = ",".join(f"{t}-{p}" for t, p in m["assignment"]) or "-"
-        static = f" (static {m['group_instance_id']})" if m["group_instance_id"] else ""
-        lines.append(f"  {m['member_id']}{static} client={m['client_id']} partitions={parts}")
-    lines.append(f"{'TOPIC':20} {'PARTITION':>9} {'CURRENT-OFFSET':>14} {'LOG-END-OFFSET':>14} "
-                 f"{'LAG':>8}  CONSUMER-ID")
-    for r in d["partitions"]:
-        def show(v):
-            return "-" if v is None else str(v)
-        lines.append(f"{r['topic']:20} {r['partition']:>9} {show(r['committed']):>14} "
-                     f"{show(r['log_end_offset']):>14} {show(r['lag']):>8}  {r['member_id'] or '-'}")
-    return "\n".join(lines)
 
 
 def _describe(args) -> int:
+    from kafkasim.admin import groups as admin
+
     with open_broker(args) as b:
-        desc = _plain(b.describe_group(args.group))
-    emit(args, desc, _describe_text)
+        if args.members:
+            data = admin.members(b, args.group)
+        elif args.state:
+            data = admin.state(b, args.group)
+        else:
+            data = admin.describe(b, args.group)
+    if not args.json and data["state"] == "Empty":
+        print(f"\nConsumer group '{args.group}' has no active members.", file=sys.stderr)
+    elif not args.json and data["state"] in ("PreparingRebalance", "CompletingRebalance"):
+        print(f"\nWarning: Consumer group '{args.group}' is rebalancing.", file=sys.stderr)
+    emit(args, data, lambda d: _describe_text(d, args))
     return 0
+
+
+def _describe_text(d: dict, args) -> str:
+    if args.state:
+        return table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                     [[d["group"], d["coordinator"], d["assignment_strategy"], d["state"], d["members"]]])
+    if args.members:
+        cols = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        rows = [[r["group"], r["consumer_id"], r["group_instance_id"], r["host"], r["client_id"], r["partitions"]]
+                for r in d["rows"]]
+        if not any(r["group_instance_id"] for r in d["rows"]):
+            cols.pop(2)
+            rows = [r[:2] + r[3:] for r in rows]
+        if args.verbose:
+            cols.append("ASSIGNMENT")
+            rows = [row + [r["assignment"]] for row, r in zip(rows, d["rows"])]
+        return table(cols, rows)
+    return table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                  "HOST", "CLIENT-ID"],
+                 [[r["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
+                   r["consumer_id"], r["host"], r["client_id"]] for r in d["rows"]])
+
+
+def _reset(args) -> int:
+    from kafkasim.admin import groups as admin
+
+    if args.to_offset is not None:
+        scenario, value = "to_offset", args.to_offset
+    elif args.shift_by is not None:
+        scenario, value = "shift_by", args.shift_by
+    elif args.to_datetime is not None:
+        scenario, value = "to_datetime", admin.parse_datetime(args.to_datetime)
+    else:
+        scenario, value = args.scenario
+    with open_broker(args) as b:
+        plan = admin.reset_offsets(b, args.group, scenario=scenario, value=value, topics=args.topic,
+                                   all_topics=args.all_topics, execute=args.execute)
+    emit(args, plan, lambda p: table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                                     [[r["group"], r["topic"], r["partition"], r["new_offset"]] for r in p["rows"]])
+         + ("" if p["executed"] else "\n(dry run: nothing committed; add --execute)"))
+    return 0
+
+
+def _delete(args) -> int:
+    from kafkasim.admin import groups as admin
+
+    with open_broker(args) as b:
+        result = admin.delete(b, args.group)
+
+    def text(r: dict) -> str:
+        if not r["failed"]:
+            return ("Deletion of requested consumer groups ("
+                    + ", ".join(f"'{g}'" for g in r["deleted"]) + ") was successful.")
+        lines = ["Error: Deletion of some consumer groups failed:"]
+        lines += [f"* Group '{g}' could not be deleted due to: {e}" for g, e in r["failed"].items()]
+        if r["deleted"]:
+            lines.append("\nThese consumer groups were deleted successfully: "
+                         + ", ".join(f"'{g}'" for g in r["deleted"]))
+        return "\n".join(lines)
+
+    emit(args, result, text)
+    return 1 if result["failed"] else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import binascii
 
 from kafkasim.cli.common import add_json, command, emit
+from kafkasim.cli.output import table
 from kafkasim.errors import InvalidArgumentError
 
 __all__ = ["register"]
@@ -44,9 +45,5 @@ def _partition(args) -> int:
 
 
 def _text(rows: list[dict]) -> str:
-    width = max([len(repr(r["key"])) for r in rows] + [3])
-    lines = [f"{'KEY':{width}}  PARTITION  HASH"]
-    for r in rows:
-        part = "random" if r["partition"] < 0 else str(r["partition"])
-        lines.append(f"{r['key']!r:{width}}  {part:>9}  {r['hash']}")
-    return "\n".join(lines)
+    return table(["KEY", "PARTITION", "HASH"],
+                 [(repr(r["key"]), "random" if r["partition"] < 0 else r["partition"], r["hash"]) for r in rows])

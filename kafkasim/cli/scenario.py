@@ -12,6 +12,7 @@ import argparse
 import os
 
 from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, emit
+from kafkasim.cli.output import table
 
 __all__ = ["register"]
 
@@ -46,8 +47,7 @@ def _list(args) -> int:
 
 
 def _list_text(rows: list[dict]) -> str:
-    width = max(len(r["name"]) for r in rows)
-    return "\n".join(f"{r['name']:{width}}  {r['description']}" for r in rows)
+    return table(["NAME", "DESCRIPTION"], [(r["name"], r["description"]) for r in rows])
 
 
 def _run(args) -> int:

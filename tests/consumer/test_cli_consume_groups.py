@@ -9,7 +9,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.cli import consume as consume_cli, groups as groups_cli
-from kafkasim.errors import KafkaSimError, UnknownTopicOrPartitionError
+from kafkasim.errors import GroupIdNotFoundError, KafkaSimError, UnknownTopicOrPartitionError
 
 
 def run(argv):
@@ -63,14 +63,15 @@ def test_consume_with_group_commits_and_groups_describe_shows_lag(data, capsys):
         {"group_id": "billing", "protocol_type": "consumer", "state": "Empty"}]
     run(["groups", "describe", "billing", "--json", "--data-dir", data])
     d = json.loads(capsys.readouterr().out)
-    assert d["state"] == "Empty" and d["members"] == [] and d["generation"] >= 1
-    rows = {r["partition"]: r for r in d["partitions"]}
-    assert sum(r["committed"] for r in rows.values()) == 7
+    assert d["state"] == "Empty" and all(r["consumer_id"] is None for r in d["rows"])
+    rows = {r["partition"]: r for r in d["rows"]}
+    assert sum(r["current_offset"] for r in rows.values()) == 7
     assert sum(r["lag"] for r in rows.values()) == 13 - 7
     assert rows[0]["log_end_offset"] == 5
     run(["groups", "describe", "billing", "--data-dir", data])
-    text = capsys.readouterr().out
-    assert "State: Empty" in text and "LOG-END-OFFSET" in text
+    captured = capsys.readouterr()
+    assert "Consumer group 'billing' has no active members." in captured.err
+    assert "LOG-END-OFFSET" in captured.out
     # the same group resumes where it committed
     run(["consume", "t", "--group", "billing", "--json", "--timeout-ms", "500", "--data-dir", data])
     assert len(capsys.readouterr().out.splitlines()) == 6
@@ -83,6 +84,6 @@ def test_consume_unknown_topic_is_an_error(data):
         run(["consume", "nope", "--group", "g", "--data-dir", data])
 
 
-def test_describe_unknown_group_is_dead(data, capsys):
-    run(["groups", "describe", "ghost", "--json", "--data-dir", data])
-    assert json.loads(capsys.readouterr().out)["state"] == "Dead"
+def test_describe_unknown_group_is_an_error(data):
+    with pytest.raises(GroupIdNotFoundError, match="Consumer group 'ghost' does not exist."):
+        run(["groups", "describe", "ghost", "--json", "--data-dir", data])
