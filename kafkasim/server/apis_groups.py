@@ -27,7 +27,9 @@ from collections import defaultdict
 from kio.schema.consumer_protocol_assignment.v0.data import (
     ConsumerProtocolAssignment as AssignmentV0, TopicPartition as AssignedTopicV0,
 )
+from kio.index import load_entity_module
 from kio.serial import entity_writer
+from kio.static.constants import EntityType
 
 from kafkasim.errors import InvalidRequestError, RebalanceInProgressError, UnknownTopicOrPartitionError
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION
@@ -47,27 +49,22 @@ MAX_SYNC_HOLD_S = 300.0
 def decode_assignment(data: bytes) -> list[TopicPartition]:
     """Topic-partitions of a ``ConsumerProtocolAssignment`` (int16 version + body, any version).
 
-    Raises InvalidRequestError when the bytes do not parse."""
-    from kio.static.constants import EntityType
-
+    Raises InvalidRequestError when the bytes do not parse (a newer version than kio knows
+    is read as the newest it knows: later versions only append fields)."""
     try:
         if data is None or len(data) < 2:
             raise ValueError(f"{0 if data is None else len(data)} bytes")
         (version,) = struct.unpack_from(">h", data, 0)
         if version < 0:
             raise ValueError(f"version {version}")
-        cls = _assignment_class(min(version, 3), EntityType)
-        entity, _ = read_entity(cls, data, 2)
+        entity, _ = read_entity(_assignment_class(min(version, 3)), data, 2)
     except Exception as exc:
         raise InvalidRequestError(f"the leader's assignment does not parse as ConsumerProtocolAssignment: {exc}") from exc
     return [TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions]
 
 
-def _assignment_class(version: int, EntityType):
-    from kio.index import load_entity_module
-
-    module = load_entity_module("consumer_protocol_assignment", version, EntityType.data)
-    return module.ConsumerProtocolAssignment
+def _assignment_class(version: int) -> type:
+    return load_entity_module("consumer_protocol_assignment", version, EntityType.data).ConsumerProtocolAssignment
 
 
 def encode_assignment(partitions) -> bytes:
