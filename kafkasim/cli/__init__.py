@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.consume", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
+    "kafkasim.cli.serve",
 ]
 
 
