@@ -99,8 +99,9 @@ class _GeneralBuilder:
     """Step 3, unequal subscriptions: Kafka's general algorithm, one instance per call."""
 
     def __init__(self, ppt: Mapping[str, int], subscriptions: Mapping[str, Subscription], order: list[str],
-                 current: dict[str, list[TopicPartition]], max_gen: int) -> None:
+                 current: dict[str, list[TopicPartition]], max_gen: int, rack=None) -> None:
         self.ppt = ppt
+        self.rack = rack            # a sticky.RackInfo when rack-aware, else None
         self.subscriptions = subscriptions
         self.order = order
         self.max_gen = max_gen
@@ -160,7 +161,8 @@ class _GeneralBuilder:
             for tp in tps:
                 if tp.topic not in self.ppt:
                     self.owner.pop(tp, None)
-                elif tp.topic not in topics:
+                elif tp.topic not in topics or (self.rack is not None and self.rack.mismatch(member, tp)):
+                    # unsubscribed, or (rack-aware) off the member's rack: not kept
                     self.revocation_required = True   # Kafka leaves the stale owner entry; so do we
                 else:
                     keep.append(tp)
@@ -191,10 +193,30 @@ class _GeneralBuilder:
                 return m
         return None
 
+    def _first_on_rack(self, tp: TopicPartition) -> Optional[str]:
+        rack = self.rack
+        for _, _, m in self.subs:
+            if tp.topic in self.consumer_topic_set[m] and not rack.mismatch(m, tp):
+                return m
+        return None
+
     def _balance(self, prev, unassigned: list[TopicPartition]) -> None:
         current = self.current
         initializing = not current[self.subs[-1][2]] if self.subs else True
-        for tp in unassigned:
+        to_assign = unassigned
+        if self.rack is not None:
+            # rack-aware: first give each partition to the least loaded eligible member on its rack
+            to_assign = []
+            for tp in unassigned:
+                m = self._first_on_rack(tp) if self.topic_consumers[tp.topic] else None
+                if m is None:
+                    to_assign.append(tp)
+                    continue
+                self._sub_discard(m)
+                current[m].append(tp)
+                self.owner[tp] = m
+                self._sub_add(m)
+        for tp in to_assign:
             if not self.topic_consumers[tp.topic]:
                 continue
             m = self._first_eligible(tp.topic)
