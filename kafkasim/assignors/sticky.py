@@ -40,6 +40,28 @@ Algorithm (``assign``):
    partition to its previous owner, and to undo an earlier move rather than make a
    new one); keep the result only if it is more balanced than before the moves.
 
+Rack awareness (KIP-881, Kafka >= 3.5 including KAFKA-15170), when ``partition_racks``
+is given and :meth:`RackInfo.build` finds it useful (some member has a rack, some member's
+rack holds a replica, some partition is not on every rack):
+
+* constrained: in step 2 an owned partition with no replica on its owner's rack is not
+  kept; the partitions left are ordered by how many members sit on their racks (fewest
+  first, stable) and first dealt only on-rack: round robin to members below ``min``, else
+  to the first member at ``min`` that may still take one more; what cannot be placed
+  on-rack within the quotas then goes through the plain round robin;
+* general: in step 3 an owned partition off its owner's rack is not kept (a revocation),
+  and each unassigned partition first goes to the least loaded eligible member on one of
+  its racks, then (if none) to the least loaded eligible member;
+* a member without a rack matches every partition; balance always wins over racks.
+
+Rack example (Kafka's ``testRackAwareAssignmentWithUniformSubscription``): t1 (6), t2 (7),
+t3 (2), consumer0..2 on racks a, b, c, owning t1-0..t1-4 / t1-5, t2-0..t2-3 /
+t2-4..t2-6, t3-0, t3-1 in generation -1, one replica per partition on rack ``"abc"[k % 3]``
+for the k-th partition overall -> sticky moves every partition to its rack:
+``consumer0: t1-0, t1-3, t2-0, t2-3, t2-6``, ``consumer1: t1-1, t1-4, t2-1, t2-4, t3-0``,
+``consumer2: t1-2, t1-5, t2-2, t2-5, t3-1``; cooperative-sticky keeps only what stays
+(``t1-0, t1-3`` / ``t2-1`` / ``t2-5, t3-1``) and assigns the rest in the follow-up round.
+
 Cooperative-sticky (KIP-429) then withholds every partition that changes owner: it is
 in nobody's list this round, its old owner revokes it, and the follow-up rebalance the
 old owner triggers assigns it (see :func:`kafkasim.assignors.revoked_partitions`).
@@ -53,10 +75,11 @@ has seen across calls; these are pure and use the highest generation of this cal
 Kafka's general algorithm may hand a partition back to its owner from an older
 generation even when that member no longer subscribes to the topic (an invalid
 assignment its consumer then rejects); kafkasim only returns it to a subscribed member.
-Replica racks are unknown to kafkasim, so (like Kafka without partition racks) the
-assignment is not rack-aware.
+Rack information is computed over the subscribed topics only (Kafka's consumer passes
+only those; Kafka's assignor called directly with extra topics would count their racks).
 
-Thread-safety: stateless (each call builds its own private working state); safe to share.
+Thread-safety: stateless (each call builds its own private working state;
+``prefer_rack_aware_logic`` is fixed at construction); safe to share.
 """
 
 from __future__ import annotations

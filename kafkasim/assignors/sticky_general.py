@@ -5,16 +5,20 @@ same topics (identical subscriptions take the constrained algorithm there). One
 :class:`_GeneralBuilder` per call follows Kafka's ``AbstractStickyAssignor.generalAssign``:
 
 1. keep each member's owned partitions that it still subscribes to (a partition of a
-   topic it dropped marks that a revocation is required);
+   topic it dropped, or, rack-aware, one with no replica on the member's rack, marks
+   that a revocation is required);
 2. give each unassigned partition, topics with the fewest subscribers first, to the
    least loaded eligible member (members ordered by (assignment size, Java string order
-   of the member id), a ``SortedList``);
+   of the member id), a ``SortedList``); rack-aware, a first pass gives each one to the
+   least loaded eligible member on one of its racks, and only the rest go by load alone;
 3. set aside members that cannot take part in balancing (every partition they could own
    they own, and none of their topics has a second subscriber);
 4. move partitions from a member with at least two more than an eligible member: first
    back to the partition's owner in an older generation if it is eligible, else to the
    least loaded eligible member; :class:`_Movements` (Kafka's ``PartitionMovements``)
-   turns a move that reverses an earlier one into undoing it, which keeps stickiness;
+   turns a move that reverses an earlier one into undoing it, which keeps stickiness
+   (Kafka's rack-aware variant of this step looks for an on-rack member first but then
+   moves the partition to the same least loaded eligible member, so racks change nothing here);
 5. keep the moves only if the result is more balanced (:func:`_balance_score`, Kafka's
    ``getBalanceScore``) than before them, unless this is the initial assignment.
 
