@@ -790,6 +790,35 @@ def test_every_partition_on_every_rack_gives_the_rack_unaware_result(group, ever
 
 
 @SETTINGS
+@given(racked_groups(), st.data())
+def test_a_replica_on_every_members_rack_gives_the_rack_unaware_result(group, data):
+    """Every member has a rack and each partition has a replica on every member's rack (its other
+    replicas vary, so Kafka does run the rack-aware code): the result is the rack-unaware one.
+    Kafka's RackConfig tests rely on this.  It needs every member to have a rack: see
+    test_a_member_without_rack_can_change_the_result_even_when_every_rack_has_every_partition."""
+    ppt, subs, _ = group
+    subs = {m: s._replace(rack_id=s.rack_id or RACK_NAMES[i % 2]) for i, (m, s) in enumerate(subs.items())}
+    member_racks = {s.rack_id for s in subs.values()}
+    partition_racks = {tp(t, p): member_racks | set(data.draw(st.lists(st.sampled_from(RACK_NAMES + ["x"]))))
+                       for t, n in ppt.items() for p in range(n)}
+    for name in RACK_AWARE:
+        assignor = get_assignor(name)
+        assert assignor.assign(ppt, subs, partition_racks) == assignor.assign(ppt, subs), name
+
+
+def test_a_member_without_rack_can_change_the_result_even_when_every_rack_has_every_partition():
+    """Not a guarantee of Kafka's: here every partition has a replica on the only member rack (r1), but
+    partition racks differ (c-2 is also on r0), so the rack-aware pass runs, and Kafka's
+    nextRackConsumer skips members without a rack: m2 (r1) takes c-0 first, the others c-1, c-2."""
+    ppt = {"c": 3}
+    subs = {"m0": S(["c"]), "m1": S(["c"]), "m2": S(["c"], rack_id="r1")}
+    partition_racks = {tp("c", 0): {"r1"}, tp("c", 1): {"r1"}, tp("c", 2): {"r1", "r0"}}
+    assert StickyAssignor().assign(ppt, subs) == {"m0": [tp("c", 0)], "m1": [tp("c", 1)], "m2": [tp("c", 2)]}
+    assert StickyAssignor().assign(ppt, subs, partition_racks) == {
+        "m0": [tp("c", 1)], "m1": [tp("c", 2)], "m2": [tp("c", 0)]}
+
+
+@SETTINGS
 @given(racked_groups(with_history=False), st.sampled_from([["r0", "r1"], RACK_NAMES]))
 def test_forced_rack_logic_with_every_partition_on_every_rack_changes_nothing(group, everywhere):
     """What Kafka's RackConfig tests rely on: preferRackAwareLogic with all partitions on all racks
