@@ -34,6 +34,7 @@ import uuid
 import warnings
 from typing import Optional
 
+from kafkasim.arguments import check_arg
 from kafkasim.clock import Clock
 from kafkasim.config import LogConfig
 from kafkasim.errors import BrokerNotAvailableError, UnknownTopicOrPartitionError
@@ -102,7 +103,7 @@ class BrokerCore:
                 f"The broker over {self.data_dir} is closed; open a new Broker on the data dir")
 
     def _topic(self, name: str) -> TopicMetadata:
-        meta = self._topics.get(name)
+        meta = self._topics.get(name) if type(name) is str else check_arg("topic", name, "str")
         if meta is None:
             raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
         return meta

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from kafkasim.arguments import check_commit_offsets
 from kafkasim.errors import CoordinatorNotAvailableError, UnknownTopicOrPartitionError
 from kafkasim.types import TopicPartition
 
@@ -80,9 +81,12 @@ class GroupApi(BrokerCore):
 
     def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict,
                       **kwargs) -> None:
-        """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka)."""
+        """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka).
+        ``offsets`` is ``{TopicPartition: OffsetAndMetadata | int}``; anything else is an
+        InvalidArgumentError naming the bad entry (kafkasim.arguments.check_commit_offsets)."""
+        offsets = check_commit_offsets(offsets)
         for tp in offsets:
-            self._partition(tp[0], tp[1])
+            self._partition(tp.topic, tp.partition)
         return self._group_call("offset_commit", group_id, member_id, generation_id, offsets, **kwargs)
 
     def offset_fetch(self, group_id: str, partitions=None) -> dict:
