@@ -46,12 +46,12 @@ from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
-from kafkasim.arguments import check_arg, check_commit_offsets, check_topic_partition
+from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
-    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaSimError,
-    NoOffsetForPartitionError, OffsetOutOfRangeError, UnknownTopicOrPartitionError,
+    IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,
+    OffsetOutOfRangeError, UnknownTopicOrPartitionError,
 )
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
@@ -65,6 +65,8 @@ class Consumer:
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
+        if not all(callable(getattr(broker, n, None)) for n in ("fetch_columns", "list_offsets", "partition_count")):
+            raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
@@ -438,12 +440,11 @@ class Consumer:
 
 def _topics_arg(topics) -> list[str]:
     if isinstance(topics, (bytes, dict)) or not isinstance(topics, Iterable):
-        check_arg("topics", topics, "str", what="a topic name or an iterable of topic names")
+        raise bad_arg("topics", topics, "a topic name or an iterable of topic names")
     return [check_arg("topic", t, "str") for t in topics]
 
 
 def _partitions_arg(partitions) -> list[TopicPartition]:
     if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
-        raise InvalidArgumentError(
-            f"partitions must be an iterable of TopicPartition, got {type(partitions).__name__}: {partitions!r:.80}")
+        raise bad_arg("partitions", partitions, "an iterable of TopicPartition")
     return [check_topic_partition(tp) for tp in partitions]

@@ -24,7 +24,7 @@ from kafkasim.errors import (
     CoordinatorNotAvailableError, IllegalGenerationError, InvalidGroupIdError, InvalidRequestError,
     RebalanceInProgressError, UnknownMemberIdError,
 )
-from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.types import TopicPartition
 
 __all__ = ["CommitsMixin"]
 

@@ -26,7 +26,8 @@ a class     an instance of it                                 the instance
 
 ``min``/``max`` bound an int or number; ``none_ok`` lets ``None`` through; ``what`` says
 what the argument must be in the message. :func:`check_topic_partition` and
-:func:`check_commit_offsets` build on it for the shapes every client passes around.
+:func:`check_commit_offsets` build on it for the shapes every client passes around;
+:func:`bad_arg` is the error itself, for a caller whose test is not one of the kinds.
 
 Pure functions; thread-safe.
 """
@@ -41,7 +42,7 @@ from typing import Any, Optional
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["check_arg", "check_topic_partition", "check_commit_offsets"]
+__all__ = ["check_arg", "bad_arg", "check_topic_partition", "check_commit_offsets"]
 
 _WHAT = {"int": "an int", "number": "a number", "str": "a non-empty str",
          "path": "a non-empty path (str or os.PathLike)", "bytes": "bytes", "mapping": "a mapping"}
@@ -103,13 +104,17 @@ def check_arg(name: str, value: Any, kind: str | type, *, min: Optional[float] =
         ok, out = _CHECKS[kind](value)
         what = what or _WHAT[kind]
     if not ok:
-        also = " or None" if none_ok else ""
-        raise InvalidArgumentError(f"{name} must be {what}{also}, got {type(value).__name__}: {value!r:.80}")
+        raise bad_arg(name, value, what + (" or None" if none_ok else ""))
     if (min is not None and out < min) or (max is not None and out > max):
         bounds = (f"in [{min}, {max}]" if min is not None and max is not None
                   else f">= {min}" if min is not None else f"<= {max}")
         raise InvalidArgumentError(f"{name} must be {what} {bounds}, got {value!r:.80}")
     return out
+
+
+def bad_arg(name: str, value: Any, what: str) -> InvalidArgumentError:
+    """The error for argument ``name`` that is not ``what``: ``<name> must be <what>, got <type>: <value>``."""
+    return InvalidArgumentError(f"{name} must be {what}, got {type(value).__name__}: {value!r:.80}")
 
 
 def check_topic_partition(tp: Any, name: str = "partition") -> TopicPartition:
@@ -118,8 +123,7 @@ def check_topic_partition(tp: Any, name: str = "partition") -> TopicPartition:
         return tp
     if not isinstance(tp, (tuple, list)) or len(tp) != 2 or not isinstance(tp[0], str) \
             or isinstance(tp[1], bool) or not isinstance(tp[1], int):
-        raise InvalidArgumentError(
-            f"{name} must be a TopicPartition (topic: str, partition: int), got {type(tp).__name__}: {tp!r:.80}")
+        raise bad_arg(name, tp, "a TopicPartition (topic: str, partition: int)")
     return TopicPartition(tp[0], int(tp[1]))
 
 

@@ -52,7 +52,7 @@ import random
 import threading
 from typing import Any, Callable, Optional, Sequence
 
-from kafkasim.arguments import check_arg
+from kafkasim.arguments import bad_arg, check_arg
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
@@ -81,6 +81,7 @@ class Producer:
     """A Kafka producer bound to one in-process broker. See the module docstring."""
 
     def __init__(self, broker, **configs: Any) -> None:
+        _check_broker(broker)
         cfg, ignored = parse_configs("producer", PRODUCER_CONFIGS, configs)
         self._broker = broker
         self.config = cfg
@@ -202,7 +203,7 @@ class Producer:
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 raise InvalidArgumentError(
-                    f"Invalid partition: {partition}. Partition number should always be non-negative or null.")
+                    f"Invalid partition: {partition!r}. Partition number should always be non-negative or null.")
             if partition >= n:
                 raise InvalidArgumentError(
                     f"Invalid partition given with record: {partition} is not in the range [0...{n}).")
@@ -338,6 +339,12 @@ class Producer:
         batches = m["batch-total"]
         m["records-per-batch-avg"] = (m["record-send-total"] / batches) if batches else 0.0
         return {"producer-metrics": m}
+
+
+def _check_broker(broker: Any) -> None:
+    """The producer needs the broker API (broker/API.md): produce, partition_count, init_producer_id."""
+    if not all(callable(getattr(broker, name, None)) for name in ("produce", "partition_count", "init_producer_id")):
+        raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
 
 
 def _to_bytes(what: str, v: Any) -> bytes:

@@ -86,3 +86,25 @@ def test_subscribe_takes_topic_names(b, topics):
         c.subscribe(topics)
     assert c.subscription() == set()
     c.close()
+
+
+def test_a_consumer_needs_a_broker(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="broker must be a kafkasim Broker"):
+        Consumer(str(tmp_path), "t")
+
+
+@pytest.mark.parametrize("call,error,name", [
+    (lambda b: b.heartbeat(5, "m", 0), "InvalidGroupIdError", "invalid group id 5"),
+    (lambda b: b.heartbeat("g", "m", "0"), "InvalidArgumentError", "generation_id"),
+    (lambda b: b.sync_group("g", 7, 0), "InvalidArgumentError", "member_id"),
+    (lambda b: b.offset_fetch("g", "t-0"), "InvalidArgumentError", "partitions"),
+    (lambda b: b.offset_fetch("g", [("t", "0")]), "InvalidArgumentError", "partition"),
+    (lambda b: b.offset_fetch(["g"]), "InvalidGroupIdError", "invalid group id"),
+    (lambda b: b.delete_group(None), "InvalidGroupIdError", "invalid group id None"),
+    (lambda b: b.describe_groups("g"), "InvalidArgumentError", "group_ids"),
+    (lambda b: b.offset_commit("g", "", "-1", {TP: 1}), "InvalidArgumentError", "generation_id"),
+])
+def test_the_group_api_checks_its_arguments(b, call, error, name):
+    with pytest.raises(Exception) as e:
+        call(b)
+    assert type(e.value).__name__ == error and name in str(e.value)

@@ -100,3 +100,13 @@ def test_bad_arguments_name_themselves(b, call, name):
         call(p)
     assert p.send("t", value=b"still fine", partition=1).get().offset == 0
     p.close()
+
+
+def test_a_producer_needs_a_broker(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="broker must be a kafkasim Broker"):
+        Producer(None)
+
+
+def test_an_explicit_partition_of_the_wrong_type_is_named_with_its_type(b):
+    with pytest.raises(InvalidArgumentError, match="Invalid partition: '0'"):
+        Producer(b).send("t", value=b"v", partition="0")
