@@ -9,9 +9,11 @@ Lab code ports to a real cluster by changing only the construction::
 
 Pipeline (one job per module, as kafka-python/aiokafka split it):
 
-1. ``send()`` (this module) serializes, picks the partition (explicit → checked; else the
-   partitioner, see ``kafkasim/partitioning/partitioners.py``), optionally stamps the audit headers,
-   and appends a tuple to the accumulator under **one** lock; it returns a future.
+1. ``send()`` (this module) serializes, checks the record (headers and an explicit
+   timestamp, by the one record rule of ``kafkasim.records.validation``), picks the partition
+   (explicit → checked; else the partitioner, see ``kafkasim/partitioning/partitioners.py``),
+   optionally stamps the audit headers, and appends a tuple to the accumulator under
+   **one** lock; it returns a future.
 2. The accumulator closes batches (full / ``linger_ms`` passed on the injected clock /
    flush) into a FIFO ready queue (``producer/accumulator.py``; batches and futures in
    ``producer/batch.py``).
@@ -167,7 +169,11 @@ class Producer:
         """Queue one record; return a future resolving to its RecordMetadata.
 
         Raises at once (like Kafka) for a closed producer, an unknown topic, an invalid
-        explicit partition or a record larger than ``max_request_size``.
+        explicit partition or a record larger than ``max_request_size``, and for a record
+        that breaks the one record rule (:mod:`kafkasim.records.validation`): headers not
+        ``(str, bytes | None)`` pairs (InvalidRecordError) or a timestamp not an int in
+        [0, 2**63-1] (InvalidTimestampError). Nothing is queued then, and no sequence
+        number is taken (sequences are assigned by the sender).
         """
         if self._checks:        # closed, or serializers configured
             if self._closed:
