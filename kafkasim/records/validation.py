@@ -78,9 +78,12 @@ def check_blob(what: str, v: Any, where: str = "") -> Optional[bytes]:
 
 
 def check_headers(headers: Any, where: str = "") -> tuple[tuple, int]:
-    """``(headers as a tuple of pairs, their size in bytes)``; InvalidRecordError naming the bad header.
+    """``(headers as a tuple of (key, value) tuples, their size in bytes)``; InvalidRecordError
+    naming the bad header.
 
-    ``None`` is no headers. The size counts each key's characters and each value's bytes.
+    ``None`` is no headers. The pairs are copied into tuples (a list pair the caller changes
+    later cannot change the record). The size counts each key's characters and each
+    value's bytes.
     """
     if type(headers) is not tuple and type(headers) is not list:
         if headers is None:
@@ -90,6 +93,7 @@ def check_headers(headers: Any, where: str = "") -> tuple[tuple, int]:
                 f"{where}headers must be a sequence of (str, bytes) pairs, got {_shown(headers)}")
         headers = tuple(headers)
     size = 0
+    pairs = []
     for i, pair in enumerate(headers):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise InvalidRecordError(f"{where}header {i}: expected a (key, value) pair, got {pair!r:.60}")
@@ -102,7 +106,8 @@ def check_headers(headers: Any, where: str = "") -> tuple[tuple, int]:
             size += len(k) + len(v)
         else:
             raise InvalidRecordError(f"{where}header {k!r:.60}: value must be bytes or None, got {_shown(v)}")
-    return (headers if type(headers) is tuple else tuple(headers)), size
+        pairs.append(pair if type(pair) is tuple else (k, v))
+    return tuple(pairs), size
 
 
 def record_size(key: Optional[bytes], value: Optional[bytes], headers: Sequence = ()) -> int:

@@ -110,3 +110,14 @@ def test_a_producer_needs_a_broker(tmp_path):
 def test_an_explicit_partition_of_the_wrong_type_is_named_with_its_type(b):
     with pytest.raises(InvalidArgumentError, match="Invalid partition: '0'"):
         Producer(b).send("t", value=b"v", partition="0")
+
+
+def test_a_header_pair_changed_after_send_does_not_change_the_record(b):
+    p = Producer(b, linger_ms=60_000)
+    pair = ["h", b"v"]
+    f = p.send("t", value=b"x", partition=0, headers=[pair])
+    pair[1] = "not bytes"               # as Kafka's producer, send() took the record as it was
+    p.flush()
+    assert f.get().offset == 0
+    assert b.fetch("t", 0, 0).records[0].headers == (("h", b"v"),)
+    p.close()

@@ -66,4 +66,7 @@ def test_check_columns_passes_a_well_formed_batch_and_sizes_follow_the_producer(
     h = rb.decode_header(batch)
     rv.check_columns(h.base_timestamp, *rb.decode_columns(batch, 0, h))
     assert rv.record_size(b"k", b"v" * 10, (("h", b"x"), ("n", None))) == rv.RECORD_OVERHEAD + 1 + 10 + 2 + 1
-    assert rv.check_headers([["h", b"x"]]) == ((["h", b"x"],), 2)
+    pair = ["h", b"x"]
+    headers, size = rv.check_headers([pair])
+    pair[1] = "changed later"
+    assert (headers, size) == ((("h", b"x"),), 2)
