@@ -103,7 +103,9 @@ class BrokerCore:
                 f"The broker over {self.data_dir} is closed; open a new Broker on the data dir")
 
     def _topic(self, name: str) -> TopicMetadata:
-        meta = self._topics.get(name) if type(name) is str else check_arg("topic", name, "str")
+        if type(name) is not str:
+            check_arg("topic", name, "str")       # InvalidArgumentError naming it
+        meta = self._topics.get(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
         return meta
