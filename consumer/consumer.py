@@ -65,7 +65,8 @@ class Consumer:
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
-        if not all(callable(getattr(broker, n, None)) for n in ("fetch_columns", "list_offsets", "partition_count")):
+        if not all(callable(getattr(broker, n, None))
+                   for n in ("fetch_columns", "list_offsets", "partition_count")):
             raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:

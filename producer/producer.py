@@ -349,7 +349,8 @@ class Producer:
 
 def _check_broker(broker: Any) -> None:
     """The producer needs the broker API (broker/API.md): produce, partition_count, init_producer_id."""
-    if not all(callable(getattr(broker, name, None)) for name in ("produce", "partition_count", "init_producer_id")):
+    if not all(callable(getattr(broker, name, None))
+               for name in ("produce", "partition_count", "init_producer_id")):
         raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
 
 
