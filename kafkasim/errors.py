@@ -5,25 +5,26 @@ so ``except KafkaSimError`` catches everything of ours::
 
     KafkaSimError                      root; never raised itself
     ├── BrokerResponseError            an error Kafka's protocol has a code for (``errno``)
-    │   ├── OffsetOutOfRangeError (1)            ├── TopicAlreadyExistsError (36)
-    │   ├── CorruptRecordError (2)               ├── InvalidPartitionsError (37)
-    │   ├── UnknownTopicOrPartitionError (3)     ├── InvalidReplicationFactorError (38)
-    │   ├── BrokerNotAvailableError (8) *        ├── InvalidReplicaAssignmentError (39)
-    │   ├── RecordTooLargeError (10)             ├── InvalidConfigurationError (40)
-    │   ├── NetworkError (13)                    ├── InvalidRequestError (42)
-    │   ├── CoordinatorLoadInProgressError (14)  ├── OutOfOrderSequenceNumberError (45)
-    │   ├── CoordinatorNotAvailableError (15)    ├── DuplicateSequenceNumberError (46)
-    │   ├── NotCoordinatorError (16)             ├── InvalidProducerEpochError (47)
-    │   ├── InvalidTopicError (17)               ├── KafkaStorageError (56)
-    │   ├── RecordBatchTooLargeError (18)        ├── UnknownProducerIdError (59)
-    │   ├── InvalidRequiredAcksError (21)        ├── NonEmptyGroupError (68)
-    │   ├── IllegalGenerationError (22)          ├── GroupIdNotFoundError (69)
-    │   ├── InconsistentGroupProtocolError (23)  ├── MemberIdRequiredError (79)
-    │   ├── InvalidGroupIdError (24)             ├── GroupMaxSizeReachedError (81)
-    │   ├── UnknownMemberIdError (25)            ├── FencedInstanceIdError (82)
-    │   ├── InvalidSessionTimeoutError (26)      ├── InvalidRecordError (87)
-    │   ├── RebalanceInProgressError (27)        └── UnknownServerError (-1)
-    │   └── InvalidTimestampError (32)
+    │   ├── OffsetOutOfRangeError (1)            ├── UnsupportedVersionError (35)
+    │   ├── CorruptRecordError (2)               ├── TopicAlreadyExistsError (36)
+    │   ├── UnknownTopicOrPartitionError (3)     ├── InvalidPartitionsError (37)
+    │   ├── BrokerNotAvailableError (8) *        ├── InvalidReplicationFactorError (38)
+    │   ├── RecordTooLargeError (10)             ├── InvalidReplicaAssignmentError (39)
+    │   ├── NetworkError (13)                    ├── InvalidConfigurationError (40)
+    │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidRequestError (42)
+    │   ├── CoordinatorNotAvailableError (15)    ├── OutOfOrderSequenceNumberError (45)
+    │   ├── NotCoordinatorError (16)             ├── DuplicateSequenceNumberError (46)
+    │   ├── InvalidTopicError (17)               ├── InvalidProducerEpochError (47)
+    │   ├── RecordBatchTooLargeError (18)        ├── KafkaStorageError (56)
+    │   ├── InvalidRequiredAcksError (21)        ├── UnknownProducerIdError (59)
+    │   ├── IllegalGenerationError (22)          ├── NonEmptyGroupError (68)
+    │   ├── InconsistentGroupProtocolError (23)  ├── GroupIdNotFoundError (69)
+    │   ├── InvalidGroupIdError (24)             ├── FetchSessionIdNotFoundError (70)
+    │   ├── UnknownMemberIdError (25)            ├── MemberIdRequiredError (79)
+    │   ├── InvalidSessionTimeoutError (26)      ├── GroupMaxSizeReachedError (81)
+    │   ├── RebalanceInProgressError (27)        ├── FencedInstanceIdError (82)
+    │   └── InvalidTimestampError (32)           ├── InvalidRecordError (87)
+    │                                            └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
@@ -58,7 +59,8 @@ __all__ = [
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
-    "KafkaTimeoutError", "InvalidArgumentError",
+    "KafkaTimeoutError", "InvalidArgumentError", "NetworkError", "UnsupportedVersionError",
+    "FetchSessionIdNotFoundError",
 ]
 
 
@@ -182,6 +184,11 @@ class InvalidTimestampError(BrokerResponseError):
     """Raised for a negative or otherwise invalid record timestamp."""
 
 
+@_code(35, "The version of API is not supported.")
+class UnsupportedVersionError(BrokerResponseError):
+    """Raised (as an ApiVersions answer) when a request names an API version the server does not serve."""
+
+
 @_code(36, "Topic with this name already exists.")
 class TopicAlreadyExistsError(BrokerResponseError):
     """Raised when creating a topic whose name is taken."""
@@ -247,6 +254,11 @@ class GroupIdNotFoundError(BrokerResponseError):
     """Raised when describing or deleting a group that does not exist."""
 
 
+@_code(70, "The fetch session ID was not found.", True)
+class FetchSessionIdNotFoundError(BrokerResponseError):
+    """Raised for an incremental fetch naming a fetch session the server does not have (it keeps none)."""
+
+
 @_code(79, "The group member needs to have a valid member id before actually entering a consumer group.")
 class MemberIdRequiredError(BrokerResponseError):
     """Raised on a first JoinGroup without a member id (KIP-394); retry with the id given."""
@@ -308,4 +320,3 @@ class NetworkError(BrokerResponseError):
     """Raised by the producer's fault injection: a produce request or its response was lost."""
 
 
-__all__.append("NetworkError")

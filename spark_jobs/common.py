@@ -134,13 +134,24 @@ def open_spark(args, spark=None):
     """
     if spark is not None:
         return spark
-    from pyspark import SparkConf, SparkContext
     from kafkasim.spark_jobs.session import build_session
     master = args.master
-    if not master:
-        SparkContext._ensure_initialized()  # starts (or joins spark-submit's) JVM gateway
-        master = None if SparkConf().contains("spark.master") else "local[*]"
-    return build_session(app_name="kafkasim-audit", master=master)
+    if not master:   # under spark-submit the JVM is already up and names the master
+        master = None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
+    return build_session(app_name="kafkasim-audit", master=master, verbose=getattr(args, "verbose", False),
+                         ui=getattr(args, "spark_ui", False))
+
+
+def check_inputs(data_dir: str, topics: Optional[Sequence[str]]) -> list[str]:
+    """Validate the data dir and the topics **before** Spark starts, so a typo costs
+    milliseconds, not a JVM start: the data dir must exist and hold kafkasim topic
+    metadata, and every named topic must exist. Returns the topics to audit."""
+    log_dir = LogDir(data_dir)
+    if log_dir.is_local and not os.path.isdir(data_dir):
+        raise InvalidArgumentError(f"data dir {data_dir} does not exist (check --data-dir / $KAFKASIM_DATA_DIR)")
+    if not log_dir.topic_metadata():
+        raise InvalidArgumentError(f"data dir {data_dir} holds no kafkasim topics (no meta/topics/*.json)")
+    return default_topics(data_dir, topics)
 
 
 def default_topics(data_dir: str, topics: Optional[Sequence[str]]) -> list[str]:

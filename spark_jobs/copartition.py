@@ -99,6 +99,7 @@ def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     common.require(args.topic is not None and len(args.topic) == 2,
                    "copartition needs exactly two topics: --topic LEFT --topic RIGHT")
+    common.check_inputs(data_dir, args.topic)                # before the JVM starts
     spark = common.open_spark(args, spark)
     return common.run_job(args, lambda: build_report(
         spark, data_dir, args.topic[0], args.topic[1], corrupt=args.corrupt,

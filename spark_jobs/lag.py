@@ -174,6 +174,7 @@ violations = common.violations
 
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
+    common.check_inputs(data_dir, args.topic)                # before the JVM starts
     spark = common.open_spark(args, spark)
     return common.run_job(args, lambda: build_report(
         spark, data_dir, args.topic, args.group, max_lag_records=args.max_lag_records,

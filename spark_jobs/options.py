@@ -21,6 +21,10 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
                    help="write the JSON report to OUT ('-' for stdout)")
     p.add_argument("--master", default=None,
                    help="Spark master (default local[*]; leave unset under spark-submit)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's own logging and JVM output (hidden by default)")
+    p.add_argument("--spark-ui", action="store_true",
+                   help="start the Spark UI (off by default; it binds 127.0.0.1 in local mode)")
     p.add_argument("--corrupt", choices=("report", "fail"), default="report",
                    help="corrupt batches: report and skip (default) or fail the job")
 

@@ -259,8 +259,8 @@ violations = common.violations
 
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
+    topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
     spark = common.open_spark(args, spark)
-    topics = common.default_topics(data_dir, args.topic)
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
         corrupt=args.corrupt, max_details=args.max_details), text, violations)

@@ -150,6 +150,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     common.require(args.topic is not None and len(args.topic) == 1, "repartition needs exactly one --topic")
+    common.check_inputs(data_dir, args.topic)                # before the JVM starts
     spark = common.open_spark(args, spark)
     return common.run_job(args, lambda: build_report(
         spark, data_dir, args.topic[0], args.to, n_from=args.n_from, partitioner=args.partitioner,

@@ -1,43 +1,98 @@
-"""How kafkasim starts Spark: one place that sets the driver's Python for workers.
+"""How kafkasim starts Spark: the one place a SparkSession is configured.
 
 ``build_session()`` returns a SparkSession whose workers run ``sys.executable``
-(``spark.pyspark.python``), with the kafkasim data source registered.
-Not thread-safe to call concurrently (SparkSession.builder is global).
+(``spark.pyspark.python``), with the kafkasim data source registered, and which is
+**quiet and local-only by default** on a ``local[...]`` master:
+
+- everything binds 127.0.0.1 (``spark.driver.host``/``bindAddress`` and
+  ``SPARK_LOCAL_IP`` for the block manager), so an audit never listens on an external
+  interface, and the Spark UI stays off unless ``ui=True``;
+- the driver JVM logs only errors (``log4j2-quiet.properties`` beside this file) and its
+  start-up chatter (``Using incubator modules``, the native-library and log-level
+  notices) is filtered from its stderr; anything else the JVM prints still reaches the
+  user's stderr. ``verbose=True`` keeps Spark's own logging and output untouched.
+
+Under ``spark-submit`` (``master=None``) or a cluster master, Spark's own launch and the
+cluster's settings apply. Not thread-safe to call concurrently (SparkSession.builder is
+global).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
+import threading
 from typing import Mapping, Optional
 
-__all__ = ["build_session"]
+__all__ = ["build_session", "LOG4J2_CONFIG", "NOISE"]
+
+LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
+
+# Lines the JVM prints on every start that tell a user nothing about their audit.
+NOISE = re.compile(
+    r"WARNING: Using incubator modules|NativeCodeLoader|Setting default log level|"
+    r"To adjust logging level|resolves to a loopback address|Set SPARK_LOCAL_IP|"
+    r"^\s*$")
+
+
+def _forward_stderr(stream) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if not NOISE.search(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _start_quiet_gateway(conf_pairs: dict) -> None:
+    """Launch the py4j JVM ourselves with its stderr piped through the noise filter."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return                                        # a JVM is already there (tests, spark-submit)
+    conf = SparkConf(loadDefaults=False)
+    for k, v in conf_pairs.items():
+        conf.set(k, v)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr",
+                     daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]",
-                  extra_conf: Optional[Mapping[str, str]] = None):
-    """Build (or get) a SparkSession configured for kafkasim jobs.
+                  extra_conf: Optional[Mapping[str, str]] = None, *, verbose: bool = False,
+                  ui: bool = False):
+    """Build (or get) a SparkSession configured for kafkasim jobs (see the module docstring).
 
     ``master=None`` leaves the master to ``spark-submit``.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    local = bool(master) and master.startswith("local")
+    conf = {"spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.execution.arrow.pyspark.enabled": "true"}
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     "spark.ui.enabled": "true" if ui else "false"})
+        if not verbose:
+            conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
+    conf.update(extra_conf or {})
+    if local and not verbose:
+        _start_quiet_gateway(dict(conf, **{"spark.master": master, "spark.app.name": app_name}))
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    builder = (builder.config("spark.pyspark.python", sys.executable)
-               .config("spark.pyspark.driver.python", sys.executable)
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
-    for k, v in (extra_conf or {}).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        from kafkasim.spark_jobs.datasource import register
-    except ImportError:  # the data source lands with the Spark issue
-        return session
+    session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
+    from kafkasim.spark_jobs.datasource import register
     register(session)
     return session

@@ -12,6 +12,10 @@ Usage::
     >>> get_assignor("range").assign({"t0": 3}, {"C0": Subscription(["t0"]), "C1": Subscription(["t0"])})
     {'C0': [TopicPartition(topic='t0', partition=0), TopicPartition(topic='t0', partition=1)], 'C1': [TopicPartition(topic='t0', partition=2)]}
 
+``assign(partitions_per_topic, subscriptions, partition_racks=None)``: with
+``partition_racks`` (TopicPartition -> racks of its replicas) and members' ``rack_id``,
+range and the sticky assignors are rack-aware as Kafka >= 3.5 (KIP-881).
+
 :func:`get_assignor` accepts a name, an :class:`Assignor` subclass or an instance;
 :func:`register_assignor` adds a custom assignor by its ``name``.
 

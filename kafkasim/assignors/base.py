@@ -3,6 +3,9 @@
 An assignor turns ``partitions_per_topic`` (topic -> partition count) and
 ``subscriptions`` (member id -> :class:`Subscription`) into ``member id -> sorted
 list of TopicPartition``.  It mirrors Kafka's ``AbstractPartitionAssignor.assign``.
+The range and sticky assignors also take ``partition_racks`` (TopicPartition -> the
+racks of its replicas), Kafka's ``PartitionInfo`` replicas reduced to their racks, and
+are then rack-aware as Kafka >= 3.5 (KIP-881): see :func:`use_rack_aware_assignment`.
 
 Invariants every assignor here keeps (tests/assignors checks them):
 - ``assign`` is a pure function of its arguments: no state is kept between calls,
@@ -22,7 +25,7 @@ Thread-safety: everything here is immutable or a pure function; safe to share.
 from __future__ import annotations
 
 from itertools import repeat
-from typing import Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Collection, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from kafkasim.errors import IllegalStateError
 from kafkasim.types import TopicPartition
@@ -32,6 +35,8 @@ __all__ = [
     "java_str_key", "member_sort_key", "sorted_members", "partition_sort_key",
     "all_partitions_sorted", "revoked_partitions", "check_assignment",
     "topic_partitions", "sort_partitions", "java_order_is_python_order",
+    "PartitionRacks", "RackAwareAssignor", "consumer_rack", "use_rack_aware_assignment",
+    "replica_racks",
 ]
 
 EAGER = "eager"
@@ -48,8 +53,8 @@ class Subscription(NamedTuple):
     ``owned_partitions`` is what the member owned in generation ``generation_id``
     (KIP-429 ``ownedPartitions``; Kafka >= 3.x also sends the generation).  A
     ``group_instance_id`` (static membership) changes the member sort order; ``rack_id``
-    is carried for Kafka's rack-aware assignors (kafkasim has no replica racks, so,
-    like Kafka without partition rack information, the assignors ignore it).
+    is the member's ``client.rack`` (KIP-881): the range and sticky assignors use it when
+    ``partition_racks`` is given (``None`` or ``""`` means "no rack", as in Kafka).
     """
 
     topics: Sequence[str]
@@ -73,8 +78,13 @@ class Assignor:
     supported_protocols: tuple[str, ...] = (EAGER,)
 
     def assign(self, partitions_per_topic: Mapping[str, int],
-               subscriptions: Mapping[str, Subscription]) -> dict[str, list[TopicPartition]]:
-        """Return member id -> sorted partitions; every member of ``subscriptions`` is a key."""
+               subscriptions: Mapping[str, Subscription],
+               partition_racks: Optional[PartitionRacks] = None) -> dict[str, list[TopicPartition]]:
+        """Return member id -> sorted partitions; every member of ``subscriptions`` is a key.
+
+        ``partition_racks`` (optional) maps a partition to the racks of its replicas; a
+        rack-unaware assignor ignores it.
+        """
         raise NotImplementedError
 
     def on_assignment(self, assignment: Sequence[TopicPartition], generation_id: int) -> None:
@@ -82,6 +92,61 @@ class Assignor:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+class RackAwareAssignor(Assignor):
+    """An assignor that follows Kafka's KIP-881 rack-aware logic when given ``partition_racks``.
+
+    ``prefer_rack_aware_logic`` is Kafka's test-only ``AbstractPartitionAssignor.preferRackAwareLogic``:
+    it runs the rack-aware code even when every partition has a replica on every rack (where
+    Kafka, and kafkasim by default, skip it because it cannot improve anything).  Kafka's
+    tests use it to show that the rack-aware code then gives the rack-unaware result; so do
+    kafkasim's.  It is fixed at construction; ``assign`` stays a pure function.
+    """
+
+    def __init__(self, *, prefer_rack_aware_logic: bool = False) -> None:
+        self.prefer_rack_aware_logic = bool(prefer_rack_aware_logic)
+
+
+PartitionRacks = Mapping[TopicPartition, Collection[Optional[str]]]
+"""TopicPartition -> the racks of its replicas (Kafka: ``PartitionInfo.replicas()[i].rack()``).
+
+A partition missing from the mapping, or whose racks are all ``None``, has no known rack."""
+
+
+def consumer_rack(sub: Subscription) -> Optional[str]:
+    """The member's rack, or ``None`` when it has none (Kafka ignores an empty ``client.rack``)."""
+    return sub.rack_id or None
+
+
+def replica_racks(partition_racks: PartitionRacks, tp: TopicPartition) -> frozenset:
+    """The set of known racks of ``tp``'s replicas (``None`` racks dropped; missing = empty)."""
+    racks = partition_racks.get(tp)
+    if not racks:
+        return frozenset()
+    return frozenset(r for r in racks if r is not None)
+
+
+def use_rack_aware_assignment(consumer_racks: Collection[str], all_partition_racks: Collection[str],
+                              racks_per_partition: Iterable[frozenset], prefer: bool = False) -> bool:
+    """Kafka's ``AbstractPartitionAssignor.useRackAwareAssignment``.
+
+    False when no member has a rack, or no member's rack holds any replica; otherwise true
+    when some partition's replicas are on only a subset of ``all_partition_racks`` (with
+    every partition on every rack, rack alignment cannot change anything); ``prefer``
+    (Kafka's test-only ``preferRackAwareLogic``) makes that last case true as well.
+
+    >>> use_rack_aware_assignment({"a"}, {"a", "b"}, [frozenset({"a", "b"})])
+    False
+    >>> use_rack_aware_assignment({"a"}, {"a", "b"}, [frozenset({"a"}), frozenset({"b"})])
+    True
+    """
+    if not consumer_racks or not set(consumer_racks) & set(all_partition_racks):
+        return False
+    if prefer:
+        return True
+    everywhere = frozenset(all_partition_racks)
+    return any(racks != everywhere for racks in racks_per_partition)
 
 
 def java_str_key(s: str) -> str:

@@ -6,7 +6,9 @@ The spec (every key after ``subscriptions`` optional)::
      "subscriptions": {"C0": ["t0"], "C1": ["t0"]},          # member -> topics, in join order
      "previous_assignment": {"C0": [["t0", 0], ["t0", 1]]},   # what each member owned
      "generation": {"C0": 1},                                 # generation of that ownership
-     "group_instance_ids": {"C0": "i-0"}}                     # static members
+     "group_instance_ids": {"C0": "i-0"},                     # static members
+     "racks": {"C0": "rack-a"},                               # each member's client.rack
+     "partition_racks": {"t0": {"0": ["rack-a", "rack-b"]}}}  # racks of each partition's replicas
 
 Result (:func:`calculate`), members and partitions sorted::
 
@@ -27,7 +29,12 @@ Definitions:
   assigns them); empty for the eager assignors;
 - with ``follow_up``, cooperative-sticky is re-run with each member owning what it was
   just assigned (generation + 1) until a round withholds nothing; ``assignment`` is
-  then the final one and ``rounds`` counts the assignor calls.
+  then the final one and ``rounds`` counts the assignor calls;
+- racks (KIP-881): with ``partition_racks`` the assignor gets each partition's replica
+  racks (a partition not listed has no known rack) and the members' ``racks``; the range
+  and sticky assignors are then rack-aware as Kafka's.  The result then also has
+  ``rack_misaligned``: every assigned partition none of whose replicas is on its
+  member's rack (members without a rack are never misaligned).
 
 Invariants: a parsed :class:`AssignmentSpec` is valid (every bad field raised
 :class:`~kafkasim.errors.InvalidArgumentError` naming it).  Pure functions; thread-safe.
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from kafkasim.config import MAX_PARTITIONS
@@ -54,7 +61,8 @@ __all__ = ["AssignmentSpec", "parse_spec", "read_spec", "calculate", "MAX_FOLLOW
 MAX_FOLLOW_UP_ROUNDS = 10
 """A cooperative assignment that still withholds partitions after this many calls is a bug."""
 
-_KEYS = ("partitions_per_topic", "subscriptions", "previous_assignment", "generation", "group_instance_ids")
+_KEYS = ("partitions_per_topic", "subscriptions", "previous_assignment", "generation", "group_instance_ids",
+         "racks", "partition_racks")
 
 
 @dataclass(frozen=True)
@@ -66,13 +74,16 @@ class AssignmentSpec:
     previous_assignment: dict[str, list[TopicPartition]]
     generation: dict[str, int]
     group_instance_ids: dict[str, str]
+    racks: dict[str, str] = field(default_factory=dict)
+    partition_racks: Optional[dict[TopicPartition, tuple[str, ...]]] = None
 
     def to_subscriptions(self) -> dict[str, Subscription]:
         """Member id -> :class:`Subscription`, in the spec's (join) order."""
         return {m: Subscription(topics=list(topics),
                                 owned_partitions=list(self.previous_assignment.get(m, ())),
                                 generation_id=self.generation.get(m, DEFAULT_GENERATION),
-                                group_instance_id=self.group_instance_ids.get(m))
+                                group_instance_id=self.group_instance_ids.get(m),
+                                rack_id=self.racks.get(m))
                 for m, topics in self.subscriptions.items()}
 
     def previous_owners(self) -> dict[TopicPartition, str]:
@@ -165,7 +176,35 @@ def parse_spec(obj: Any) -> AssignmentSpec:
             raise _bad(f"group_instance_ids.{member}", f"instance id {iid!r} is already used by {seen[iid]!r}")
         seen[iid] = member
         ids[member] = iid
-    return AssignmentSpec(ppt, subs, prev, gens, ids)
+    racks: dict[str, str] = {}
+    for member, rack in _object(obj, "racks").items():
+        _name(member, "racks")
+        if member not in subs:
+            raise _bad(f"racks.{member}", "names a member that is not in subscriptions")
+        racks[member] = _name(rack, f"racks.{member}")
+    partition_racks = _partition_racks(obj, ppt) if "partition_racks" in obj else None
+    return AssignmentSpec(ppt, subs, prev, gens, ids, racks, partition_racks)
+
+
+def _partition_racks(obj: Mapping, ppt: Mapping[str, int]) -> dict[TopicPartition, tuple[str, ...]]:
+    """``{"t0": {"0": ["rack-a", ...]}}`` -> TopicPartition -> racks, every field checked."""
+    out: dict[TopicPartition, tuple[str, ...]] = {}
+    for topic, per_partition in _object(obj, "partition_racks").items():
+        _name(topic, "partition_racks")
+        field_name = f"partition_racks.{topic}"
+        if topic not in ppt:
+            raise _bad(field_name, "names a topic that is not in partitions_per_topic")
+        if not isinstance(per_partition, dict):
+            raise _bad(field_name, f"expected an object of partition -> list of racks, got {per_partition!r}")
+        for key, racks in per_partition.items():
+            where = f"{field_name}.{key}"
+            if not (key.isascii() and key.isdigit()) or int(key) >= ppt[topic]:
+                valid = f"0..{ppt[topic] - 1}" if ppt[topic] else "none: the topic has 0 partitions"
+                raise _bad(where, f"expected a partition number of {topic!r} ({valid}), got {key!r}")
+            if not isinstance(racks, list):
+                raise _bad(where, f"expected a list of racks, got {racks!r}")
+            out[TopicPartition(topic, int(key))] = tuple(_name(r, where) for r in racks)
+    return out
 
 
 def read_spec(path: str) -> AssignmentSpec:
@@ -194,7 +233,13 @@ def calculate(strategy: Any, spec: AssignmentSpec, *, follow_up: bool = False) -
     assignor: Assignor = get_assignor(strategy)
     subs = spec.to_subscriptions()
     ppt = spec.partitions_per_topic
-    assignment = assignor.assign(ppt, subs)
+    racks = spec.partition_racks
+
+    def run(subscriptions: Mapping[str, Subscription]) -> dict[str, list[TopicPartition]]:
+        # only a spec with partition_racks passes the third argument (custom assignors may not take it)
+        return assignor.assign(ppt, subscriptions) if racks is None else assignor.assign(ppt, subscriptions, racks)
+
+    assignment = run(subs)
     cooperative = COOPERATIVE in tuple(getattr(assignor, "supported_protocols", ()))
     revoked_first = _withheld(ppt, subs, assignment) if cooperative else []
     rounds = 1
@@ -206,7 +251,7 @@ def calculate(strategy: Any, spec: AssignmentSpec, *, follow_up: bool = False) -
                 raise IllegalStateError(f"{assignor.name}: partitions {pending} still withheld after {rounds} rounds")
             subs = {m: s._replace(owned_partitions=list(assignment[m]), generation_id=generation)
                     for m, s in subs.items()}
-            assignment = assignor.assign(ppt, subs)
+            assignment = run(subs)
             generation += 1
             rounds += 1
             pending = _withheld(ppt, subs, assignment)
@@ -215,7 +260,7 @@ def calculate(strategy: Any, spec: AssignmentSpec, *, follow_up: bool = False) -
              for tp, prev in sorted(spec.previous_owners().items(), key=lambda kv: partition_sort_key(kv[0]))
              if owner_now.get(tp) != prev]
     members = sorted(assignment, key=lambda m: member_sort_key(m, None))
-    return {
+    result = {
         "strategy": assignor.name,
         "rounds": rounds,
         "assignment": {m: [[tp.topic, tp.partition] for tp in sorted(assignment[m], key=partition_sort_key)]
@@ -223,3 +268,9 @@ def calculate(strategy: Any, spec: AssignmentSpec, *, follow_up: bool = False) -
         "moved": moved,
         "revoked_first": [[tp.topic, tp.partition] for tp in sorted(revoked_first, key=partition_sort_key)],
     }
+    if racks is not None:
+        result["rack_misaligned"] = [
+            {"topic": tp.topic, "partition": tp.partition, "member": m, "rack": spec.racks[m]}
+            for m in members if m in spec.racks
+            for tp in sorted(assignment[m], key=partition_sort_key) if spec.racks[m] not in racks.get(tp, ())]
+    return result

@@ -40,6 +40,28 @@ Algorithm (``assign``):
    partition to its previous owner, and to undo an earlier move rather than make a
    new one); keep the result only if it is more balanced than before the moves.
 
+Rack awareness (KIP-881, Kafka >= 3.5 including KAFKA-15170), when ``partition_racks``
+is given and :meth:`RackInfo.build` finds it useful (some member has a rack, some member's
+rack holds a replica, some partition is not on every rack):
+
+* constrained: in step 2 an owned partition with no replica on its owner's rack is not
+  kept; the partitions left are ordered by how many members sit on their racks (fewest
+  first, stable) and first dealt only on-rack: round robin to members below ``min``, else
+  to the first member at ``min`` that may still take one more; what cannot be placed
+  on-rack within the quotas then goes through the plain round robin;
+* general: in step 3 an owned partition off its owner's rack is not kept (a revocation),
+  and each unassigned partition first goes to the least loaded eligible member on one of
+  its racks, then (if none) to the least loaded eligible member;
+* a member without a rack matches every partition; balance always wins over racks.
+
+Rack example (Kafka's ``testRackAwareAssignmentWithUniformSubscription``): t1 (6), t2 (7),
+t3 (2), consumer0..2 on racks a, b, c, owning t1-0..t1-4 / t1-5, t2-0..t2-3 /
+t2-4..t2-6, t3-0, t3-1 in generation -1, one replica per partition on rack ``"abc"[k % 3]``
+for the k-th partition overall -> sticky moves every partition to its rack:
+``consumer0: t1-0, t1-3, t2-0, t2-3, t2-6``, ``consumer1: t1-1, t1-4, t2-1, t2-4, t3-0``,
+``consumer2: t1-2, t1-5, t2-2, t2-5, t3-1``; cooperative-sticky keeps only what stays
+(``t1-0, t1-3`` / ``t2-1`` / ``t2-5, t3-1``) and assigns the rest in the follow-up round.
+
 Cooperative-sticky (KIP-429) then withholds every partition that changes owner: it is
 in nobody's list this round, its old owner revokes it, and the follow-up rebalance the
 old owner triggers assigns it (see :func:`kafkasim.assignors.revoked_partitions`).
@@ -53,28 +75,30 @@ has seen across calls; these are pure and use the highest generation of this cal
 Kafka's general algorithm may hand a partition back to its owner from an older
 generation even when that member no longer subscribes to the topic (an invalid
 assignment its consumer then rejects); kafkasim only returns it to a subscribed member.
-Replica racks are unknown to kafkasim, so (like Kafka without partition racks) the
-assignment is not rack-aware.
+Rack information is computed over the subscribed topics only (Kafka's consumer passes
+only those; Kafka's assignor called directly with extra topics would count their racks).
 
-Thread-safety: stateless (each call builds its own private working state); safe to share.
+Thread-safety: stateless (each call builds its own private working state;
+``prefer_rack_aware_logic`` is fixed at construction); safe to share.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from kafkasim.errors import IllegalStateError
 from kafkasim.types import TopicPartition
 
 from kafkasim.assignors._java import hashmap_order
 from kafkasim.assignors.base import (
-    COOPERATIVE, DEFAULT_GENERATION, EAGER, Assignor, Subscription, java_order_is_python_order, java_str_key,
-    sort_partitions, topic_partitions,
+    COOPERATIVE, DEFAULT_GENERATION, EAGER, PartitionRacks, RackAwareAssignor, Subscription, consumer_rack,
+    java_order_is_python_order, java_str_key, replica_racks, sort_partitions, topic_partitions,
+    use_rack_aware_assignment,
 )
 from kafkasim.assignors.sticky_general import _GeneralBuilder
 
-__all__ = ["StickyAssignor", "CooperativeStickyAssignor", "sticky_assign"]
+__all__ = ["StickyAssignor", "CooperativeStickyAssignor", "sticky_assign", "RackInfo"]
 
 Assignment = dict[str, list[TopicPartition]]
 
@@ -123,8 +147,63 @@ def _previous_owners(all_topics, subscriptions: Mapping[str, Subscription], orde
     return all_equal, owned, multi, max_gen
 
 
+class RackInfo:
+    """Kafka's ``AbstractStickyAssignor.RackInfo``: member racks and replica racks, when they matter.
+
+    Built only when rack-aware assignment applies (:meth:`build` returns ``None`` otherwise,
+    and the sticky algorithms then run exactly as without racks).  ``mismatch(member, tp)``
+    is true when the member has a rack and no replica of ``tp`` is on it.
+    """
+
+    __slots__ = ("member_racks", "partition_racks", "members_on_racks")
+
+    def __init__(self, member_racks: dict[str, str], partition_racks: dict[TopicPartition, frozenset],
+                 members_on_racks: dict[TopicPartition, int]) -> None:
+        self.member_racks = member_racks
+        self.partition_racks = partition_racks
+        self.members_on_racks = members_on_racks   # Kafka's numConsumersByPartition
+
+    @classmethod
+    def build(cls, ppt: Mapping[str, int], subscriptions: Mapping[str, Subscription],
+              partition_racks: Optional[PartitionRacks], prefer: bool = False) -> Optional["RackInfo"]:
+        if partition_racks is None:
+            return None
+        members_by_rack: dict[str, list[str]] = {}
+        for member, sub in subscriptions.items():
+            rack = consumer_rack(sub)
+            if rack is not None:
+                members_by_rack.setdefault(rack, []).append(member)
+        if not members_by_rack:
+            return None
+        racks_of = {tp: replica_racks(partition_racks, tp)
+                    for t in ppt for tp in topic_partitions(t, 0, ppt[t])}
+        all_racks = frozenset().union(*racks_of.values())
+        if not use_rack_aware_assignment(members_by_rack.keys(), all_racks, racks_of.values(), prefer):
+            return None
+        member_racks = {m: rack for rack, ms in members_by_rack.items() for m in ms}
+        members_on_racks = {tp: sum(len(members_by_rack.get(r, ())) for r in racks) for tp, racks in racks_of.items()}
+        return cls(member_racks, racks_of, members_on_racks)
+
+    def mismatch(self, member: str, tp: TopicPartition) -> bool:
+        rack = self.member_racks.get(member)
+        return rack is not None and rack not in self.partition_racks.get(tp, ())
+
+    def next_on_rack(self, tp: TopicPartition, members: Sequence[str], first: int) -> int:
+        """Index of the first member of ``members`` on a rack of ``tp``, cycling from ``first``; -1 if none."""
+        racks = self.partition_racks.get(tp)
+        n = len(members)
+        if not racks or not n:
+            return -1
+        for i in range(n):
+            index = (first + i) % n
+            if self.member_racks.get(members[index]) in racks:
+                return index
+        return -1
+
+
 def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicPartition]],
-                        multi: set[TopicPartition]) -> tuple[Assignment, dict[TopicPartition, str]]:
+                        multi: set[TopicPartition], rack: Optional[RackInfo] = None
+                        ) -> tuple[Assignment, dict[TopicPartition, str]]:
     """Step 2, identical subscriptions.  Returns (assignment, partitions changing owner -> new owner)."""
     total = sum(ppt.values())
     n = len(owned)
@@ -133,13 +212,18 @@ def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicParti
     current_over = 0
     assignment: Assignment = {m: [] for m in owned}
     assigned: set[TopicPartition] = set()
-    revoked: set[TopicPartition] = set()
+    revoked: dict[TopicPartition, str] = {}   # owned partition not kept -> its owner (Kafka's maybeRevokedPartitions)
     under: list[str] = []          # unfilled members below minQuota
     exact: list[str] = []          # members at minQuota that may still take one more
     # 2a. keep owned partitions up to quota, in Kafka's HashMap order of members
     safe = java_order_is_python_order(ppt)
     by_partition = itemgetter(1, 0) if safe else (lambda tp: (tp[1], java_str_key(tp[0])))
     for member, mine in owned.items():
+        if rack is not None:       # rack-aware: an owned partition off the member's rack is not kept
+            misplaced = [tp for tp in mine if rack.mismatch(member, tp)]
+            if misplaced:
+                revoked.update(dict.fromkeys(misplaced, member))
+                mine = [tp for tp in mine if not rack.mismatch(member, tp)]
         kept = sorted([tp for tp in mine if tp not in multi] if multi else mine, key=by_partition)
         target = assignment[member]
         if len(kept) < min_q:
@@ -152,11 +236,11 @@ def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicParti
                 exact.clear()
             target.extend(kept[:max_q])
             assigned.update(kept[:max_q])
-            revoked.update(kept[max_q:])
+            revoked.update(dict.fromkeys(kept[max_q:], member))
         else:
             target.extend(kept[:min_q])
             assigned.update(kept[:min_q])
-            revoked.update(kept[min_q:])
+            revoked.update(dict.fromkeys(kept[min_q:], member))
             if current_over < expected_over:
                 exact.append(member)
     unassigned: list[TopicPartition] = []
@@ -165,9 +249,47 @@ def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicParti
         unassigned.extend([tp for tp in tps if tp not in assigned] if assigned else tps)
     under.sort(key=java_str_key)
     exact.sort(key=java_str_key)
-    exact_head = 0
     transferring: dict[TopicPartition, str] = {}
-    # 2b. round robin over the members below quota, then one each to members at minQuota
+
+    if rack is not None:
+        # 2b (rack-aware only). partitions with the fewest members on their racks first (stable);
+        # each goes round robin to a member below minQuota on its rack, else to the first
+        # member at minQuota on its rack that may still take one more; the rest wait for 2c
+        unassigned.sort(key=lambda tp: rack.members_on_racks.get(tp, 0))
+        left: list[TopicPartition] = []
+        next_index = 0
+        for tp in unassigned:
+            member = None
+            index = rack.next_on_rack(tp, under, next_index)
+            if index >= 0:
+                member = under[index]
+                count = len(assignment[member]) + 1
+                if count >= min_q:
+                    del under[index]
+                    if count < max_q and current_over < expected_over:
+                        exact.append(member)
+                else:
+                    index += 1
+                next_index = index % len(under) if under else 0
+            elif exact:
+                index = rack.next_on_rack(tp, exact, 0)
+                if index >= 0:
+                    member = exact[index]
+                    if len(assignment[member]) + 1 == max_q:
+                        del exact[index]
+                        current_over += 1
+                        if current_over == expected_over:
+                            exact.clear()
+            if member is None:
+                left.append(tp)
+                continue
+            assignment[member].append(tp)
+            previous = revoked.get(tp)
+            if (previous is not None and previous != member) or tp in multi:
+                transferring[tp] = member
+        unassigned = left
+    exact_head = 0
+    # 2c. round robin over the members below quota, then one each to members at minQuota
     pos = 0
     for tp in unassigned:
         if pos < len(under):
@@ -184,8 +306,10 @@ def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicParti
             pos = 1
         target = assignment[member]
         target.append(tp)
-        if tp in revoked or tp in multi:
-            transferring[tp] = member
+        if revoked or multi:
+            previous = revoked.get(tp)
+            if (previous is not None and previous != member) or tp in multi:
+                transferring[tp] = member
         count = len(target)
         if count == min_q:
             if pos and under[pos - 1] == member:   # the iterator's remove(): only members from `under`
@@ -204,7 +328,8 @@ def _constrained_assign(ppt: Mapping[str, int], owned: dict[str, list[TopicParti
     return assignment, transferring
 
 
-def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
+def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription],
+                  partition_racks: Optional[PartitionRacks] = None, *, prefer_rack_aware: bool = False
                   ) -> tuple[Assignment, Optional[dict[TopicPartition, str]]]:
     """The shared sticky algorithm.  Returns (assignment, partitions changing owner -> new owner),
     the second being ``None`` when the general algorithm ran (the caller then computes it)."""
@@ -213,10 +338,11 @@ def sticky_assign(partitions_per_topic: Mapping[str, int], subscriptions: Mappin
     if not subscriptions:
         return {}, {}
     order = hashmap_order(subscriptions)
+    rack = RackInfo.build(ppt, subscriptions, partition_racks, prefer_rack_aware)
     all_equal, owned, multi, max_gen = _previous_owners(ppt.keys(), subscriptions, order)
     if all_equal:
-        return _constrained_assign(ppt, owned, multi)
-    return _GeneralBuilder(ppt, subscriptions, order, owned, max_gen).build(), None
+        return _constrained_assign(ppt, owned, multi, rack)
+    return _GeneralBuilder(ppt, subscriptions, order, owned, max_gen, rack).build(), None
 
 
 def _sorted(assignment: Assignment, members, topics) -> Assignment:
@@ -224,19 +350,21 @@ def _sorted(assignment: Assignment, members, topics) -> Assignment:
     return {m: sort_partitions(assignment.get(m, ()), safe) for m in members}
 
 
-class StickyAssignor(Assignor):
+class StickyAssignor(RackAwareAssignor):
     """Balanced first, sticky second; eager protocol (everything is revoked before a rebalance)."""
 
     name = "sticky"
     supported_protocols = (EAGER,)
 
     def assign(self, partitions_per_topic: Mapping[str, int],
-               subscriptions: Mapping[str, Subscription]) -> Assignment:
-        assignment, _ = sticky_assign(partitions_per_topic, subscriptions)
+               subscriptions: Mapping[str, Subscription],
+               partition_racks: Optional[PartitionRacks] = None) -> Assignment:
+        assignment, _ = sticky_assign(partitions_per_topic, subscriptions, partition_racks,
+                                      prefer_rack_aware=self.prefer_rack_aware_logic)
         return _sorted(assignment, subscriptions, partitions_per_topic)
 
 
-class CooperativeStickyAssignor(Assignor):
+class CooperativeStickyAssignor(RackAwareAssignor):
     """The sticky assignment minus every partition that changes owner (revoked first, KIP-429).
 
     Supports both protocols, as Kafka's: ``("cooperative", "eager")``.
@@ -246,8 +374,10 @@ class CooperativeStickyAssignor(Assignor):
     supported_protocols = (COOPERATIVE, EAGER)
 
     def assign(self, partitions_per_topic: Mapping[str, int],
-               subscriptions: Mapping[str, Subscription]) -> Assignment:
-        assignment, transferring = sticky_assign(partitions_per_topic, subscriptions)
+               subscriptions: Mapping[str, Subscription],
+               partition_racks: Optional[PartitionRacks] = None) -> Assignment:
+        assignment, transferring = sticky_assign(partitions_per_topic, subscriptions, partition_racks,
+                                                 prefer_rack_aware=self.prefer_rack_aware_logic)
         if transferring is None:
             transferring = _changing_owner(subscriptions, assignment)
         withheld: dict[str, set[TopicPartition]] = {}

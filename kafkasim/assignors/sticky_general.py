@@ -5,16 +5,20 @@ same topics (identical subscriptions take the constrained algorithm there). One
 :class:`_GeneralBuilder` per call follows Kafka's ``AbstractStickyAssignor.generalAssign``:
 
 1. keep each member's owned partitions that it still subscribes to (a partition of a
-   topic it dropped marks that a revocation is required);
+   topic it dropped, or, rack-aware, one with no replica on the member's rack, marks
+   that a revocation is required);
 2. give each unassigned partition, topics with the fewest subscribers first, to the
    least loaded eligible member (members ordered by (assignment size, Java string order
-   of the member id), a ``SortedList``);
+   of the member id), a ``SortedList``); rack-aware, a first pass gives each one to the
+   least loaded eligible member on one of its racks, and only the rest go by load alone;
 3. set aside members that cannot take part in balancing (every partition they could own
    they own, and none of their topics has a second subscriber);
 4. move partitions from a member with at least two more than an eligible member: first
    back to the partition's owner in an older generation if it is eligible, else to the
    least loaded eligible member; :class:`_Movements` (Kafka's ``PartitionMovements``)
-   turns a move that reverses an earlier one into undoing it, which keeps stickiness;
+   turns a move that reverses an earlier one into undoing it, which keeps stickiness
+   (Kafka's rack-aware variant of this step looks for an on-rack member first but then
+   moves the partition to the same least loaded eligible member, so racks change nothing here);
 5. keep the moves only if the result is more balanced (:func:`_balance_score`, Kafka's
    ``getBalanceScore``) than before them, unless this is the initial assignment.
 
@@ -99,8 +103,9 @@ class _GeneralBuilder:
     """Step 3, unequal subscriptions: Kafka's general algorithm, one instance per call."""
 
     def __init__(self, ppt: Mapping[str, int], subscriptions: Mapping[str, Subscription], order: list[str],
-                 current: dict[str, list[TopicPartition]], max_gen: int) -> None:
+                 current: dict[str, list[TopicPartition]], max_gen: int, rack=None) -> None:
         self.ppt = ppt
+        self.rack = rack            # a sticky.RackInfo when rack-aware, else None
         self.subscriptions = subscriptions
         self.order = order
         self.max_gen = max_gen
@@ -160,7 +165,8 @@ class _GeneralBuilder:
             for tp in tps:
                 if tp.topic not in self.ppt:
                     self.owner.pop(tp, None)
-                elif tp.topic not in topics:
+                elif tp.topic not in topics or (self.rack is not None and self.rack.mismatch(member, tp)):
+                    # unsubscribed, or (rack-aware) off the member's rack: not kept
                     self.revocation_required = True   # Kafka leaves the stale owner entry; so do we
                 else:
                     keep.append(tp)
@@ -191,10 +197,30 @@ class _GeneralBuilder:
                 return m
         return None
 
+    def _first_on_rack(self, tp: TopicPartition) -> Optional[str]:
+        rack = self.rack
+        for _, _, m in self.subs:
+            if tp.topic in self.consumer_topic_set[m] and not rack.mismatch(m, tp):
+                return m
+        return None
+
     def _balance(self, prev, unassigned: list[TopicPartition]) -> None:
         current = self.current
         initializing = not current[self.subs[-1][2]] if self.subs else True
-        for tp in unassigned:
+        to_assign = unassigned
+        if self.rack is not None:
+            # rack-aware: first give each partition to the least loaded eligible member on its rack
+            to_assign = []
+            for tp in unassigned:
+                m = self._first_on_rack(tp) if self.topic_consumers[tp.topic] else None
+                if m is None:
+                    to_assign.append(tp)
+                    continue
+                self._sub_discard(m)
+                current[m].append(tp)
+                self.owner[tp] = m
+                self._sub_add(m)
+        for tp in to_assign:
             if not self.topic_consumers[tp.topic]:
                 continue
             m = self._first_eligible(tp.topic)

@@ -23,10 +23,11 @@ COMMAND_MODULES = [
     "kafkasim.cli.logtools",
     "kafkasim.cli.demo",
     "kafkasim.cli.audit",
-    "kafkasim.cli.assign",
+    "kafkasim.cli.assign", "kafkasim.cli.replicas",
     "kafkasim.cli.consume", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
+    "kafkasim.cli.serve",
 ]
 
 

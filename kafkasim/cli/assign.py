@@ -20,7 +20,8 @@ def register(sub) -> None:
                         "(or a registered custom assignor)")
     p.add_argument("--spec", required=True, metavar="FILE",
                    help="JSON spec file, or - for stdin: partitions_per_topic, subscriptions and optionally "
-                        "previous_assignment, generation, group_instance_ids (see docs/assignors.md)")
+                        "previous_assignment, generation, group_instance_ids, racks, partition_racks "
+                        "(see docs/assignors.md)")
     p.add_argument("--follow-up", action="store_true",
                    help="cooperative-sticky: run the follow-up rebalances until nothing is revoked "
                         "and print the final assignment")
@@ -46,4 +47,8 @@ def _text(result: dict) -> str:
         for d in moved) or "-"))
     revoked = result["revoked_first"]
     lines.append(f"revoked first ({len(revoked)}): " + (", ".join(f"{t}-{p}" for t, p in revoked) or "-"))
+    if "rack_misaligned" in result:
+        off = result["rack_misaligned"]
+        lines.append(f"rack-misaligned ({len(off)}): " + (", ".join(
+            f"{d['topic']}-{d['partition']} {d['member']}@{d['rack']}" for d in off) or "-"))
     return "\n".join(lines)

@@ -61,6 +61,52 @@ def test_previous_owner_is_the_highest_generation_and_a_tie_has_none():
     assert owners == {("t", 0): "A"}   # t-1 claimed by B and Gone in generation 2: no valid owner
 
 
+RACKED = {"subscriptions": {"C0": ["t0"]}, "partitions_per_topic": {"t0": 2}}
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"racks": {"C9": "a"}}, "racks.C9"),
+    ({"racks": {"C0": ""}}, "racks.C0"),
+    ({"racks": {"C0": 1}}, "racks.C0"),
+    ({"racks": ["a"]}, "racks"),
+    ({"partition_racks": {"t9": {"0": ["a"]}}}, "partition_racks.t9"),
+    ({"partition_racks": {"t0": ["a"]}}, "partition_racks.t0"),
+    ({"partition_racks": {"t0": {"2": ["a"]}}}, "partition_racks.t0.2"),
+    ({"partition_racks": {"t0": {"-1": ["a"]}}}, "partition_racks.t0.-1"),
+    ({"partition_racks": {"t0": {"x": ["a"]}}}, "partition_racks.t0.x"),
+    ({"partition_racks": {"t0": {"0": "a"}}}, "partition_racks.t0.0"),
+    ({"partition_racks": {"t0": {"0": ["a", None]}}}, "partition_racks.t0.0"),
+    ({"partition_racks": "t0"}, "partition_racks"),
+])
+def test_bad_rack_fields_name_the_field(extra, field):
+    with pytest.raises(InvalidArgumentError, match=field.replace(".", r"\.") + ":"):
+        parse_spec({**RACKED, **extra})
+
+
+RACK_SPEC = {"partitions_per_topic": {"t0": 3}, "subscriptions": {"C0": ["t0"], "C1": ["t0"]},
+             "racks": {"C0": "a", "C1": "b"},
+             "partition_racks": {"t0": {"0": ["b"], "1": ["a"], "2": ["b"]}}}
+
+
+@pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
+def test_partition_racks_make_the_assignment_rack_aware(strategy):
+    """Range without racks gives C0 t0-0, t0-1; with racks each member gets partitions on its rack."""
+    out = calculate(strategy, parse_spec(RACK_SPEC))
+    assert out["assignment"] == {"C0": [["t0", 1]], "C1": [["t0", 0], ["t0", 2]]}
+    assert out["rack_misaligned"] == []
+
+
+def test_rack_misaligned_lists_partitions_off_their_members_rack():
+    spec = dict(RACK_SPEC, partition_racks={"t0": {"0": ["c"], "1": ["a"], "2": ["b"]}})
+    out = calculate("range", parse_spec(spec))
+    assert out["assignment"] == {"C0": [["t0", 0], ["t0", 1]], "C1": [["t0", 2]]}
+    assert out["rack_misaligned"] == [{"topic": "t0", "partition": 0, "member": "C0", "rack": "a"}]
+    without = {k: v for k, v in RACK_SPEC.items() if k != "partition_racks"}
+    plain = calculate("range", parse_spec(without))
+    assert plain["assignment"] == {"C0": [["t0", 0], ["t0", 1]], "C1": [["t0", 2]]}
+    assert "rack_misaligned" not in plain      # no partition racks: the output is the rack-unaware one
+
+
 @pytest.mark.parametrize("spec, field", [
     ([], "expected a JSON object"),
     ({}, "subscriptions"),
@@ -120,6 +166,13 @@ def test_cli_text_from_stdin(cli, monkeypatch, capsys):
     assert "MEMBER" in text and "C2" in text
     assert "revoked first (2): t0-2, t1-2" in text
     assert "t0-2 C0->(none)" in text
+
+
+def test_cli_text_shows_rack_misaligned(cli, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(
+        dict(RACK_SPEC, partition_racks={"t0": {"0": ["c"], "1": ["a"], "2": ["b"]}}))))
+    assert cli(["assign", "--strategy", "range", "--spec", "-"]) == 0
+    assert "rack-misaligned (1): t0-0 C0@a" in capsys.readouterr().out
 
 
 def test_cli_bad_spec_exits_1_naming_the_field(cli, tmp_path, capsys):

@@ -181,3 +181,19 @@ def test_pip_install_puts_kafkasim_alone_in_site_packages_and_the_c_codec_is_opt
     out = subprocess.run([py, "-c", "import importlib.util as u; print(u.find_spec('kafkasim.records._codec'))"],
                          capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "None"
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """A package missing from pyproject's explicit list would work in the editable install
+    and vanish from a real one; every folder with an __init__.py must be listed."""
+    import tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        tool = tomllib.load(f)["tool"]["setuptools"]
+    listed, dirs = set(tool["packages"]), tool["package-dir"]
+    found = set()
+    for package, folder in dirs.items():
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            if "__init__.py" in files and "__pycache__" not in dirpath:
+                rel = os.path.relpath(dirpath, os.path.join(ROOT, folder))
+                found.add(package if rel == "." else package + "." + rel.replace(os.sep, "."))
+    assert found == listed

@@ -1,0 +1,76 @@
+"""``kafkasim serve``: a broker process that real Kafka clients talk to over the wire protocol."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, positive_int
+from kafkasim.errors import InvalidArgumentError
+
+__all__ = ["register", "parse_listen"]
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+
+
+def register(sub) -> None:
+    p = command(sub, "serve",
+                help="serve the data dir to real Kafka clients (kafka-python, aiokafka, "
+                     "confluent-kafka) over Kafka's wire protocol, in the foreground; "
+                     "Ctrl-C or SIGTERM stops it cleanly. Creates the data dir if missing, "
+                     "as a Kafka broker creates its log dir",
+                example="kafkasim serve --data-dir ./kafkasim-data --listen 127.0.0.1:9092",
+                handler=_serve)
+    add_data_dir(p)
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one). "
+                        "Binds loopback unless told otherwise")
+    p.add_argument("--no-auto-create-topics", action="store_true",
+                   help="answer Metadata for a missing topic with UNKNOWN_TOPIC_OR_PARTITION instead "
+                        "of creating it (auto.create.topics.enable=false)")
+    p.add_argument("--num-partitions", type=positive_int, default=1,
+                   help="partitions of auto-created topics (num.partitions, default 1)")
+    p.add_argument("--max-request-bytes", type=positive_int, default=104_857_600,
+                   help="largest request accepted (socket.request.max.bytes, default 104857600)")
+    p.add_argument("--log-level", default="WARNING",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level on stderr")
+    add_json(p)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``"127.0.0.1:9092"`` → ``("127.0.0.1", 9092)``; ``"[::1]:9092"`` for IPv6."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise InvalidArgumentError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        number = int(port)
+    except ValueError:
+        raise InvalidArgumentError(f"--listen {text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise InvalidArgumentError(f"--listen {text!r}: port {number} is outside 0-65535")
+    return host, number
+
+
+def _serve(args) -> int:
+    from kafkasim.server.api import ServerOptions
+    from kafkasim.server.runner import serve
+
+    host, port = parse_listen(args.listen)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = ServerOptions(auto_create_topics=not args.no_auto_create_topics,
+                            num_partitions=args.num_partitions)
+    data_dir = data_dir_of(args)
+
+    def ready(bound_host: str, bound_port: int) -> None:
+        if args.json:
+            print(json.dumps({"host": bound_host, "port": bound_port, "data_dir": data_dir}), flush=True)
+        else:
+            print(f"kafkasim serve: listening on {bound_host}:{bound_port} "
+                  f"(data dir {data_dir}; Ctrl-C to stop)", flush=True)
+
+    serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
+          on_ready=ready)
+    return 0

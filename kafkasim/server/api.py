@@ -1,0 +1,153 @@
+"""The dispatch table: one small handler per API key, and what every handler is given.
+
+A handler is ``async def handler(ctx: Context, req: codec.Request) -> dict | None``: it
+reads the typed request (a kio dataclass, ``req.body``), makes one or a few calls into the
+broker API through :meth:`Context.call`, and returns the response as a plain dict in the
+shape of the newest served version (:func:`kafkasim.server.codec.build` fits it to the
+version asked for). ``None`` means "send no response" (Produce with ``acks=0``).
+
+:data:`APIS` maps each API key to :class:`Api` (its versions and handler); ApiVersions
+advertises exactly this table, so what is served and what is advertised cannot drift.
+Handlers register with :func:`api` in the ``kafkasim.server.apis_*`` modules.
+
+Errors: a kafkasim exception becomes its Kafka code through :func:`error_code`, which
+reads the ``errno`` each class of :mod:`kafkasim.errors` carries — there is no second table.
+
+Thread-safety: the table is filled at import time and only read afterwards. A
+:class:`Context` and its :class:`Waker` s belong to the server's event loop thread; the
+broker calls made through :meth:`Context.call` run on the executor's threads (the broker
+is thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Optional
+
+from kafkasim.errors import (
+    BrokerResponseError, InvalidRequestError, KafkaSimError, UnknownServerError,
+)
+
+__all__ = ["Api", "APIS", "api", "Context", "Node", "ServerOptions", "Waker", "error_code", "error_message"]
+
+log = logging.getLogger("kafkasim.server")
+
+Handler = Callable[["Context", Any], Awaitable[Optional[dict]]]
+
+
+@dataclass(frozen=True)
+class Api:
+    """One served API: its key, name, inclusive version range and handler."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+APIS: dict[int, Api] = {}
+
+
+def api(key: int, name: str, min_version: int, max_version: int):
+    """Register the decorated coroutine as the handler of ``key`` for these versions."""
+    def register(fn: Handler) -> Handler:
+        if key in APIS:
+            raise AssertionError(f"API key {key} registered twice")
+        APIS[key] = Api(key, name, min_version, max_version, fn)
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Node:
+    """The address clients are told to connect to (Metadata, FindCoordinator)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Broker-side settings that Kafka keeps in server.properties and the server needs."""
+
+    auto_create_topics: bool = True        # auto.create.topics.enable
+    num_partitions: int = 1                # num.partitions (auto-created and -1 in CreateTopics)
+    cluster_id: str = "kafkasim-cluster"
+
+
+def error_code(exc: BaseException) -> int:
+    """Kafka's error code for ``exc``: the ``errno`` of our hierarchy; a kafkasim error
+    without one (bad argument) is INVALID_REQUEST; anything else UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, BrokerResponseError):
+        return exc.errno
+    if isinstance(exc, KafkaSimError):
+        return InvalidRequestError.errno
+    return UnknownServerError.errno
+
+
+def error_message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, KafkaSimError) else "unexpected server error"
+
+
+class Waker:
+    """Wakes every coroutine waiting on it (a broadcast, like Kafka's purgatory check-and-complete).
+
+    ``notify()`` after a change (records appended, a group moved); ``await wait(t)`` returns
+    after the next notify or ``t`` seconds. Loop-thread only.
+    """
+
+    def __init__(self) -> None:
+        self._future: Optional[asyncio.Future] = None
+
+    def notify(self) -> None:
+        fut, self._future = self._future, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def wait(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._future), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+@dataclass
+class Context:
+    """What a handler may use: the broker, this node's address, options, two wakers, and
+    whether the client is still connected."""
+
+    broker: Any
+    node: Node
+    options: ServerOptions
+    executor: Optional[Executor] = None
+    data_waker: Waker = field(default_factory=Waker)
+    group_waker: Waker = field(default_factory=Waker)
+    alive: Callable[[], bool] = lambda: True
+    """False once the requesting client has gone: a held request (long poll, pending join)
+    stops waiting. The server gives each connection its own copy of the context."""
+
+    async def call(self, fn: Callable, *args, **kwargs):
+        """Run one (blocking) broker call on the executor and return its result."""
+        loop = asyncio.get_running_loop()
+        if kwargs:
+            return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(self.executor, fn, *args)
+
+    async def attempt(self, fn: Callable, *args, **kwargs) -> tuple[Any, int, Optional[str]]:
+        """:meth:`call`, with a failure turned into ``(None, code, message)``; success is
+        ``(result, 0, None)``. Unexpected exceptions are logged with their traceback."""
+        try:
+            return await self.call(fn, *args, **kwargs), 0, None
+        except Exception as exc:
+            if not isinstance(exc, KafkaSimError):
+                log.exception("unexpected error in %s", getattr(fn, "__name__", fn))
+            return None, error_code(exc), error_message(exc)

@@ -1,0 +1,218 @@
+"""Handlers for the cluster and admin APIs: ApiVersions, Metadata, FindCoordinator,
+InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
+
+Each handler translates the typed request into broker calls and the result into a
+response dict (see :mod:`kafkasim.server.api`). No broker logic lives here: validation
+of names, counts and configs is the broker's (its errors carry their Kafka codes).
+Loop-thread coroutines; the broker calls run on the executor.
+"""
+
+from __future__ import annotations
+
+from kafkasim.config import LogConfig
+from kafkasim.errors import (
+    InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
+    TopicAlreadyExistsError,
+)
+from kafkasim.server import cluster
+from kafkasim.server.api import APIS, api, error_code, error_message
+
+__all__ = ["advertised_versions"]
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DEFAULT = 5
+KEY_TYPE_GROUP = 0
+
+
+def advertised_versions() -> list[dict]:
+    """ApiVersions' ``api_keys``: exactly the dispatch table."""
+    return [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            for a in sorted(APIS.values(), key=lambda a: a.key)]
+
+
+@api(18, "ApiVersions", 0, 4)
+async def api_versions(ctx, req):
+    return {"error_code": 0, "api_keys": advertised_versions()}
+
+
+@api(3, "Metadata", 0, 12)
+async def metadata(ctx, req):
+    body = req.body
+    topics = body.topics
+    if topics is None or (req.api_version == 0 and not topics):
+        names = None            # null (v1+) or empty (v0): every topic
+    else:
+        names = []
+        for t in topics:
+            name = getattr(t, "name", None)
+            if name is None and getattr(t, "topic_id", None) is not None:
+                name, code, _ = await ctx.attempt(cluster.topic_name_for_id, ctx.broker, t.topic_id)
+                if name is None:
+                    continue
+            names.append(name)
+    allow = getattr(body, "allow_auto_topic_creation", True) and ctx.options.auto_create_topics
+    create = None
+    if allow:
+        def create(name):
+            try:
+                ctx.broker.create_topic(name, ctx.options.num_partitions)
+            except TopicAlreadyExistsError:
+                pass
+    return await ctx.call(cluster.describe_cluster, ctx.broker, ctx.node, ctx.options.cluster_id,
+                          names, create)
+
+
+@api(10, "FindCoordinator", 0, 4)
+async def find_coordinator(ctx, req):
+    body = req.body
+    key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
+    keys = body.coordinator_keys if req.api_version >= 4 else (body.key,)
+    out = []
+    for key in keys:
+        if key_type == KEY_TYPE_GROUP:
+            out.append({"key": key, "node_id": ctx.node.node_id, "host": ctx.node.host,
+                        "port": ctx.node.port, "error_code": 0, "error_message": None})
+        else:
+            exc = InvalidRequestError(f"key type {key_type}: kafkasim has no transaction coordinator")
+            out.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": error_code(exc), "error_message": error_message(exc)})
+    if req.api_version >= 4:
+        return {"coordinators": out}
+    first = out[0]
+    return {k: first[k] for k in ("node_id", "host", "port", "error_code", "error_message")}
+
+
+@api(22, "InitProducerId", 0, 4)
+async def init_producer_id(ctx, req):
+    if req.body.transactional_id is not None:
+        exc = InvalidRequestError(
+            f"transactional id {req.body.transactional_id!r}: kafkasim has no transactions "
+            "(idempotent producers only)")
+        return {"error_code": error_code(exc), "producer_id": -1, "producer_epoch": -1}
+    result, code, _ = await ctx.attempt(ctx.broker.init_producer_id)
+    if code:
+        return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
+    pid, epoch = result
+    return {"error_code": 0, "producer_id": pid, "producer_epoch": epoch}
+
+
+def _config_rows(broker, name: str, keys=None) -> list[dict]:
+    """A topic's effective configs, Kafka-named, with where each value comes from."""
+    overrides = broker.describe_topic(name).get("configs") or {}
+    rows = []
+    for key, value in sorted(broker.topic_config(name).to_kafka().items()):
+        if keys is not None and key not in keys:
+            continue
+        rows.append({"name": key, "value": _config_text(value), "read_only": False,
+                     "is_default": key not in overrides, "is_sensitive": False,
+                     "config_source": SOURCE_DYNAMIC_TOPIC if key in overrides else SOURCE_DEFAULT,
+                     "synonyms": [], "documentation": None})
+    return rows
+
+
+def _config_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@api(19, "CreateTopics", 2, 7)
+async def create_topics(ctx, req):
+    body = req.body
+    out = []
+    for t in body.topics:
+        row = {"name": t.name, "error_message": None}
+        try:
+            if t.assignments:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {t.name!r}: manual replica assignment is not supported by kafkasim")
+            partitions = ctx.options.num_partitions if t.num_partitions == -1 else t.num_partitions
+            rf = 1 if t.replication_factor == -1 else t.replication_factor
+            configs = {c.name: c.value for c in t.configs}
+            if body.validate_only:
+                await ctx.call(_validate_new_topic, ctx.broker, t.name, configs)
+            else:
+                await ctx.call(ctx.broker.create_topic, t.name, partitions, rf, configs)
+                d = await ctx.call(ctx.broker.describe_topic, t.name)
+                row["topic_id"] = cluster.topic_id(d)
+                row["configs"] = await ctx.call(_config_rows, ctx.broker, t.name)
+            row.update(error_code=0, num_partitions=partitions, replication_factor=rf)
+        except Exception as exc:
+            row.update(error_code=error_code(exc), error_message=error_message(exc))
+        out.append(row)
+    return {"topics": out}
+
+
+def _validate_new_topic(broker, name: str, configs: dict) -> None:
+    """validate_only: the topic must not exist and the configs must parse (the broker's
+    name and count checks run only on a real create; see docs/differences.md)."""
+    if name in broker.list_topics(include_internal=True):
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+    LogConfig.from_overrides(configs)
+
+
+@api(20, "DeleteTopics", 1, 6)
+async def delete_topics(ctx, req):
+    body = req.body
+    if req.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(n, None) for n in body.topic_names]
+    out = []
+    for name, tid in wanted:
+        row = {"name": name, "topic_id": tid, "error_message": None}
+        try:
+            if name is None:
+                name = row["name"] = await ctx.call(cluster.topic_name_for_id, ctx.broker, tid)
+            await ctx.call(ctx.broker.delete_topic, name)
+            row["error_code"] = 0
+        except Exception as exc:
+            row.update(error_code=error_code(exc), error_message=error_message(exc))
+        out.append(row)
+    return {"responses": out}
+
+
+@api(37, "CreatePartitions", 0, 3)
+async def create_partitions(ctx, req):
+    body = req.body
+    out = []
+    for t in body.topics:
+        row = {"name": t.name, "error_message": None}
+        try:
+            if t.assignments:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {t.name!r}: manual replica assignment is not supported by kafkasim")
+            if body.validate_only:
+                current = await ctx.call(ctx.broker.partition_count, t.name)
+                if t.count <= current:
+                    raise InvalidPartitionsError(
+                        f"Topic currently has {current} partitions, which is higher than or "
+                        f"equal to the requested {t.count}.")
+            else:
+                await ctx.call(ctx.broker.create_partitions, t.name, t.count)
+            row["error_code"] = 0
+        except Exception as exc:
+            row.update(error_code=error_code(exc), error_message=error_message(exc))
+        out.append(row)
+    return {"results": out}
+
+
+@api(32, "DescribeConfigs", 1, 4)
+async def describe_configs(ctx, req):
+    out = []
+    for r in req.body.resources:
+        row = {"resource_type": r.resource_type, "resource_name": r.resource_name,
+               "error_message": None, "configs": []}
+        try:
+            if r.resource_type == RESOURCE_TOPIC:
+                keys = None if r.configuration_keys is None else set(r.configuration_keys)
+                row["configs"] = await ctx.call(_config_rows, ctx.broker, r.resource_name, keys)
+            elif r.resource_type != RESOURCE_BROKER:  # a broker: no broker configs to show
+                raise InvalidRequestError(f"resource type {r.resource_type} is not supported by kafkasim")
+            row["error_code"] = 0
+        except Exception as exc:
+            row.update(error_code=error_code(exc), error_message=error_message(exc))
+        out.append(row)
+    return {"results": out}

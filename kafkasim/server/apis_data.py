@@ -1,0 +1,146 @@
+"""Handlers for the data APIs: Produce, Fetch (long poll), ListOffsets.
+
+Produce decodes each partition's Kafka v2 batches (:mod:`kafkasim.server.kafka_records`)
+into kafkasim batches — keeping producer id, epoch and base sequence, so the broker's
+idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads with
+``Broker.fetch`` and encodes the records back into v2 batches; when fewer than
+``min_bytes`` are ready it waits (without holding a thread) for the next produce or
+``max_wait_ms``, as Kafka's delayed fetch does. ListOffsets is ``Broker.list_offsets``.
+
+No fetch sessions (KIP-227): every Fetch answer has session id 0, which tells the client
+to send full requests; an incremental request naming a session gets
+FETCH_SESSION_ID_NOT_FOUND. Loop-thread coroutines; broker calls run on the executor.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kafkasim.errors import (
+    FetchSessionIdNotFoundError, InvalidRequiredAcksError, UnknownTopicOrPartitionError,
+)
+from kafkasim.server import kafka_records
+from kafkasim.server.api import api, error_code, error_message
+from kafkasim.server.codec import ms
+
+__all__: list[str] = []
+
+
+def _check_partition(broker, topic: str, partition: int) -> None:
+    if not 0 <= partition < broker.partition_count(topic):
+        raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{partition}")
+
+
+def _produce_partition(broker, topic: str, partition: int, records, acks: int) -> dict:
+    """Decode, convert and append one partition's batches; the result row (runs on the executor)."""
+    _check_partition(broker, topic, partition)
+    batches = [kafka_records.to_kafkasim(b) for b in kafka_records.decode_batches(
+        records if records is not None else b"", where=f"produce to {topic}-{partition}")]
+    first = None
+    for batch in batches:
+        result = broker.produce(topic, partition, batch, acks)
+        first = first or result
+    return {"base_offset": first.base_offset, "log_append_time": first.log_append_time,
+            "log_start_offset": first.log_start_offset}
+
+
+@api(0, "Produce", 3, 9)
+async def produce(ctx, req):
+    body = req.body
+    acks = body.acks
+    responses = []
+    wrote = False
+    for topic in body.topic_data:
+        rows = []
+        for p in topic.partition_data:
+            row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
+                   "log_start_offset": -1, "error_message": None}
+            if acks not in (0, 1, -1):
+                exc = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
+                row.update(error_code=error_code(exc), error_message=error_message(exc))
+            else:
+                result, code, message = await ctx.attempt(
+                    _produce_partition, ctx.broker, topic.name, p.index, p.records, acks)
+                if code:
+                    row.update(error_code=code, error_message=message)
+                else:
+                    row.update(result, error_code=0)
+                    wrote = True
+            rows.append(row)
+        responses.append({"name": topic.name, "partition_responses": rows})
+    if wrote:
+        ctx.data_waker.notify()
+    if acks == 0:
+        return None
+    return {"responses": responses}
+
+
+def _fetch_all(broker, wanted: list, response_max_bytes: int) -> tuple[list, int]:
+    """One pass over every requested partition: the response topics and their byte total."""
+    total = 0
+    topics = []
+    for topic, partitions in wanted:
+        rows = []
+        for partition, offset, max_bytes in partitions:
+            row = {"partition_index": partition, "high_watermark": -1, "last_stable_offset": -1,
+                   "log_start_offset": -1, "aborted_transactions": None, "records": b""}
+            budget = min(max_bytes, response_max_bytes - total)
+            try:
+                _check_partition(broker, topic, partition)
+                if budget <= 0 and total > 0:
+                    result = broker.fetch(topic, partition, offset, 1)
+                    records = b""
+                else:
+                    result = broker.fetch(topic, partition, offset, max(1, budget))
+                    records = kafka_records.encode_fetched(result.records)
+                row.update(error_code=0, high_watermark=result.high_watermark,
+                           last_stable_offset=result.high_watermark,
+                           log_start_offset=result.log_start_offset, records=records)
+                total += len(records)
+            except Exception as exc:
+                row["error_code"] = error_code(exc)
+            rows.append(row)
+        topics.append({"topic": topic, "partitions": rows})
+    return topics, total
+
+
+@api(1, "Fetch", 4, 12)
+async def fetch(ctx, req):
+    body = req.body
+    session_id = getattr(body, "session_id", 0)
+    if session_id != 0:
+        exc = FetchSessionIdNotFoundError(f"fetch session {session_id}: kafkasim keeps no fetch sessions")
+        return {"error_code": error_code(exc), "session_id": 0, "responses": []}
+    wanted = [(t.topic, [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in t.partitions])
+              for t in body.topics]
+    max_wait = max(0, ms(body.max_wait)) / 1000.0
+    deadline = time.monotonic() + max_wait
+    response_max = getattr(body, "max_bytes", 2**31 - 1)
+    while True:
+        topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max)
+        failed = any(p["error_code"] for t in topics for p in t["partitions"])
+        remaining = deadline - time.monotonic()
+        if total >= body.min_bytes or failed or remaining <= 0 or not ctx.alive():
+            return {"error_code": 0, "session_id": 0, "responses": topics}
+        await ctx.data_waker.wait(min(remaining, 1.0))   # re-check the client at least every second
+
+
+@api(2, "ListOffsets", 1, 6)
+async def list_offsets(ctx, req):
+    out = []
+    for t in req.body.topics:
+        rows = []
+        for p in t.partitions:
+            result, code, _ = await ctx.attempt(_list_offset, ctx.broker, t.name, p.partition_index, p.timestamp)
+            row = {"partition_index": p.partition_index, "error_code": code,
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if not code:
+                row["offset"], row["timestamp"] = result
+            rows.append(row)
+        out.append({"name": t.name, "partitions": rows})
+    return {"topics": out}
+
+
+def _list_offset(broker, topic: str, partition: int, timestamp: int):
+    _check_partition(broker, topic, partition)
+    return broker.list_offsets(topic, partition, timestamp)

@@ -1,0 +1,270 @@
+"""Handlers for the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups.
+
+The coordinator's JoinGroup and SyncGroup never block: they answer PENDING and expect
+to be called again (kafkasim/protocol/group.py). Kafka's clients expect the broker to
+hold the request instead, so :func:`_hold` keeps re-asking — on every group change
+anywhere (the group :class:`~kafkasim.server.api.Waker`) and at least every 100 ms, which
+also drives the coordinator's clock-based deadlines — until the answer is COMPLETE, an
+error, or the wait bound passes. Waiting is a coroutine sleep, so other connections
+are served meanwhile.
+
+Assignments: the coordinator keeps each member's assignment as topic-partitions (it
+needs them for DescribeGroups and lag), so the leader's ``ConsumerProtocolAssignment``
+bytes are decoded on SyncGroup and each member gets its partitions re-encoded as
+version 0; assignment ``user_data`` does not survive (docs/differences.md). Group
+protocol types other than ``consumer`` cannot be translated and get INVALID_REQUEST.
+Loop-thread coroutines; broker calls run on the executor.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import time
+from collections import defaultdict
+
+from kio.schema.consumer_protocol_assignment.v0.data import (
+    ConsumerProtocolAssignment as AssignmentV0, TopicPartition as AssignedTopicV0,
+)
+from kio.index import load_entity_module
+from kio.serial import entity_writer
+from kio.static.constants import EntityType
+
+from kafkasim.errors import InvalidRequestError, RebalanceInProgressError, UnknownTopicOrPartitionError
+from kafkasim.protocol.group import COMPLETE, NO_GENERATION
+from kafkasim.server.api import api, error_code, error_message
+from kafkasim.server.codec import ms, read_entity
+from kafkasim.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["decode_assignment", "encode_assignment"]
+
+POLL_INTERVAL_S = 0.1
+HOLD_GRACE_S = 5.0
+MAX_SYNC_HOLD_S = 300.0
+
+
+# ------------------------------------------------------------------ assignment bytes
+
+def decode_assignment(data: bytes) -> list[TopicPartition]:
+    """Topic-partitions of a ``ConsumerProtocolAssignment`` (int16 version + body, any version).
+
+    Raises InvalidRequestError when the bytes do not parse (a newer version than kio knows
+    is read as the newest it knows: later versions only append fields)."""
+    try:
+        if data is None or len(data) < 2:
+            raise ValueError(f"{0 if data is None else len(data)} bytes")
+        (version,) = struct.unpack_from(">h", data, 0)
+        if version < 0:
+            raise ValueError(f"version {version}")
+        entity, _ = read_entity(_assignment_class(min(version, 3)), data, 2)
+    except Exception as exc:
+        raise InvalidRequestError(f"the leader's assignment does not parse as ConsumerProtocolAssignment: {exc}") from exc
+    return [TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions]
+
+
+def _assignment_class(version: int) -> type:
+    return load_entity_module("consumer_protocol_assignment", version, EntityType.data).ConsumerProtocolAssignment
+
+
+def encode_assignment(partitions) -> bytes:
+    """``ConsumerProtocolAssignment`` v0 bytes (with the int16 version) for ``partitions``."""
+    by_topic = defaultdict(list)
+    for tp in partitions:
+        by_topic[tp[0]].append(tp[1])
+    entity = AssignmentV0(assigned_partitions=tuple(
+        AssignedTopicV0(topic=t, partitions=tuple(sorted(ps))) for t, ps in sorted(by_topic.items())),
+        user_data=None)
+    buf = io.BytesIO()
+    buf.write(b"\0\0")
+    entity_writer(AssignmentV0)(buf, entity)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------ holding requests
+
+async def _hold(ctx, call, deadline: float):
+    """Call ``call()`` (a coroutine factory returning a Join/SyncResult) until COMPLETE or
+    ``deadline`` (monotonic seconds); raises what the coordinator raises."""
+    result = await call()
+    ctx.group_waker.notify()
+    while result.status != COMPLETE:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not ctx.alive():
+            raise RebalanceInProgressError("the rebalance did not complete in time; rejoin")
+        await ctx.group_waker.wait(min(POLL_INTERVAL_S, remaining))
+        result = await call()
+        if result.status == COMPLETE:
+            ctx.group_waker.notify()
+    return result
+
+
+@api(11, "JoinGroup", 0, 7)
+async def join_group(ctx, req):
+    body = req.body
+    session_ms = ms(body.session_timeout)
+    rebalance_ms = ms(body.rebalance_timeout) if hasattr(body, "rebalance_timeout") else session_ms
+    protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
+    instance = getattr(body, "group_instance_id", None)
+    member_id = body.member_id
+    kwargs = dict(protocols=protocols, protocol_type=body.protocol_type, session_timeout_ms=session_ms,
+                  rebalance_timeout_ms=rebalance_ms, group_instance_id=instance,
+                  client_id=req.client_id or "")
+    state = {"member_id": member_id}
+
+    async def call():
+        result = await ctx.call(ctx.broker.join_group, body.group_id, state["member_id"], **kwargs)
+        state["member_id"] = result.member_id
+        return result
+
+    deadline = time.monotonic() + max(rebalance_ms, 0) / 1000.0 + HOLD_GRACE_S
+    try:
+        result = await _hold(ctx, call, deadline)
+    except Exception as exc:
+        return {"error_code": error_code(exc), "generation_id": NO_GENERATION,
+                "protocol_type": body.protocol_type, "protocol_name": None if req.api_version >= 7 else "",
+                "leader": "", "member_id": state["member_id"], "members": []}
+    return {"error_code": 0, "generation_id": result.generation_id, "protocol_type": body.protocol_type,
+            "protocol_name": result.protocol_name, "leader": result.leader_id or "",
+            "member_id": result.member_id,
+            "members": [{"member_id": mid, "group_instance_id": gid, "metadata": meta or b""}
+                        for mid, gid, meta in result.members]}
+
+
+@api(14, "SyncGroup", 0, 5)
+async def sync_group(ctx, req):
+    body = req.body
+    instance = getattr(body, "group_instance_id", None)
+    try:
+        assignments = None
+        if body.assignments:
+            assignments = {a.member_id: decode_assignment(a.assignment) for a in body.assignments}
+
+        async def call():
+            return await ctx.call(ctx.broker.sync_group, body.group_id, body.member_id,
+                                  body.generation_id, assignments, group_instance_id=instance)
+
+        result = await _hold(ctx, call, time.monotonic() + MAX_SYNC_HOLD_S)
+    except Exception as exc:
+        return {"error_code": error_code(exc), "assignment": b""}
+    return {"error_code": 0, "protocol_type": getattr(body, "protocol_type", None) or "consumer",
+            "protocol_name": result.protocol_name, "assignment": encode_assignment(result.assignment)}
+
+
+@api(12, "Heartbeat", 0, 4)
+async def heartbeat(ctx, req):
+    body = req.body
+    _, code, _ = await ctx.attempt(ctx.broker.heartbeat, body.group_id, body.member_id,
+                                   body.generation_id,
+                                   group_instance_id=getattr(body, "group_instance_id", None))
+    ctx.group_waker.notify()
+    return {"error_code": code}
+
+
+@api(13, "LeaveGroup", 0, 5)
+async def leave_group(ctx, req):
+    body = req.body
+    if req.api_version < 3:
+        _, code, _ = await ctx.attempt(ctx.broker.leave_group, body.group_id, body.member_id)
+        ctx.group_waker.notify()
+        return {"error_code": code}
+    members = []
+    for m in body.members:
+        _, code, _ = await ctx.attempt(ctx.broker.leave_group, body.group_id, m.member_id,
+                                       group_instance_id=m.group_instance_id)
+        members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "error_code": code})
+    ctx.group_waker.notify()
+    return {"error_code": 0, "members": members}
+
+
+def _commit(broker, group_id, member_id, generation, instance, offsets: dict) -> dict:
+    """Commit what can be committed; ``{TopicPartition: error code}`` (runs on the executor)."""
+    codes, valid = {}, {}
+    for tp, om in offsets.items():
+        try:
+            if not 0 <= tp.partition < broker.partition_count(tp.topic):
+                raise UnknownTopicOrPartitionError(
+                    f"This server does not host this topic-partition: {tp.topic}-{tp.partition}")
+            valid[tp] = om
+        except Exception as exc:
+            codes[tp] = error_code(exc)
+    if valid:
+        try:
+            broker.offset_commit(group_id, member_id, generation, valid, group_instance_id=instance)
+            codes.update(dict.fromkeys(valid, 0))
+        except Exception as exc:
+            codes.update(dict.fromkeys(valid, error_code(exc)))
+    return codes
+
+
+@api(8, "OffsetCommit", 2, 8)
+async def offset_commit(ctx, req):
+    body = req.body
+    offsets = {}
+    for t in body.topics:
+        for p in t.partitions:
+            offsets[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, p.committed_metadata or "",
+                getattr(p, "committed_leader_epoch", -1))
+    codes, code, _ = await ctx.attempt(
+        _commit, ctx.broker, body.group_id, body.member_id, body.generation_id_or_member_epoch,
+        getattr(body, "group_instance_id", None), offsets)
+    ctx.group_waker.notify()
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index,
+         "error_code": code or codes[TopicPartition(t.name, p.partition_index)]}
+        for p in t.partitions]} for t in body.topics]}
+
+
+@api(9, "OffsetFetch", 1, 7)
+async def offset_fetch(ctx, req):
+    body = req.body
+    if body.topics is None:
+        partitions = None
+    else:
+        partitions = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+    committed, code, _ = await ctx.attempt(ctx.broker.offset_fetch, body.group_id, partitions)
+    if code:
+        return {"error_code": code, "topics": []}
+    by_topic = defaultdict(list)
+    for tp in (partitions if partitions is not None else sorted(committed)):
+        om = committed.get(tp)
+        by_topic[tp.topic].append({
+            "partition_index": tp.partition, "error_code": 0,
+            "committed_offset": -1 if om is None else om.offset,
+            "committed_leader_epoch": -1 if om is None else om.leader_epoch,
+            "metadata": "" if om is None else om.metadata})
+    return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+@api(15, "DescribeGroups", 0, 5)
+async def describe_groups(ctx, req):
+    out = []
+    for group_id in req.body.groups:
+        d, code, _ = await ctx.attempt(ctx.broker.describe_group, group_id)
+        if code:
+            out.append({"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []})
+            continue
+        consumer = d["protocol_type"] == "consumer"
+        out.append({"error_code": 0, "group_id": group_id, "group_state": d["state"],
+                    "protocol_type": d["protocol_type"], "protocol_data": d["protocol"] or "",
+                    "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                                 "client_id": m["client_id"] or "", "client_host": "",
+                                 "member_metadata": b"",
+                                 "member_assignment": encode_assignment(m["assignment"]) if consumer else b""}
+                                for m in d["members"]]})
+    return {"groups": out}
+
+
+@api(16, "ListGroups", 0, 4)
+async def list_groups(ctx, req):
+    groups, code, _ = await ctx.attempt(ctx.broker.list_groups)
+    if code:
+        return {"error_code": code, "groups": []}
+    states = getattr(req.body, "states_filter", None)
+    wanted = {s.lower() for s in states} if states else None
+    return {"error_code": 0, "groups": [
+        {"group_id": g["group_id"], "protocol_type": g["protocol_type"], "group_state": g["state"]}
+        for g in groups if wanted is None or g["state"].lower() in wanted]}

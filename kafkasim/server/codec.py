@@ -1,0 +1,321 @@
+"""Frames ⟷ typed Kafka messages, through ``kio`` (dataclasses generated from Kafka's JSON schemas).
+
+No message schema is written by hand here: every request and response class comes from
+``kio.schema.<api>.v<N>``, and kio's reader/writer do the bytes. This module adds only
+what the schemas leave to the caller:
+
+- the frame: ``int32 size`` + request header + body. The header version follows from
+  the body's: header v2 (tagged fields) for a flexible request version, else v1; the
+  response header is v1 for a flexible response, else v0 — except ApiVersions, whose
+  response header is always v0 (so a client that does not know our versions can read it);
+- :func:`build`: make a response of any version from one plain dict that may carry the
+  fields of every version (fields the version lacks are dropped; fields the caller leaves
+  out get the schema's default, else the type's zero value, as Kafka's generated code does);
+- unit conversions kio makes explicit (``timedelta``/``datetime`` fields ⟷ milliseconds,
+  ``ErrorCode`` ⟷ the ``errno`` of :mod:`kafkasim.errors`).
+
+Invariants: :func:`decode_request` either returns a fully parsed header and body that
+consumed the frame exactly, or raises :class:`MalformedRequest` — never anything else,
+whatever the bytes.
+
+Hostile frames: kio's native (Rust) reader sizes an array's storage from the length on
+the wire before reading any element, so a forged length (2**31 elements) makes it ask
+for hundreds of GB and the process aborts — an abort, not an exception (found by
+tests/server/test_fuzz.py with kio 0.6.5). :func:`_check_bounds` therefore walks the
+frame first, driven by the same kio dataclasses (field order, ``kafka_type``, tags,
+flexible or not — no schema is restated here), and refuses any length or element count
+that cannot fit in the bytes that remain. Only a frame that passes reaches kio's reader,
+so what it allocates is bounded by the frame size. Pure functions; thread-safe (kio's per-class reader/writer caches are
+built once and only read afterwards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import io
+import struct
+import uuid
+from typing import Any, NamedTuple
+
+from kio.index import load_entity_module
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.static.constants import EntityType
+
+__all__ = ["MalformedRequest", "Request", "peek", "request_class", "response_class",
+           "decode_request", "read_entity", "encode_response", "build", "ms", "API_VERSIONS_KEY"]
+
+API_VERSIONS_KEY = 18
+_PEEK = struct.Struct(">hhi")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class MalformedRequest(Exception):
+    """A frame that does not parse as the request it claims to be (internal to the server:
+    the connection that sent it is closed; nothing reaches the broker)."""
+
+
+class Request(NamedTuple):
+    """A parsed request: header fields plus the kio body dataclass."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek(frame) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)``: the first 8 bytes, common to every header."""
+    if len(frame) < _PEEK.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is shorter than a request header")
+    return _PEEK.unpack_from(frame, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _entity(api_key: int, version: int, kind: EntityType) -> type:
+    module = load_entity_module(api_key_map[api_key], version, kind)
+    for value in vars(module).values():
+        if (isinstance(value, type) and dataclasses.is_dataclass(value)
+                and getattr(value, "__type__", None) is kind and value.__module__ == module.__name__):
+            return value
+    raise LookupError(f"kio has no {kind.name} class for api key {api_key} v{version}")
+
+
+def request_class(api_key: int, version: int) -> type:
+    return _entity(api_key, version, EntityType.request)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return _entity(api_key, version, EntityType.response)
+
+
+def decode_request(frame, api_key: int, version: int) -> Request:
+    """Parse a whole frame (header + body, without the size prefix) of a served version."""
+    cls = request_class(api_key, version)
+    header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
+    view = memoryview(frame)
+    try:
+        end = _check_bounds(header_cls, view, 0, len(view), is_header=True)
+        _check_bounds(cls, view, end, len(view))
+    except _Bounds as exc:
+        raise MalformedRequest(f"{cls.__name__} v{version}: {exc}") from None
+    try:
+        header, n = entity_reader(header_cls)(view, 0)
+        body, m = entity_reader(cls)(view, n)
+    except Exception as exc:  # kio's DecodeError family, and ValueError/OverflowError on odd values
+        raise MalformedRequest(f"{cls.__name__} v{version}: {type(exc).__name__}: {exc}") from exc
+    if n + m != len(frame):
+        raise MalformedRequest(
+            f"{cls.__name__} v{version}: {len(frame) - n - m} bytes left over after the body")
+    return Request(api_key, version, header.correlation_id, header.client_id, body)
+
+
+def read_entity(cls: type, data, pos: int = 0):
+    """``(entity, end)``: one ``cls`` entity read from untrusted ``data`` at ``pos``, with the
+    same bounds pre-check as requests (e.g. the assignment bytes inside a SyncGroup).
+    Raises MalformedRequest."""
+    view = memoryview(data)
+    try:
+        _check_bounds(cls, view, pos, len(view))
+        entity, n = entity_reader(cls)(view, pos)
+    except _Bounds as exc:
+        raise MalformedRequest(f"{cls.__name__}: {exc}") from None
+    except Exception as exc:
+        raise MalformedRequest(f"{cls.__name__}: {type(exc).__name__}: {exc}") from exc
+    return entity, pos + n
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """The whole response frame: size prefix, response header, body."""
+    flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if flexible:
+        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+    else:
+        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+# ----------------------------------------------------------------- building responses
+
+def ms(value) -> int:
+    """Milliseconds of a kio ``timedelta``/``datetime`` field (ints pass through)."""
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    if isinstance(value, datetime.datetime):
+        return round(value.timestamp() * 1000)
+    return int(value)
+
+
+def build(cls: type, data: dict) -> Any:
+    """An instance of the kio dataclass ``cls`` from ``data`` (see the module docstring).
+
+    Nested entities are given as dicts (or lists of dicts); ``error_code`` fields as ints;
+    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null).
+    """
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        kafka_type = f.metadata.get("kafka_type")
+        if f.name in data:
+            kwargs[f.name] = _convert(f, kafka_type, data[f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[f.name] = _zero(f, kafka_type)
+    return cls(**kwargs)
+
+
+def _convert(f: dataclasses.Field, kafka_type, value):
+    shape = classify_field(f)
+    if isinstance(shape, EntityTupleField):
+        return None if value is None else tuple(build(shape.type_, v) for v in value)
+    if isinstance(shape, EntityField):
+        return None if value is None else build(shape.type_, value)
+    if shape.is_array:
+        return None if value is None else tuple(value)
+    if kafka_type == "error_code":
+        return ErrorCode(value)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64":
+        if value is None or value < 0:
+            return None
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    return value
+
+
+def _zero(f: dataclasses.Field, kafka_type):
+    shape = classify_field(f)
+    if shape.is_array:
+        return ()
+    if isinstance(shape, EntityField):
+        return None if is_optional(f) else build(shape.type_, {})
+    if is_optional(f):
+        return None
+    return {
+        "string": "", "bytes": b"", "records": b"", "bool": False, "uuid": uuid.UUID(int=0),
+        "error_code": ErrorCode(0), "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0), "datetime_i64": _EPOCH,
+    }.get(kafka_type, 0)
+
+
+# ----------------------------------------------------------------- bounds pre-check
+
+class _Bounds(Exception):
+    """A length or count in the frame cannot fit in the bytes that remain."""
+
+
+_FIXED = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
+          "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
+          "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    for i in range(5):
+        if pos >= end:
+            raise _Bounds(f"truncated varint at byte {pos}")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise _Bounds(f"varint longer than 5 bytes at byte {pos}")
+
+
+def _need(pos: int, n: int, end: int, what: str) -> int:
+    if n < 0 or pos + n > end:
+        raise _Bounds(f"{what} of {n} bytes at byte {pos} runs past the end ({end})")
+    return pos + n
+
+
+def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A string/bytes/array length: compact (uvarint n+1) when flexible, else int16/int32;
+    -1 means null."""
+    if flexible:
+        n, pos = _uvarint(buf, pos, end)
+        return n - 1, pos
+    fmt = _I32 if wide else _I16
+    _need(pos, fmt.size, end, "length")
+    return fmt.unpack_from(buf, pos)[0], pos + fmt.size
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(cls: type, is_header: bool) -> tuple:
+    """Per field: (tag or None, kafka_type, shape, nested class, legacy string?)."""
+    plan = []
+    for f in dataclasses.fields(cls):
+        shape = classify_field(f)
+        nested = shape.type_ if isinstance(shape, (EntityField, EntityTupleField)) else None
+        tag = f.metadata.get("tag")
+        plan.append((tag, f.metadata.get("kafka_type"), shape.is_array, nested,
+                     is_optional(f) and nested is not None and not shape.is_array,
+                     is_header and f.name == "client_id"))
+    return tuple(plan)
+
+
+def _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible, buf, pos, end):
+    if is_array:
+        n, pos = _length(buf, pos, end, flexible, wide=True)
+        if n < -1:
+            raise _Bounds(f"array length {n} at byte {pos}")
+        if n > end - pos:   # every element takes at least one byte
+            raise _Bounds(f"array of {n} elements at byte {pos} cannot fit in {end - pos} bytes")
+        for _ in range(max(n, 0)):
+            pos = _check_value(kafka_type, nested, False, False, False, flexible, buf, pos, end)
+        return pos
+    if nested is not None:
+        if nullable_struct:
+            _need(pos, 1, end, "null marker")
+            if buf[pos] == 0xFF:
+                return pos + 1
+            pos += 1
+        return _check_bounds(nested, buf, pos, end)
+    size = _FIXED.get(kafka_type)
+    if size is not None:
+        return _need(pos, size, end, kafka_type)
+    if kafka_type in ("string", "bytes", "records"):
+        n, pos = _length(buf, pos, end, flexible and not legacy, wide=kafka_type != "string")
+        if n < -1:
+            raise _Bounds(f"{kafka_type} length {n} at byte {pos}")
+        return _need(pos, max(n, 0), end, kafka_type)
+    raise _Bounds(f"unknown field type {kafka_type!r}")
+
+
+def _check_bounds(cls: type, buf, pos: int, end: int, *, is_header: bool = False) -> int:
+    """Walk one ``cls`` entity at ``pos`` checking every length; returns where it ends."""
+    flexible = cls.__flexible__
+    tagged = {}
+    for tag, kafka_type, is_array, nested, nullable_struct, legacy in _plan(cls, is_header):
+        if tag is not None:
+            tagged[tag] = (kafka_type, nested, is_array, nullable_struct, legacy)
+            continue
+        pos = _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible, buf, pos, end)
+    if flexible:
+        count, pos = _uvarint(buf, pos, end)
+        if count > end - pos:
+            raise _Bounds(f"{count} tagged fields at byte {pos} cannot fit")
+        for _ in range(count):
+            tag, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            field_end = _need(pos, size, end, f"tagged field {tag}")
+            if tag in tagged:
+                kafka_type, nested, is_array, nullable_struct, legacy = tagged[tag]
+                _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible,
+                             buf, pos, field_end)
+            pos = field_end
+    return pos

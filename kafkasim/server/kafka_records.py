@@ -1,0 +1,435 @@
+"""Kafka record batches (magic v2) on the wire ⟷ kafkasim's records, at the network edge.
+
+Real clients send and expect Kafka's own batch format; kafkasim stores its own
+(storage/FORMAT.md: the same header layout, but CRC-32 and msgpack records). This
+module translates between the two and is the only code in kafkasim that knows the
+wire format of records. Pure functions over bytes: no I/O, no state, safe from any
+thread.
+
+Kafka's v2 batch (all integers big-endian)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (=2)
+    | crc uint32 (CRC-32C of attributes .. end) | attributes int16 | lastOffsetDelta int32
+    | baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16
+    | baseSequence int32 | recordCount int32 | records (compressed as one block when
+    attributes & 0x7 != 0)
+
+    record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+            | keyLength varint (-1 = null) | key | valueLength varint | value
+            | headerCount varint | [keyLength varint | key utf-8 | valueLength varint | value]
+
+(varints are zigzag-encoded, as protobuf's sint32/sint64.)
+
+Invariants (every decode checks them and raises :class:`CorruptRecordError` naming the
+batch and the byte position, never anything else, on hostile input):
+- the batch length fits in the buffer and is at least the 49-byte header remainder;
+- the CRC-32C matches; magic is 2;
+- the records section decodes to exactly ``recordCount`` records and nothing is left
+  over; each record's length covers exactly its fields; offset deltas strictly increase
+  and never pass ``lastOffsetDelta``;
+- a compressed section inflates to at most ``max_uncompressed`` bytes.
+
+Unsupported on the way in (a clear :class:`InvalidRecordError`): transactional and
+control batches (kafkasim has no transactions). Compression codecs: gzip (stdlib zlib),
+snappy (raw or xerial-framed as the Java client writes it), lz4 (frame format) and
+zstd, the last three through ``cramjam``. On the way out (:func:`encode_fetched`)
+batches are uncompressed, which every client accepts.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Iterable, NamedTuple, Optional, Sequence
+
+import crc32c as _crc32c
+
+from kafkasim.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.records import record_batch as rb
+from kafkasim.types import Record
+
+__all__ = [
+    "KafkaBatch", "MAGIC_V2", "COMPRESSION_NONE", "COMPRESSION_GZIP", "COMPRESSION_SNAPPY",
+    "COMPRESSION_LZ4", "COMPRESSION_ZSTD", "ATTR_TRANSACTIONAL", "ATTR_CONTROL",
+    "decode_batches", "encode_batch", "encode_fetched", "to_kafkasim", "DEFAULT_MAX_UNCOMPRESSED",
+]
+
+MAGIC_V2 = 2
+COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = range(5)
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+DEFAULT_MAX_UNCOMPRESSED = 128 * 1024 * 1024
+"""Largest records section a compressed batch may inflate to (a bound on decompression bombs)."""
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte header, as kafkasim's own layout
+HEADER_SIZE = _HEADER.size
+_LENGTH_PREFIX = 12                         # baseOffset + batchLength: not counted by batchLength
+_CRC_START = 21
+_TAIL = struct.Struct(">hiqqqhii")          # attributes .. recordCount (the CRC'd header part)
+_HEAD = struct.Struct(">qiibI")
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+class KafkaBatch(NamedTuple):
+    """One decoded v2 batch. ``records`` holds ``(offset_delta, timestamp_ms, key, value,
+    headers)`` with absolute timestamps and headers as ``((str, bytes | None), ...)``."""
+
+    base_offset: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: list
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+
+# ---------------------------------------------------------------- varints
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+class _Reader:
+    """A cursor over one records section; every read is bounds-checked."""
+
+    __slots__ = ("buf", "pos", "end", "where")
+
+    def __init__(self, buf, pos: int, end: int, where: str) -> None:
+        self.buf, self.pos, self.end, self.where = buf, pos, end, where
+
+    def fail(self, what: str) -> CorruptRecordError:
+        return CorruptRecordError(f"{self.where}: {what} at byte {self.pos} of the records")
+
+    def varint(self, limit_bits: int = 64) -> int:
+        buf, pos, end = self.buf, self.pos, self.end
+        shift = result = 0
+        while True:
+            if pos >= end:
+                raise self.fail("truncated varint")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift >= limit_bits + 6:
+                raise self.fail("varint too long")
+        self.pos = pos
+        value = (result >> 1) ^ -(result & 1)
+        bound = 1 << (limit_bits - 1)
+        if not -bound <= value < bound:
+            raise self.fail(f"varint {value} out of range")
+        return value
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > self.end:
+            raise self.fail(f"field of {n} bytes past the end")
+        out = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def nullable_bytes(self) -> Optional[bytes]:
+        n = self.varint(32)
+        if n == -1:
+            return None
+        if n < -1:
+            raise self.fail(f"negative length {n}")
+        return self.take(n)
+
+
+# ---------------------------------------------------------------- compression
+
+def _decompress(codec: int, data: bytes, limit: int, where: str) -> bytes:
+    try:
+        if codec == COMPRESSION_GZIP:
+            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out = bytearray()
+            while data:
+                out += d.decompress(data, limit + 1 - len(out))
+                if len(out) > limit:
+                    break
+                if d.unconsumed_tail:
+                    data = d.unconsumed_tail
+                    continue
+                if not d.eof:
+                    raise CorruptRecordError(f"{where}: truncated gzip data")
+                data = d.unused_data  # a second gzip member
+                if data:
+                    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            result = bytes(out)
+        else:
+            import cramjam  # imported on first compressed batch only
+
+            if codec == COMPRESSION_SNAPPY:
+                result = _snappy_decompress(cramjam, data, limit, where)
+            elif codec == COMPRESSION_LZ4:
+                result = bytes(cramjam.lz4.decompress(data))
+            elif codec == COMPRESSION_ZSTD:
+                result = bytes(cramjam.zstd.decompress(data))
+            else:
+                raise CorruptRecordError(f"{where}: unknown compression codec {codec}")
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # zlib.error, cramjam.DecompressionError, ValueError ...
+        raise CorruptRecordError(
+            f"{where}: {_CODEC_NAMES.get(codec, codec)} data does not decompress: {exc}") from exc
+    if len(result) > limit:
+        raise CorruptRecordError(
+            f"{where}: {_CODEC_NAMES[codec]} data inflates past the limit of {limit} bytes")
+    return result
+
+
+def _snappy_decompress(cramjam, data: bytes, limit: int, where: str) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    # xerial framing (the Java client's SnappyOutputStream): 8-byte magic, two int32
+    # versions, then blocks of [int32 compressed length][raw snappy block]
+    pos, out = 16, bytearray()
+    if len(data) < pos:
+        raise CorruptRecordError(f"{where}: truncated xerial snappy header")
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise CorruptRecordError(f"{where}: truncated xerial snappy block length")
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise CorruptRecordError(f"{where}: xerial snappy block of {n} bytes past the end")
+        out += cramjam.snappy.decompress_raw(data[pos:pos + n])
+        pos += n
+        if len(out) > limit:
+            break
+    return bytes(out)
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == COMPRESSION_NONE:
+        return data
+    if codec == COMPRESSION_GZIP:
+        c = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        return c.compress(data) + c.flush()
+    import cramjam
+
+    if codec == COMPRESSION_SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise InvalidRecordError(f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------- decode
+
+def decode_batches(buf, *, where: str = "records",
+                   max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED) -> list[KafkaBatch]:
+    """Decode every v2 batch in ``buf`` (a Produce request's ``records`` field).
+
+    Raises :class:`CorruptRecordError` for anything malformed (see the module's
+    invariants) and :class:`InvalidRecordError` for an empty section or a
+    transactional/control batch.
+    """
+    buf = memoryview(buf)
+    if len(buf) == 0:
+        raise InvalidRecordError(f"{where}: no record batch")
+    out, pos = [], 0
+    while pos < len(buf):
+        out.append(_decode_one(buf, pos, where, max_uncompressed))
+        pos += _LENGTH_PREFIX + struct.unpack_from(">i", buf, pos + 8)[0]
+    return out
+
+
+def _decode_one(buf: memoryview, pos: int, where: str, limit: int) -> KafkaBatch:
+    here = f"{where} (batch at byte {pos})"
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"{here}: truncated batch header ({len(buf) - pos} of {HEADER_SIZE} bytes)")
+    (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
+     pid, epoch, base_seq, count) = _HEADER.unpack_from(buf, pos)
+    if magic != MAGIC_V2:
+        raise CorruptRecordError(f"{here}: record batch magic {magic} is not supported (only v2)")
+    if length < HEADER_SIZE - _LENGTH_PREFIX:
+        raise CorruptRecordError(f"{here}: batch length {length} is below the header size")
+    end = pos + _LENGTH_PREFIX + length
+    if end > len(buf):
+        raise CorruptRecordError(f"{here}: batch of {length + _LENGTH_PREFIX} bytes, {len(buf) - pos} present")
+    actual = _crc32c.crc32c(buf[pos + _CRC_START:end])
+    if actual != crc:
+        raise CorruptRecordError(f"{here}: CRC-32C mismatch: stored 0x{crc:08x}, computed 0x{actual:08x}")
+    if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+        raise InvalidRecordError(f"{here}: transactional and control batches are not supported by kafkasim")
+    if count < 0 or last_delta < 0:
+        raise CorruptRecordError(f"{here}: impossible header: recordCount={count} lastOffsetDelta={last_delta}")
+    codec = attributes & ATTR_COMPRESSION_MASK
+    body = buf[pos + HEADER_SIZE:end]
+    if codec:
+        body = _decompress(codec, bytes(body), limit, here)
+    records = _decode_records(body, count, last_delta, base_ts, here)
+    return KafkaBatch(base_offset, leader_epoch, attributes, last_delta, base_ts, max_ts,
+                      pid, epoch, base_seq, records)
+
+
+def _decode_records(body, count: int, last_delta: int, base_ts: int, where: str) -> list:
+    r = _Reader(body, 0, len(body), where)
+    records, prev = [], -1
+    if count > len(body):  # each record takes at least 7 bytes; refuse absurd counts early
+        raise r.fail(f"recordCount {count} cannot fit in {len(body)} bytes")
+    for _ in range(count):
+        length = r.varint(32)
+        if length < 0:
+            raise r.fail(f"negative record length {length}")
+        rec_end = r.pos + length
+        if rec_end > r.end:
+            raise r.fail(f"record of {length} bytes past the end")
+        outer_end, r.end = r.end, rec_end
+        r.take(1)  # record attributes: unused by Kafka so far
+        ts_delta = r.varint(64)
+        delta = r.varint(32)
+        if delta <= prev or delta > last_delta:
+            raise r.fail(f"offset delta {delta} after {prev} (lastOffsetDelta {last_delta})")
+        prev = delta
+        key = r.nullable_bytes()
+        value = r.nullable_bytes()
+        n_headers = r.varint(32)
+        if n_headers < 0:
+            raise r.fail(f"negative header count {n_headers}")
+        headers = []
+        for _ in range(n_headers):
+            hk = r.nullable_bytes()
+            if hk is None:
+                raise r.fail("null header key")
+            try:
+                hk_str = hk.decode("utf-8")
+            except UnicodeDecodeError:
+                raise r.fail("header key is not UTF-8") from None
+            headers.append((hk_str, r.nullable_bytes()))
+        if r.pos != rec_end:
+            raise r.fail(f"record length {length} does not match its fields")
+        r.end = outer_end
+        ts = base_ts + ts_delta
+        records.append((delta, ts, key, value, tuple(headers)))
+    if r.pos != len(body):
+        raise r.fail(f"{len(body) - r.pos} bytes left over after {count} records")
+    return records
+
+
+def to_kafkasim(batch: KafkaBatch) -> bytes:
+    """The kafkasim batch (kafkasim.records.record_batch) for one decoded Kafka batch,
+    ready for ``Broker.produce``: the producer id, epoch and base sequence are kept (so the
+    broker's idempotence check applies), and so are offset deltas and timestamps.
+    Raises InvalidRecordError for a batch kafkasim cannot store (no records, a negative
+    timestamp)."""
+    if not batch.records:
+        raise InvalidRecordError("a batch needs at least one record")
+    return rb.encode_batch(
+        0, batch.records, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        attributes=batch.attributes & ATTR_TIMESTAMP_TYPE,
+        last_offset_delta=max(batch.last_offset_delta, batch.records[-1][0]))
+
+
+# ---------------------------------------------------------------- encode
+
+def encode_batch(base_offset: int, records: Sequence[tuple], *, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1,
+                 partition_leader_epoch: int = -1, attributes: int = 0,
+                 compression: int = COMPRESSION_NONE, last_offset_delta: Optional[int] = None) -> bytes:
+    """Encode one v2 batch from ``(offset_delta, timestamp_ms, key, value, headers)`` tuples
+    (deltas strictly increasing; ``headers`` pairs of ``(str, bytes | None)``).
+
+    Example::
+
+        >>> b = encode_batch(5, [(0, 1000, b"k", b"v", ())])
+        >>> [r[2:4] for r in decode_batches(b)[0].records]
+        [(b'k', b'v')]
+    """
+    if not records:
+        raise InvalidRecordError("a batch needs at least one record")
+    base_ts = records[0][1]
+    max_ts = max(r[1] for r in records)
+    body = bytearray()
+    rec = bytearray()
+    prev = -1
+    for delta, ts, key, value, headers in records:
+        if delta <= prev:
+            raise InvalidRecordError(f"offset deltas must increase: {delta} after {prev}")
+        prev = delta
+        rec.clear()
+        rec.append(0)
+        _put_varint(rec, ts - base_ts)
+        _put_varint(rec, delta)
+        _put_bytes(rec, key)
+        _put_bytes(rec, value)
+        headers = headers or ()
+        _put_varint(rec, len(headers))
+        for hk, hv in headers:
+            _put_bytes(rec, hk.encode("utf-8"))
+            _put_bytes(rec, hv)
+        _put_varint(body, len(rec))
+        body += rec
+    if last_offset_delta is None:
+        last_offset_delta = prev
+    attributes = (attributes & ~ATTR_COMPRESSION_MASK) | compression
+    payload = _compress(compression, bytes(body))
+    tail = _TAIL.pack(attributes, last_offset_delta, base_ts, max_ts, producer_id,
+                      producer_epoch, base_sequence, len(records))
+    crc = _crc32c.crc32c(payload, _crc32c.crc32c(tail))
+    head = _HEAD.pack(base_offset, len(tail) + len(payload) + 9, partition_leader_epoch, MAGIC_V2, crc)
+    return head + tail + payload
+
+
+def _put_bytes(out: bytearray, data: Optional[bytes]) -> None:
+    if data is None:
+        _put_varint(out, -1)
+    else:
+        _put_varint(out, len(data))
+        out += data
+
+
+def encode_fetched(records: Iterable[Record]) -> bytes:
+    """Kafka v2 batches (uncompressed) for records read from a kafkasim log, in order.
+
+    Consecutive records share one batch while they come from the same producer id and
+    epoch with sequences that follow their offsets (so ``sequence = baseSequence +
+    offsetDelta`` holds, as in the batch they were written in); offsets may have gaps
+    (compaction), as in Kafka.
+    """
+    out = bytearray()
+    group: list[Record] = []
+    for r in records:
+        if group:
+            first = group[0]
+            same = (r.producer_id == first.producer_id and r.producer_epoch == first.producer_epoch
+                    and (r.sequence - r.offset == first.sequence - first.offset
+                         if first.sequence >= 0 else r.sequence < 0))
+            if not same:
+                out += _encode_group(group)
+                group = []
+        group.append(r)
+    if group:
+        out += _encode_group(group)
+    return bytes(out)
+
+
+def _encode_group(group: list[Record]) -> bytes:
+    base = group[0].offset
+    return encode_batch(
+        base, [(r.offset - base, r.timestamp, r.key, r.value, r.headers) for r in group],
+        producer_id=group[0].producer_id, producer_epoch=group[0].producer_epoch,
+        base_sequence=group[0].sequence)

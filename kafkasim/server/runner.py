@@ -1,0 +1,112 @@
+"""Run a :class:`~kafkasim.server.server.KafkaServer` in the foreground until told to stop.
+
+:func:`serve` opens the broker over ``data_dir`` (which takes the data dir's lock),
+starts the server, writes the address file, reports the address through ``on_ready``,
+and then waits for SIGINT/SIGTERM (or ``stop``). Shutdown is always, in this order:
+stop accepting and drop connections → remove the address file → flush and close the
+broker (releasing the lock). Nothing is left half-written: the address file is written
+to a temporary name, fsynced and renamed into place.
+
+The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``;
+it exists exactly while a server is serving that data dir, so other tools can find it.
+
+Thread-safety: :func:`serve` runs its own event loop in the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from typing import Callable, Optional
+
+from kafkasim.clock import SystemClock
+from kafkasim.errors import InvalidArgumentError, KafkaStorageError
+from kafkasim.server.api import ServerOptions
+from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
+
+__all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+
+ADDRESS_FILE = ".server.json"
+
+
+def write_address(data_dir: str, host: str, port: int) -> str:
+    """Atomically write the address file; returns its path."""
+    path = os.path.join(data_dir, ADDRESS_FILE)
+    tmp = path + ".tmp"
+    data = json.dumps({"host": host, "port": port, "pid": os.getpid(),
+                       "started_ms": int(time.time() * 1000)}).encode()
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(data_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot write the server address file {path}: {exc}") from exc
+    return path
+
+
+def read_address(data_dir: str) -> Optional[dict]:
+    """The address file's content, or None when no server is announced for ``data_dir``."""
+    try:
+        with open(os.path.join(data_dir, ADDRESS_FILE), "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_address(data_dir: str) -> None:
+    for name in (ADDRESS_FILE, ADDRESS_FILE + ".tmp"):
+        try:
+            os.unlink(os.path.join(data_dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
+          options: Optional[ServerOptions] = None,
+          max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+          on_ready: Optional[Callable[[str, int], None]] = None,
+          stop: Optional[asyncio.Event] = None) -> None:
+    """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring."""
+    from kafkasim.broker import Broker
+
+    broker = Broker(data_dir, clock=SystemClock())
+    try:
+        asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop))
+    finally:
+        remove_address(broker.data_dir)
+        try:
+            broker.flush()
+        finally:
+            broker.close()
+
+
+async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop) -> None:
+    server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    try:
+        bound_host, bound_port = await server.start()
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    try:
+        write_address(broker.data_dir, bound_host, bound_port)
+        if on_ready is not None:
+            on_ready(bound_host, bound_port)
+        await stop.wait()
+    finally:
+        await server.close()

@@ -1,0 +1,191 @@
+"""The network edge: an asyncio TCP server speaking Kafka's wire protocol over a Broker.
+
+One frame is ``int32 size`` + request header + body. For each connection, requests are
+read and answered one at a time, in order (Kafka mutes a connection while its request is
+in flight, so responses always come back in request order). Per frame:
+
+1. the size is checked *before* the frame is read: a size below a header or above
+   ``max_request_bytes`` (Kafka's ``socket.request.max.bytes``, 104857600) closes the
+   connection, as Kafka does;
+2. api key and version are peeked; an unknown key or unserved version closes the
+   connection — except ApiVersions, which gets Kafka's answer for that case (a v0
+   response with UNSUPPORTED_VERSION and the versions served) so the client can retry;
+3. the frame is parsed into a typed request (:mod:`kafkasim.server.codec`, kio); a frame
+   that does not parse closes the connection and reaches nothing else;
+4. the API's handler (:mod:`kafkasim.server.api`'s table) makes its broker calls and
+   returns the response, which is encoded for the request's version and written.
+
+A handler that raises something unexpected is logged and its connection closed; the
+server itself never stops on a request. Malformed input never reaches the broker, so it
+can never write anything.
+
+Thread-safety: the server runs on one event loop thread; broker calls run on a
+``ThreadPoolExecutor`` (the broker is thread-safe). :meth:`KafkaServer.close` must be
+awaited on the loop. The server does not own the broker: whoever opened it closes it
+(:func:`kafkasim.server.runner.serve` does, after the server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+from kafkasim.errors import UnsupportedVersionError
+from kafkasim.server import apis_admin
+from kafkasim.server import codec
+from kafkasim.server.api import Context, Node, ServerOptions
+from kafkasim.server.dispatch import APIS
+
+__all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
+
+log = logging.getLogger("kafkasim.server")
+
+DEFAULT_MAX_REQUEST_BYTES = 104_857_600   # socket.request.max.bytes
+DEFAULT_PORT = 9092
+_SIZE = struct.Struct(">i")
+_MIN_FRAME = 8                            # api key, api version, correlation id
+
+
+class _CloseConnection(Exception):
+    """The connection must be closed (the reason was logged)."""
+
+
+class KafkaServer:
+    """Serves one broker on one listener address.
+
+    Example::
+
+        server = KafkaServer(broker, "127.0.0.1", 0)
+        host, port = await server.start()      # port 0: the OS picks a free one
+        ...
+        await server.close()
+    """
+
+    def __init__(self, broker, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
+                 options: Optional[ServerOptions] = None,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 workers: int = 8, advertised_host: Optional[str] = None) -> None:
+        self.broker = broker
+        self.host, self.port = host, port
+        self.options = options or ServerOptions()
+        self.max_request_bytes = max_request_bytes
+        self._advertised_host = advertised_host
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kafkasim-serve")
+        self._server: Optional[asyncio.base_events.Server] = None
+        self._connections: set[asyncio.Task] = set()
+        self._ctx: Optional[Context] = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    async def start(self) -> tuple[str, int]:
+        """Bind and start accepting; returns the bound ``(host, port)``."""
+        self._server = await asyncio.start_server(self._on_connection, self.host, self.port,
+                                                  reuse_address=True)
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+        node = Node(getattr(self.broker, "broker_id", 0), self._advertised_host or self.host, self.port)
+        self._ctx = Context(self.broker, node, self.options, self._executor)
+        log.info("listening on %s:%d", self.host, self.port)
+        return self.host, self.port
+
+    async def close(self) -> None:
+        """Stop accepting, drop every connection (pending long polls are cancelled) and
+        wait for in-flight broker calls to return."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
+
+    # ------------------------------------------------------------ connections
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(reader, writer, peer)
+        except (_CloseConnection, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection %s: unexpected error; closing it", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (Exception, asyncio.CancelledError):
+                pass
+
+    async def _serve(self, reader, writer, peer) -> None:
+        ctx = dataclasses.replace(
+            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()))
+        while True:
+            try:
+                head = await reader.readexactly(_SIZE.size)
+            except asyncio.IncompleteReadError:
+                return  # the client closed the connection between requests
+            (size,) = _SIZE.unpack(head)
+            if size < _MIN_FRAME or size > self.max_request_bytes:
+                log.warning("connection %s: request of %d bytes refused (limit %d, minimum %d); closing",
+                            peer, size, self.max_request_bytes, _MIN_FRAME)
+                raise _CloseConnection
+            frame = await reader.readexactly(size)
+            response = await self.handle_frame(frame, peer, ctx)
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+
+    async def handle_frame(self, frame: bytes, peer=None, ctx: Optional[Context] = None) -> Optional[bytes]:
+        """The response frame for one request frame (None: no response); raises
+        :class:`_CloseConnection` when the connection must be closed."""
+        try:
+            api_key, version, correlation_id = codec.peek(frame)
+        except codec.MalformedRequest:
+            raise _CloseConnection from None
+        entry = APIS.get(api_key)
+        if entry is None:
+            log.info("connection %s: unknown API key %d; closing", peer, api_key)
+            raise _CloseConnection
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == codec.API_VERSIONS_KEY:
+                return self._unsupported_api_versions(correlation_id)
+            log.info("connection %s: %s v%d is not served (v%d-v%d); closing",
+                        peer, entry.name, version, entry.min_version, entry.max_version)
+            raise _CloseConnection
+        log.debug("connection %s: %s v%d (correlation id %d)", peer, entry.name, version, correlation_id)
+        try:
+            request = codec.decode_request(frame, api_key, version)
+        except codec.MalformedRequest as exc:
+            log.info("connection %s: malformed request (%s); closing", peer, exc)
+            raise _CloseConnection from None
+        try:
+            result = await entry.handler(ctx or self._ctx, request)
+            if result is None:
+                return None
+            body = codec.build(codec.response_class(api_key, version), result)
+            return codec.encode_response(api_key, version, correlation_id, body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection %s: %s v%d failed; closing", peer, entry.name, version)
+            raise _CloseConnection from None
+
+    @staticmethod
+    def _unsupported_api_versions(correlation_id: int) -> bytes:
+        body = codec.build(codec.response_class(codec.API_VERSIONS_KEY, 0), {
+            "error_code": UnsupportedVersionError.errno,
+            "api_keys": apis_admin.advertised_versions()})
+        return codec.encode_response(codec.API_VERSIONS_KEY, 0, correlation_id, body)
