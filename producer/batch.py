@@ -91,8 +91,8 @@ class ProducerBatch:
         this batch's estimated bytes, whichever is less (a record larger than that gets a
         piece of its own): so a batch of two or more records always yields two or more
         pieces, and splitting again ends at single records. (Kafka splits by ``batch.size``
-        alone, which would not shrink a batch rejected for being over the topic's
-        ``max.message.bytes`` when ``batch.size`` is larger.)
+        first and halves only a batch split already, since KAFKA-8350's fix; before it, a
+        ``batch.size`` above the topic's ``max.message.bytes`` split forever.)
 
         Each piece carries this batch's producer state: its base sequence is this batch's
         plus the offset delta of its first record (Kafka's split keeps the sequence range),
