@@ -7,7 +7,9 @@ CreatePartitions, DescribeTopics/DescribeConfigs and IncrementalAlterConfigs, as
 Invariants:
 - Validation happens before anything touches the disk: a bad name, partition count,
   replication factor or config raises and leaves nothing behind (a partition dir
-  opened for a topic whose metadata write then fails is removed again).
+  opened for a topic whose metadata write then fails is removed again). The rules are
+  those of :mod:`kafkasim.broker.metadata`, which a broker also applies to every
+  metadata file it loads.
 - A topic exists iff its metadata file exists: create writes the metadata last, delete
   removes it first, so a crash midway leaves either the whole topic or no topic (and
   ``-delete`` directories the next open removes).
@@ -22,16 +24,18 @@ from __future__ import annotations
 import uuid
 from typing import Any, Mapping, Optional
 
+from kafkasim.arguments import check_arg
 from kafkasim.config import MAX_PARTITIONS, LogConfig
 from kafkasim.errors import (
-    InvalidConfigurationError, InvalidPartitionsError, InvalidReplicationFactorError,
-    InvalidTopicError, TopicAlreadyExistsError,
+    InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, TopicAlreadyExistsError,
 )
 from kafkasim.storage.layout import validate_topic
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import INTERNAL_TOPICS, BrokerCore
-from kafkasim.broker.metadata import TopicMetadata
+from kafkasim.broker.metadata import (
+    TopicMetadata, check_partition_count, check_replication_factor, check_topic_configs,
+)
 
 __all__ = ["TopicAdmin", "MAX_PARTITIONS"]
 
@@ -45,13 +49,9 @@ class TopicAdmin(BrokerCore):
         TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError or
         InvalidConfigurationError before writing anything."""
         validate_topic(name)
-        _check_count("partitions", partitions, InvalidPartitionsError,
-                     "Number of partitions must be larger than 0")
-        _check_count("replication_factor", replication_factor, InvalidReplicationFactorError,
-                     "Replication factor must be larger than 0")
-        overrides = dict(configs or {})
-        config = self.default_config.with_overrides(overrides)  # validates
-        canonical = {k: config.to_kafka()[k] for k in overrides}
+        check_partition_count(partitions)
+        check_replication_factor(replication_factor)
+        config, canonical = check_topic_configs({} if configs is None else configs, self.default_config)
         with self._lock:
             self._check_open()
             if name in self._topics:
@@ -105,8 +105,7 @@ class TopicAdmin(BrokerCore):
         with self._lock:
             self._check_open()
             meta = self._topic(name)
-            _check_count("total_count", total_count, InvalidPartitionsError,
-                         "Number of partitions must be larger than 0")
+            check_partition_count(total_count, "total_count")
             if total_count == meta.partitions:
                 raise InvalidPartitionsError(f"Topic already has {meta.partitions} partitions.")
             if total_count < meta.partitions:
@@ -131,6 +130,7 @@ class TopicAdmin(BrokerCore):
     def alter_topic_configs(self, name: str, configs: Mapping[str, Any]) -> dict:
         """Set config overrides (Kafka's incremental AlterConfigs SET); a value of None
         removes the override (DELETE)."""
+        check_arg("configs", configs, "mapping", what="a mapping of config names to values (None removes one)")
         with self._lock:
             self._check_open()
             meta = self._topic(name)
@@ -175,11 +175,3 @@ class TopicAdmin(BrokerCore):
                 "replication_factor": meta.replication_factor, "configs": dict(meta.configs),
                 "partitions": parts}
 
-
-def _check_count(what: str, value: Any, error: type, message: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise error(f"{message}: {what}={value!r} is not an integer")
-    if value < 1:
-        raise error(f"{message}: {what}={value}")
-    if what != "replication_factor" and value > MAX_PARTITIONS:
-        raise error(f"{what}={value} exceeds the simulator's limit of {MAX_PARTITIONS} partitions per topic")

@@ -34,6 +34,7 @@ import uuid
 import warnings
 from typing import Optional
 
+from kafkasim.arguments import check_arg
 from kafkasim.clock import Clock
 from kafkasim.config import LogConfig
 from kafkasim.errors import BrokerNotAvailableError, UnknownTopicOrPartitionError
@@ -102,6 +103,8 @@ class BrokerCore:
                 f"The broker over {self.data_dir} is closed; open a new Broker on the data dir")
 
     def _topic(self, name: str) -> TopicMetadata:
+        if type(name) is not str:
+            check_arg("topic", name, "str")       # InvalidArgumentError naming it
         meta = self._topics.get(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")

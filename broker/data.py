@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kafkasim.errors import InvalidConfigurationError, InvalidRequiredAcksError
+from kafkasim.arguments import check_arg
+from kafkasim.errors import InvalidRequiredAcksError
 from kafkasim.records import record_batch as rb
+from kafkasim.records.validation import check_records
 from kafkasim.storage.log import Log, RecordColumns
 from kafkasim.types import Record, TopicPartition
 
@@ -37,6 +39,7 @@ EARLIEST = -2
 LATEST = -1
 """``list_offsets`` timestamp meaning the log end offset (Kafka's ListOffsets -1)."""
 _PRODUCER_ID_BLOCK = 1000
+_PRODUCER_FIELDS = ("producer_id", "producer_epoch", "base_sequence")
 
 
 class ProduceResult(NamedTuple):
@@ -79,9 +82,11 @@ class DataPlane(BrokerCore):
         the base offset. ``acks`` is validated as Kafka does (0, 1, -1 or 'all'); with one
         replica every accepted batch is in the log when this returns.
         """
-        if acks not in (0, 1, -1, "all", "0", "1", "-1"):
+        if isinstance(acks, bool) or acks not in (0, 1, -1, "all", "0", "1", "-1"):
             raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
-        part = self._partition(topic, partition)
+        part = self._checked_partition(topic, partition)
+        if type(batch) is not bytes:
+            check_arg("batch", batch, "bytes", what="bytes (an encoded record batch)")
         # the header is needed for the idempotence check; the log verifies the CRC and records
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
         with part.lock:
@@ -100,8 +105,18 @@ class DataPlane(BrokerCore):
 
     def append_records(self, topic: str, partition: int, records, **producer) -> ProduceResult:
         """Convenience: encode ``records`` — ``(timestamp, key, value, headers)`` tuples — as
-        one batch and produce it. ``producer`` may give producer_id/producer_epoch/base_sequence."""
-        recs = [(i, ts, k, v, h or ()) for i, (ts, k, v, h) in enumerate(records)]
+        one batch and produce it. ``producer`` may give producer_id/producer_epoch/base_sequence.
+
+        Every record is checked first by the one record rule
+        (:func:`kafkasim.records.validation.check_records`): a timestamp outside
+        [0, 2**63-1] is an InvalidTimestampError, a key, value or header of the wrong type an
+        InvalidRecordError naming the record and the field; nothing is written then."""
+        self._checked_partition(topic, partition)
+        for name, value in producer.items():
+            if name not in _PRODUCER_FIELDS:
+                raise TypeError(f"append_records() got an unexpected keyword argument {name!r}")
+            check_arg(name, value, "int")
+        recs = [(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(check_records(records))]
         return self.produce(topic, partition, rb.encode_batch(0, recs, **producer))
 
     def init_producer_id(self) -> tuple[int, int]:
@@ -124,7 +139,9 @@ class DataPlane(BrokerCore):
 
         OffsetOutOfRangeError when ``offset`` is below the log start or above the log end.
         """
-        log = self._partition(topic, partition).log
+        log = self._checked_partition(topic, partition).log
+        check_arg("offset", offset, "int")
+        check_arg("max_bytes", max_bytes, "int", min=0)
         records = log.read(offset, max_bytes)
         return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset)
 
@@ -134,7 +151,9 @@ class DataPlane(BrokerCore):
         :class:`kafkasim.storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
         lists; no producer fields). The consumer's fetcher uses it to build each
         ``ConsumerRecord`` directly, in C-level loops."""
-        log = self._partition(topic, partition).log
+        log = self._checked_partition(topic, partition).log
+        check_arg("offset", offset, "int")
+        check_arg("max_bytes", max_bytes, "int", min=0)
         columns = log.read_columns(offset, max_bytes)
         return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset)
 
@@ -142,20 +161,27 @@ class DataPlane(BrokerCore):
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
         (log end, -1); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp),
         or (-1, -1) when there is none."""
-        log = self._partition(topic, partition).log
+        log = self._checked_partition(topic, partition).log
+        check_arg("timestamp", timestamp, "int", min=EARLIEST,
+                  what="-2 (earliest), -1 (latest) or a timestamp >= 0, an int")
         if timestamp == EARLIEST:
             return log.log_start_offset, -1
         if timestamp == LATEST:
             return log.log_end_offset, -1
-        if not isinstance(timestamp, int) or timestamp < 0:
-            raise InvalidConfigurationError(
-                f"list_offsets timestamp must be -2 (earliest), -1 (latest) or >= 0, got {timestamp!r}")
         found = log.offset_for_time(timestamp)
         return found if found is not None else (-1, -1)
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition's Log, for in-process components (e.g. the group coordinator)."""
-        return self._partition(topic, partition).log
+        return self._checked_partition(topic, partition).log
+
+    def _checked_partition(self, topic: str, partition: int):
+        """The partition, after checking the arguments' types (kafkasim.arguments)."""
+        if type(topic) is not str:
+            check_arg("topic", topic, "str")
+        if type(partition) is not int:
+            check_arg("partition", partition, "int")
+        return self._partition(topic, partition)
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition the broker hosts, sorted."""

@@ -12,6 +12,10 @@ and :meth:`~kafkasim.broker.data.DataPlane.log` of the broker's other parts.
 
 On a closed broker every group call raises
 :class:`~kafkasim.errors.CoordinatorNotAvailableError` (the coordinator went with it).
+Arguments are checked before the coordinator is asked: a group id that is not a string is
+an :class:`~kafkasim.errors.InvalidGroupIdError` (Kafka's code, as the coordinator gives for
+an empty one), a member id, generation, offsets or partitions of the wrong type an
+InvalidArgumentError naming it (:mod:`kafkasim.arguments`).
 
 Thread-safety: the coordinator is created once under the broker's lock; the coordinator
 serialises its own calls.
@@ -21,7 +25,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kafkasim.errors import CoordinatorNotAvailableError, UnknownTopicOrPartitionError
+from collections.abc import Iterable
+
+from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
+from kafkasim.errors import CoordinatorNotAvailableError, InvalidGroupIdError, UnknownTopicOrPartitionError
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
@@ -63,40 +70,64 @@ class GroupApi(BrokerCore):
         self._check_group_api()
         return getattr(self.group_coordinator, name)(*args, **kwargs)
 
+    @staticmethod
+    def _check_member(group_id, member_id=None, generation_id=None) -> None:
+        if not isinstance(group_id, str):
+            raise InvalidGroupIdError(f"invalid group id {group_id!r:.80}: a group id is a str")
+        if member_id is not None and not isinstance(member_id, str):
+            check_arg("member_id", member_id, "str", what="a str")
+        if generation_id is not None:
+            check_arg("generation_id", generation_id, "int")
+
     def join_group(self, group_id: str, member_id: str = "", **kwargs):
         """JoinGroup: returns ``JoinResult`` (status pending/complete); see GroupCoordinator."""
+        self._check_member(group_id, member_id)
         return self._group_call("join_group", group_id, member_id, **kwargs)
 
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
                    assignments: Optional[dict] = None, **kwargs):
         """SyncGroup: the leader sends ``assignments``; every member gets a ``SyncResult``."""
+        self._check_member(group_id, member_id, generation_id)
         return self._group_call("sync_group", group_id, member_id, generation_id, assignments, **kwargs)
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int, **kwargs) -> None:
+        self._check_member(group_id, member_id, generation_id)
         return self._group_call("heartbeat", group_id, member_id, generation_id, **kwargs)
 
     def leave_group(self, group_id: str, member_id: str = "", **kwargs) -> None:
+        self._check_member(group_id, member_id)
         return self._group_call("leave_group", group_id, member_id, **kwargs)
 
     def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict,
                       **kwargs) -> None:
-        """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka)."""
+        """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka).
+        ``offsets`` is ``{TopicPartition: OffsetAndMetadata | int}``; anything else is an
+        InvalidArgumentError naming the bad entry (kafkasim.arguments.check_commit_offsets)."""
+        self._check_member(group_id, member_id, generation_id)
+        offsets = check_commit_offsets(offsets)
         for tp in offsets:
-            self._partition(tp[0], tp[1])
+            self._partition(tp.topic, tp.partition)
         return self._group_call("offset_commit", group_id, member_id, generation_id, offsets, **kwargs)
 
     def offset_fetch(self, group_id: str, partitions=None) -> dict:
+        self._check_member(group_id)
+        if partitions is not None:
+            if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
+                raise bad_arg("partitions", partitions, "an iterable of TopicPartition or None")
+            partitions = [check_topic_partition(tp) for tp in partitions]
         return self._group_call("offset_fetch", group_id, partitions)
 
     def list_groups(self) -> list[dict]:
         return self._group_call("list_groups")
 
     def delete_group(self, group_id: str) -> None:
+        self._check_member(group_id)
         return self._group_call("delete_group", group_id)
 
     def describe_group(self, group_id: str) -> dict:
         """The coordinator's description plus, per partition with a committed offset or an
         owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""
+        self._check_member(group_id)
         desc = self._group_call("describe_group", group_id)
         owners = {tuple(tp): m["member_id"] for m in desc["members"] for tp in m["assignment"]}
         rows = []
@@ -114,4 +145,6 @@ class GroupApi(BrokerCore):
         return desc
 
     def describe_groups(self, group_ids) -> list[dict]:
+        if isinstance(group_ids, (str, bytes)) or not isinstance(group_ids, Iterable):
+            raise bad_arg("group_ids", group_ids, "an iterable of group ids")
         return [self.describe_group(g) for g in group_ids]

@@ -44,6 +44,7 @@ import threading
 import weakref
 from typing import Any, Mapping, Optional, Self
 
+from kafkasim.arguments import check_arg
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import BROKER_CONFIGS, LogConfig, parse_configs
 from kafkasim.errors import KafkaStorageError
@@ -68,11 +69,14 @@ class Lifecycle(BrokerCore):
     def _open(self, data_dir: str | os.PathLike, clock: Optional[Clock], broker_id: int,
               default_configs: Optional[Mapping[str, Any]],
               broker_configs: Optional[Mapping[str, Any]]) -> None:
-        self.data_dir = os.path.abspath(os.fspath(data_dir))
-        self.clock = clock or SystemClock()
-        self.broker_id = broker_id
-        self.default_config = LogConfig.from_overrides(default_configs or {})
-        self.broker_config, _ = parse_configs("broker", BROKER_CONFIGS, broker_configs or {})
+        # every argument is checked before anything touches the disk (kafkasim.arguments)
+        self.data_dir = os.path.abspath(check_arg("data_dir", data_dir, "path"))
+        self.clock = check_arg("clock", clock, Clock, none_ok=True) or SystemClock()
+        self.broker_id = check_arg("broker_id", broker_id, "int", min=0)
+        self.default_config = LogConfig.from_overrides(check_arg(
+            "default_configs", default_configs, "mapping", none_ok=True, what="a mapping of topic configs") or {})
+        self.broker_config, _ = parse_configs("broker", BROKER_CONFIGS, check_arg(
+            "broker_configs", broker_configs, "mapping", none_ok=True, what="a mapping of broker configs") or {})
         if os.path.exists(self.data_dir) and not os.path.isdir(self.data_dir):
             raise KafkaStorageError(f"data dir {self.data_dir} exists and is not a directory")
         with storage_errors("create data dir", self.data_dir):
@@ -84,7 +88,7 @@ class Lifecycle(BrokerCore):
         try:
             self._meta = MetadataStore(self.data_dir)
             self._remove_deleted_dirs()
-            self._topics = self._meta.load_topics()
+            self._topics = self._meta.load_topics(self.default_config)   # checked as on create
             self._partitions = {}
             self._next_producer_id = self._meta.load_next_producer_id()
             self._producer_id_limit = self._next_producer_id

@@ -8,6 +8,16 @@ one. A topic exists iff its metadata file exists. Every ``OSError`` becomes a
 (:func:`kafkasim.storage.files.storage_errors`); a file that reads but does not parse is
 a ``KafkaStorageError`` too ("unreadable ...").
 
+The rules a topic's fields obey live here, once, and hold on create
+(:meth:`kafkasim.broker.admin.TopicAdmin.create_topic` raises their Kafka errors) and on
+load (:meth:`MetadataStore.load_topics`: a file breaking one is a ``KafkaStorageError``
+naming the file, the field and the value, before anything is opened): the name is a
+legal topic name (:func:`kafkasim.storage.layout.validate_topic`, so a partition
+directory never escapes the data dir), ``partitions`` an int in [1, MAX_PARTITIONS],
+``replication_factor`` an int >= 1, ``configs`` a mapping of valid topic configs;
+on load also ``topic_id`` a plain id (it names the file) and ``created_ms`` an int >= 0,
+no field missing or unknown, and no two files naming one topic.
+
 Not thread-safe: the broker serialises calls under its metadata lock.
 """
 
@@ -16,14 +26,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from kafkasim.errors import KafkaStorageError
+from kafkasim.arguments import check_arg
+from kafkasim.config import MAX_PARTITIONS, LogConfig
+from kafkasim.errors import (
+    InvalidPartitionsError, InvalidReplicationFactorError, KafkaSimError, KafkaStorageError,
+)
 from kafkasim.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, storage_errors
-from kafkasim.storage.layout import META_DIR
+from kafkasim.storage.layout import META_DIR, validate_topic
 
-__all__ = ["TopicMetadata", "MetadataStore"]
+__all__ = ["TopicMetadata", "MetadataStore", "check_partition_count", "check_replication_factor",
+           "check_topic_configs"]
+
+_TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 @dataclass
@@ -40,6 +58,76 @@ class TopicMetadata:
 
 def _dump(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+# -- the rules of a topic's fields: on create and on load ----------------------------------------
+def _check_count(what: str, value: Any, error: type, message: str, limit: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(f"{message}: {what}={value!r} is not an integer")
+    if value < 1:
+        raise error(f"{message}: {what}={value}")
+    if limit is not None and value > limit:
+        raise error(f"{what}={value} exceeds the simulator's limit of {limit} partitions per topic")
+    return int(value)
+
+
+def check_partition_count(value: Any, what: str = "partitions") -> int:
+    """A topic's partition count: an int in [1, MAX_PARTITIONS] (InvalidPartitionsError)."""
+    return _check_count(what, value, InvalidPartitionsError, "Number of partitions must be larger than 0",
+                        MAX_PARTITIONS)
+
+
+def check_replication_factor(value: Any) -> int:
+    """A topic's replication factor: an int >= 1 (InvalidReplicationFactorError)."""
+    return _check_count("replication_factor", value, InvalidReplicationFactorError,
+                        "Replication factor must be larger than 0", None)
+
+
+def check_topic_configs(configs: Any, defaults: LogConfig) -> tuple[LogConfig, dict[str, Any]]:
+    """``(effective config, canonical overrides)`` of a topic's config overrides: a mapping of
+    Kafka config names to values (InvalidArgumentError), each valid (InvalidConfigurationError)."""
+    check_arg("configs", configs, "mapping", what="a mapping of config names to values")
+    config = defaults.with_overrides(configs)
+    kafka = config.to_kafka()
+    return config, {k: kafka[k] for k in configs}
+
+
+def _check_topic_id(value: Any) -> None:
+    if not isinstance(value, str) or not _TOPIC_ID.fullmatch(value):
+        raise KafkaStorageError("a topic id is 1-128 characters from [A-Za-z0-9_-] (it names the file)")
+
+
+def _check_created_ms(value: Any) -> None:
+    check_arg("created_ms", value, "int", min=0)
+
+
+def topic_from_json(raw: Any, path: str, defaults: LogConfig) -> "TopicMetadata":
+    """The TopicMetadata a metadata file holds, checked by the same rules as a create;
+    KafkaStorageError naming ``path``, the field and the value otherwise."""
+    where = f"invalid topic metadata in {path}"
+    if not isinstance(raw, dict):
+        raise KafkaStorageError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    known = {f.name for f in fields(TopicMetadata)}
+    required = {f.name for f in fields(TopicMetadata) if f.default is MISSING and f.default_factory is MISSING}
+    missing, unknown = sorted(required - raw.keys()), sorted(raw.keys() - known)
+    if missing or unknown:
+        raise KafkaStorageError(f"{where}: " + "; ".join(
+            ([f"missing field(s) {', '.join(missing)}"] if missing else [])
+            + ([f"unknown field(s) {', '.join(unknown)}"] if unknown else [])))
+    rules = (("name", validate_topic), ("partitions", check_partition_count),
+             ("replication_factor", check_replication_factor),
+             ("configs", lambda c: check_topic_configs(c, defaults)), ("topic_id", _check_topic_id),
+             ("created_ms", _check_created_ms))
+    for name, rule in rules:
+        if name not in raw:
+            continue
+        value = raw[name]
+        try:
+            rule(value)
+        except KafkaSimError as exc:
+            what = f"invalid topic name {value!r:.80}" if name == "name" else f"{name}: {value!r:.80} is invalid"
+            raise KafkaStorageError(f"{where}: {what} ({exc})") from exc
+    return TopicMetadata(**raw)
 
 
 class MetadataStore:
@@ -60,8 +148,12 @@ class MetadataStore:
         # the 255-byte file-name limit
         return os.path.join(self.topics_dir, f"{topic_id}.json")
 
-    def load_topics(self) -> dict[str, TopicMetadata]:
-        out = {}
+    def load_topics(self, defaults: LogConfig) -> dict[str, TopicMetadata]:
+        """Every topic's metadata, each file checked by the rules of a create (the module
+        docstring; ``defaults`` are the broker's topic config defaults); the first file
+        that breaks one is a KafkaStorageError naming it, the field and the value."""
+        out: dict[str, TopicMetadata] = {}
+        paths: dict[str, str] = {}
         with storage_errors("list", self.topics_dir):
             names = sorted(os.listdir(self.topics_dir))
         for name in names:
@@ -72,10 +164,14 @@ class MetadataStore:
                 with open(path, encoding="utf-8") as f:
                     text = f.read()
             try:
-                meta = TopicMetadata(**json.loads(text))
-            except (ValueError, TypeError) as exc:
+                raw = json.loads(text)
+            except ValueError as exc:
                 raise KafkaStorageError(f"unreadable topic metadata {path}: {exc}") from exc
-            out[meta.name] = meta
+            meta = topic_from_json(raw, path, defaults)
+            if meta.name in out:
+                raise KafkaStorageError(
+                    f"invalid topic metadata: {paths[meta.name]} and {path} both describe topic {meta.name!r}")
+            out[meta.name], paths[meta.name] = meta, path
         return out
 
     def save_topic(self, meta: TopicMetadata) -> None:

@@ -29,6 +29,10 @@ Positions: a newly assigned partition starts at the group's committed offset, el
 A position that falls outside the log (retention deleted it, or a seek past the end) is
 reset the same way, or raises OffsetOutOfRangeError with ``none``, as Kafka's fetcher.
 
+Arguments (topics, partitions, offsets, timeouts) are checked with
+:func:`kafkasim.arguments.check_arg`: a wrong type is an InvalidArgumentError naming the
+argument and the value, raised before anything changes.
+
 Thread-safety: like KafkaConsumer, use one consumer from one thread; an internal lock
 only serialises the optional heartbeat thread with the caller.
 """
@@ -42,6 +46,7 @@ from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
+from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
@@ -60,6 +65,9 @@ class Consumer:
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
+        if not all(callable(getattr(broker, n, None))
+                   for n in ("fetch_columns", "list_offsets", "partition_count")):
+            raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
@@ -116,6 +124,7 @@ class Consumer:
                 raise IllegalStateError("subscribe() needs a group_id; use assign() without a group")
             if isinstance(topics, str):
                 topics = [topics]
+            topics = _topics_arg(topics)
             before = self._subs.topics
             self._subs.subscribe(topics)
             self._member.listener = listener if listener is not None else self._member.listener
@@ -129,7 +138,7 @@ class Consumer:
         """Manually assign partitions (no group membership, no rebalances)."""
         with self._lock:
             self._check_open()
-            parts = [TopicPartition(*tp) for tp in partitions]
+            parts = _partitions_arg(partitions)
             self._subs.assign_from_user(parts)
             self._fetcher.invalidate()
 
@@ -152,7 +161,9 @@ class Consumer:
         ``timeout_ms`` on the injected clock (a MockClock just advances).
         ``update_offsets`` is accepted for kafka-python compatibility; positions always advance.
         """
-        max_records = max_records or self.config["max_poll_records"]
+        check_arg("timeout_ms", timeout_ms, "number", min=0)
+        max_records = check_arg("max_records", max_records, "int", min=1, none_ok=True) \
+            or self.config["max_poll_records"]
         clock = self._clock
         deadline = clock.now_ms() + timeout_ms
         while True:
@@ -245,13 +256,13 @@ class Consumer:
         """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata | int}, the *next* offset to
         read), default: the position of every assigned partition. CommitFailedError if this
         member is no longer in the group's generation."""
+        offsets = None if offsets is None else check_commit_offsets(offsets)
         with self._lock:
             self._check_open()
             if self.config["group_id"] is None:
                 raise IllegalStateError("commit() needs a group_id")
-            offsets = self._consumed_offsets() if offsets is None else {
-                TopicPartition(*tp): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
-                for tp, om in offsets.items()}
+            if offsets is None:
+                offsets = self._consumed_offsets()
             if not offsets:
                 return
             if self._member is not None and self._subs.mode == AUTO_TOPICS:
@@ -298,33 +309,33 @@ class Consumer:
 
     def committed(self, partition: TopicPartition) -> Optional[int]:
         """The group's committed offset for ``partition`` (None if there is none)."""
+        tp = check_topic_partition(partition)
         if self.config["group_id"] is None:
             raise IllegalStateError("committed() needs a group_id")
-        om = self._broker.offset_fetch(self.config["group_id"], [TopicPartition(*partition)]).get(
-            TopicPartition(*partition))
+        om = self._broker.offset_fetch(self.config["group_id"], [tp]).get(tp)
         return None if om is None else om.offset
 
     # ------------------------------------------------------------------ positions
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record this consumer will return for ``partition``."""
+        tp = check_topic_partition(partition)
         with self._lock:
-            tp = TopicPartition(*partition)
             state = self._subs.state(tp)
             if state.position is None:
                 self._update_positions()
             return state.position
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        if offset < 0:
-            raise InvalidConfigurationError(f"seek offset must not be negative, got {offset}")
+        tp = check_topic_partition(partition)
+        offset = check_arg("offset", offset, "int", min=0)
         with self._lock:
-            tp = TopicPartition(*partition)
-            self._subs.state(tp).position = int(offset)
+            self._subs.state(tp).position = offset
             self._fetcher.invalidate(tp)
 
     def _seek_to(self, partitions, ts: int) -> None:
+        tps = _partitions_arg(partitions)
         with self._lock:
-            tps = [TopicPartition(*tp) for tp in partitions] or self._subs.assigned()
+            tps = tps or self._subs.assigned()
             for tp in tps:
                 self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
                 self._fetcher.invalidate(tp)
@@ -336,37 +347,45 @@ class Consumer:
         self._seek_to(partitions, LATEST)
 
     def pause(self, *partitions: TopicPartition) -> None:
+        tps = _partitions_arg(partitions)
         with self._lock:
-            for tp in partitions:
-                self._subs.state(TopicPartition(*tp)).paused = True
-                self._fetcher.invalidate(TopicPartition(*tp))
+            for tp in tps:
+                self._subs.state(tp).paused = True
+                self._fetcher.invalidate(tp)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        tps = _partitions_arg(partitions)
         with self._lock:
-            for tp in partitions:
-                self._subs.state(TopicPartition(*tp)).paused = False
+            for tp in tps:
+                self._subs.state(tp).paused = False
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, s in self._subs.assignment.items() if s.paused}
 
     def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
+        check_arg("topic", topic, "str")
         try:
             return set(range(self._broker.partition_count(topic)))
         except UnknownTopicOrPartitionError:
             return None
 
     def beginning_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._broker.list_offsets(tp[0], tp[1], EARLIEST)[0] for tp in partitions}
+        return {tp: self._broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
+                for tp in _partitions_arg(partitions)}
 
     def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._broker.list_offsets(tp[0], tp[1], LATEST)[0] for tp in partitions}
+        return {tp: self._broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
+                for tp in _partitions_arg(partitions)}
 
     def offsets_for_times(self, timestamps: dict) -> dict:
         """{TopicPartition: ts} → {TopicPartition: (offset, timestamp) or None}, as kafka-python."""
+        check_arg("timestamps", timestamps, "mapping", what="a mapping of TopicPartition to timestamp")
+        wanted = [(check_topic_partition(tp), check_arg(f"the timestamp for {tp}", ts, "int", min=0))
+                  for tp, ts in timestamps.items()]
         out = {}
-        for tp, ts in timestamps.items():
-            off, t = self._broker.list_offsets(tp[0], tp[1], int(ts))
-            out[TopicPartition(*tp)] = None if off < 0 else (off, t)
+        for tp, ts in wanted:
+            off, t = self._broker.list_offsets(tp.topic, tp.partition, ts)
+            out[tp] = None if off < 0 else (off, t)
         return out
 
     # ------------------------------------------------------------------ group info / close
@@ -418,3 +437,15 @@ class Consumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _topics_arg(topics) -> list[str]:
+    if isinstance(topics, (bytes, dict)) or not isinstance(topics, Iterable):
+        raise bad_arg("topics", topics, "a topic name or an iterable of topic names")
+    return [check_arg("topic", t, "str") for t in topics]
+
+
+def _partitions_arg(partitions) -> list[TopicPartition]:
+    if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
+        raise bad_arg("partitions", partitions, "an iterable of TopicPartition")
+    return [check_topic_partition(tp) for tp in partitions]

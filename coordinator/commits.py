@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from kafkasim.arguments import check_commit_offsets, check_topic_partition
 from kafkasim.coordinator.group import Group, GroupState
 from kafkasim.errors import (
     CoordinatorNotAvailableError, IllegalGenerationError, InvalidGroupIdError, InvalidRequestError,
     RebalanceInProgressError, UnknownMemberIdError,
 )
-from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.types import TopicPartition
 
 __all__ = ["CommitsMixin"]
 
@@ -41,14 +42,10 @@ class CommitsMixin:
         """
         if not isinstance(group_id, str) or not group_id:
             raise InvalidGroupIdError(f"invalid group id {group_id!r}")
-        norm = {}
-        for tp, om in offsets.items():
-            tp = TopicPartition(*tp)
-            if not isinstance(om, OffsetAndMetadata):
-                om = OffsetAndMetadata(int(om))
+        norm = check_commit_offsets(offsets)        # InvalidArgumentError naming a bad one
+        for tp, om in norm.items():
             if om.offset < 0:
                 raise InvalidRequestError(f"negative offset {om.offset} committed for {tp}")
-            norm[tp] = om
         with self._lock:
             now = self._now()
             g = self._group(group_id)
@@ -83,7 +80,7 @@ class CommitsMixin:
                 return {tp: e[0] for tp, e in sorted(g.offsets.items())}
             out = {}
             for tp in partitions:
-                tp = TopicPartition(*tp)
+                tp = check_topic_partition(tp)
                 if tp in g.offsets:
                     out[tp] = g.offsets[tp][0]
             return out

@@ -24,13 +24,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Optional
 
+from kafkasim.records.validation import RECORD_OVERHEAD  # re-exported: the size estimate's overhead
 from kafkasim.types import TopicPartition
 from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
 
 __all__ = ["RecordAccumulator", "RECORD_OVERHEAD", "BATCH_OVERHEAD_ESTIMATE"]
 
-RECORD_OVERHEAD = 8
-"""Estimated bytes per record besides key, value and headers (deltas, lengths)."""
 
 BATCH_OVERHEAD_ESTIMATE = 61
 """The batch header (storage/FORMAT.md §2.1)."""

@@ -9,9 +9,16 @@
   ``add_errback``. It resolves to a :class:`RecordMetadata` (topic, partition, offset,
   timestamp, ...) when its batch is acknowledged.
 
-Invariants: a batch completes exactly once (success or one error); all its futures
-resolve together; ``offset = base_offset + offset_delta``; with ``acks=0`` the offset
-is -1, as in Kafka.
+A batch the broker refuses as too large (``RecordTooLargeError``) with more than one
+record is **split** (Kafka's ``ProducerBatch.split``): :meth:`ProducerBatch.split` makes
+smaller batches of its records, in order, which the sender sends in its place. The
+original keeps the futures; each piece reports its records' outcomes back to it
+(offset or error, per record), and the original completes once every piece has — so one
+oversized record fails alone while its batch mates get their offsets.
+
+Invariants: a batch completes exactly once (success or one error, or — split — one
+outcome per record); all its futures resolve together; ``offset = base_offset +
+offset_delta``; with ``acks=0`` the offset is -1, as in Kafka.
 
 Thread-safety: a batch is appended to only under the producer's lock and completed by
 the one thread that holds the producer's send lock; completion publishes through a
@@ -27,6 +34,7 @@ from operator import itemgetter
 from typing import Any, Callable, NamedTuple, Optional
 
 from kafkasim.errors import KafkaTimeoutError
+from kafkasim.records.validation import record_size
 from kafkasim.types import TopicPartition
 
 __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch"]
@@ -51,7 +59,8 @@ class ProducerBatch:
 
     __slots__ = ("tp", "records", "size", "created_ms", "attempts", "base_sequence",
                  "encoded", "done", "base_offset", "log_append_time", "log_start_offset",
-                 "error", "callbacks", "_event", "waiter", "batch_no", "_cb_lock")
+                 "error", "callbacks", "_event", "waiter", "batch_no", "_cb_lock",
+                 "split_path", "parent", "parent_first", "results", "_pending_pieces")
 
     def __init__(self, tp: TopicPartition, created_ms: int, waiter: Callable[["ProducerBatch", Optional[float]], None]) -> None:
         self.tp = tp
@@ -71,6 +80,59 @@ class ProducerBatch:
         self._cb_lock = threading.Lock()
         self.waiter = waiter          # producer hook: make this batch go out now (flush-like)
         self.batch_no = -1            # per-partition ordinal, assigned when closed
+        self.split_path: tuple = ()   # a piece of a split batch: its index (and its parent's)
+        self.parent: Optional[ProducerBatch] = None   # a piece: the batch it was split from
+        self.parent_first = 0         # a piece: the parent's offset delta of its first record
+        self.results: Optional[list] = None   # split: per record (offset, append time, log start, error)
+        self._pending_pieces = 0
+
+    def split(self, batch_size: int) -> list["ProducerBatch"]:
+        """Split this batch into pieces, records in order, of at most ``batch_size`` or half
+        this batch's estimated bytes, whichever is less (a record larger than that gets a
+        piece of its own): so a batch of two or more records always yields two or more
+        pieces, and splitting again ends at single records. (Kafka splits by ``batch.size``
+        first and halves only a batch split already, since KAFKA-8350's fix; before it, a
+        ``batch.size`` above the topic's ``max.message.bytes`` split forever.)
+
+        Each piece carries this batch's producer state: its base sequence is this batch's
+        plus the offset delta of its first record (Kafka's split keeps the sequence range),
+        so later batches keep theirs. This batch completes when every piece has.
+        """
+        sizes = [record_size(r[2], r[3], r[4]) for r in self.records]
+        max_size = min(batch_size, sum(sizes) // 2)
+        pieces: list[ProducerBatch] = []
+        piece: Optional[ProducerBatch] = None
+        for delta, ((_, ts, key, value, headers), size) in enumerate(zip(self.records, sizes)):
+            if piece is None or piece.size + size > max_size:
+                piece = ProducerBatch(self.tp, self.created_ms, self.waiter)
+                piece.batch_no = self.batch_no
+                piece.split_path = self.split_path + (len(pieces),)
+                piece.parent = self
+                piece.parent_first = delta
+                if self.base_sequence >= 0:
+                    piece.base_sequence = (self.base_sequence + delta) & 0x7FFFFFFF
+                pieces.append(piece)
+            piece.records.append((len(piece.records), ts, key, value, headers))
+            piece.size += size
+        self.results = [None] * len(self.records)
+        self._pending_pieces = len(pieces)
+        return pieces
+
+    def _piece_done(self, piece: "ProducerBatch") -> None:
+        """A piece completed: record its records' outcomes; complete this batch after the last."""
+        first = piece.parent_first
+        for i in range(len(piece.records)):
+            self.results[first + i] = piece.outcome(i)     # a piece split again reports per record
+        self._pending_pieces -= 1
+        if self._pending_pieces == 0:
+            self.complete(-1)
+
+    def outcome(self, delta: int) -> tuple:
+        """``(offset, log_append_time, log_start_offset, error)`` of the record at ``delta``."""
+        if self.results is not None:
+            return self.results[delta]
+        return (self.base_offset + delta if self.base_offset >= 0 else -1, self.log_append_time,
+                self.log_start_offset, self.error)
 
     def complete(self, base_offset: int, log_append_time: int = -1, log_start_offset: int = -1,
                  error: Optional[BaseException] = None) -> None:
@@ -86,12 +148,16 @@ class ProducerBatch:
         if event is not None:
             event.set()
         if callbacks:
+            results = self.results
             for fut, fn, args, on_error in callbacks:
-                if (error is None) != on_error:
+                err = error if results is None else results[fut[1]][3]
+                if (err is None) != on_error:
                     try:
-                        fn(*args, fut.value if error is None else error)
+                        fn(*args, fut.value if err is None else err)
                     except Exception:  # a user callback must not break the sender
                         pass
+        if self.parent is not None:
+            self.parent._piece_done(self)
 
     def wait(self, timeout: Optional[float]) -> bool:
         if self.done:
@@ -117,42 +183,50 @@ class FutureRecordMetadata(tuple):
     _batch = property(itemgetter(0))
     _delta = property(itemgetter(1))
 
+    def _error(self) -> Optional[BaseException]:
+        b = self[0]
+        return b.error if b.results is None else b.results[self[1]][3]
+
     @property
     def is_done(self) -> bool:
         return self._batch.done
 
     def succeeded(self) -> bool:
-        return self._batch.done and self._batch.error is None
+        return self._batch.done and self._error() is None
 
     def failed(self) -> bool:
-        return self._batch.done and self._batch.error is not None
+        return self._batch.done and self._error() is not None
 
     @property
     def exception(self) -> Optional[BaseException]:
-        return self._batch.error if self._batch.done else None
+        return self._error() if self._batch.done else None
 
     @property
     def value(self) -> Optional[RecordMetadata]:
         b = self._batch
-        if not b.done or b.error is not None:
+        if not b.done:
+            return None
+        offset, append_time, log_start, error = b.outcome(self._delta)
+        if error is not None:
             return None
         _, ts, key, value, headers = b.records[self._delta]
-        offset = -1 if b.base_offset < 0 else b.base_offset + self._delta
-        if b.log_append_time >= 0:
-            ts = b.log_append_time
+        if append_time >= 0:
+            ts = append_time
         hsize = sum(len(k) + (len(v) if v is not None else 0) for k, v in headers)
-        return RecordMetadata(b.tp.topic, b.tp.partition, b.tp, offset, ts, b.log_start_offset,
+        return RecordMetadata(b.tp.topic, b.tp.partition, b.tp, offset, ts, log_start,
                               -1 if key is None else len(key), -1 if value is None else len(value), hsize)
 
     def get(self, timeout: Optional[float] = None) -> RecordMetadata:
         """Wait for the record's batch (sending it now if it is still lingering) and return its metadata.
 
-        Raises the batch's error, or :class:`KafkaTimeoutError` after ``timeout`` seconds.
+        Raises the record's error (its batch's, or — for a split batch — its piece's), or
+        :class:`KafkaTimeoutError` after ``timeout`` seconds.
         """
         if not self._batch.wait(timeout):
             raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs for {self._batch.tp}")
-        if self._batch.error is not None:
-            raise self._batch.error
+        error = self._error()
+        if error is not None:
+            raise error
         return self.value
 
     def add_callback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
@@ -171,8 +245,9 @@ class FutureRecordMetadata(tuple):
                     b.callbacks = []
                 b.callbacks.append((self, fn, args, on_error))
                 return self
-        if (b.error is None) != on_error:
-            fn(*args, self.value if b.error is None else b.error)
+        error = self._error()
+        if (error is None) != on_error:
+            fn(*args, self.value if error is None else error)
         return self
 
     def __repr__(self) -> str:

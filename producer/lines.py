@@ -22,7 +22,12 @@ Input must be UTF-8; a line that is not is an error naming its number and byte.
 **What a failure leaves** (:func:`produce_lines` never raises for a bad line): the
 records of the lines before the failing one were sent; the producer is flushed, and the
 summary says exactly how many records were acknowledged before the failing line, and
-names that line and its error. Nothing after the failing line is sent.
+names that line and its error. A line that fails as it is read or sent (a parse error,
+a record the one record rule refuses, an explicit partition out of range, a record over
+``max.request.size``) stops the reading: nothing after it is sent. A record the broker
+refuses later (e.g. over the topic's ``max.message.bytes``) fails alone — the producer
+splits its batch, as Kafka's does — while the lines after it may already be on their way:
+``after_error`` counts those that were written anyway, so the summary stays exact.
 
 Thread-safety: pure parsing plus one Producer call sequence; use from one thread.
 """
@@ -34,6 +39,7 @@ import re
 from typing import Iterable, Mapping, NamedTuple, Optional, Union
 
 from kafkasim.errors import InvalidArgumentError, KafkaSimError
+from kafkasim.records.validation import check_timestamp
 
 __all__ = ["LineRecord", "LineReader", "parse_json_line", "produce_lines", "READER_PROPERTIES"]
 
@@ -176,8 +182,8 @@ def parse_json_line(line: str, lineno: int) -> Optional[LineRecord]:
     if part is not None and (isinstance(part, bool) or not isinstance(part, int)):
         raise InvalidArgumentError(f"line {lineno}: 'partition' must be an integer, got {part!r}")
     ts = obj.get("timestamp")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or ts < 0):
-        raise InvalidArgumentError(f"line {lineno}: 'timestamp' must be a non-negative integer (ms), got {ts!r}")
+    if ts is not None:
+        ts = check_timestamp(ts, f"line {lineno}: ")      # the one record rule
     return LineRecord(_text("key", obj.get("key"), lineno), _text("value", obj.get("value"), lineno),
                       hs, part, ts)
 
@@ -203,8 +209,10 @@ def produce_lines(producer, topic: str, lines: Iterable[Union[bytes, str]], *,
     """Stream ``lines`` to ``topic`` (see the module docstring); flush; summarise.
 
     Returns ``{"topic", "records", "partitions": {p: {"count", "first_offset",
-    "last_offset"}}, "error": None | {"line", "type", "message"}}``; ``records`` counts
-    the acknowledged records, all of them from lines before ``error["line"]``.
+    "last_offset"}}, "error": None | {"line", "type", "message"}, "after_error"}``;
+    ``records`` counts the acknowledged records, all of them from lines before
+    ``error["line"]`` (``partitions`` describes them); ``after_error`` counts the records
+    of lines after it that were written anyway (sent before the failure came back).
     """
     if input_format not in ("line", "json"):
         raise InvalidArgumentError(f"input format {input_format!r}: must be 'line' or 'json'")
@@ -230,20 +238,26 @@ def produce_lines(producer, topic: str, lines: Iterable[Union[bytes, str]], *,
         producer.flush()
     except KafkaSimError:
         pass                               # each future below says what happened to it
-    parts: dict[int, dict] = {}
-    acked = 0
+    outcomes = []
     for lineno, future in sent:
         try:
-            md = future.get(timeout=0)
+            outcomes.append((lineno, future.get(timeout=0)))
         except KafkaSimError as exc:
+            outcomes.append((lineno, None))
             if error is None or lineno < error["line"]:
                 error = {"line": lineno, "type": type(exc).__name__, "message": str(exc)}
-            break
+    parts: dict[int, dict] = {}
+    acked = after = 0
+    for lineno, md in outcomes:
+        if md is None:
+            continue
         if error is not None and lineno > error["line"]:
-            break
+            after += 1
+            continue
         acked += 1
         s = parts.setdefault(md.partition, {"count": 0, "first_offset": md.offset, "last_offset": md.offset})
         s["count"] += 1
         s["first_offset"] = min(s["first_offset"], md.offset)
         s["last_offset"] = max(s["last_offset"], md.offset)
-    return {"topic": topic, "records": acked, "partitions": dict(sorted(parts.items())), "error": error}
+    return {"topic": topic, "records": acked, "partitions": dict(sorted(parts.items())), "error": error,
+            "after_error": after}

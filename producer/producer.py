@@ -9,9 +9,11 @@ Lab code ports to a real cluster by changing only the construction::
 
 Pipeline (one job per module, as kafka-python/aiokafka split it):
 
-1. ``send()`` (this module) serializes, picks the partition (explicit → checked; else the
-   partitioner, see ``kafkasim/partitioning/partitioners.py``), optionally stamps the audit headers,
-   and appends a tuple to the accumulator under **one** lock; it returns a future.
+1. ``send()`` (this module) serializes, checks the record (headers and an explicit
+   timestamp, by the one record rule of ``kafkasim.records.validation``), picks the partition
+   (explicit → checked; else the partitioner, see ``kafkasim/partitioning/partitioners.py``),
+   optionally stamps the audit headers, and appends a tuple to the accumulator under
+   **one** lock; it returns a future.
 2. The accumulator closes batches (full / ``linger_ms`` passed on the injected clock /
    flush) into a FIFO ready queue (``producer/accumulator.py``; batches and futures in
    ``producer/batch.py``).
@@ -52,14 +54,16 @@ import random
 import threading
 from typing import Any, Callable, Optional, Sequence
 
+from kafkasim.arguments import bad_arg, check_arg
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
     RecordTooLargeError, UnknownTopicOrPartitionError,
 )
+from kafkasim.records.validation import RECORD_OVERHEAD, check_headers, check_timestamp
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER, TopicPartition
-from kafkasim.producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RECORD_OVERHEAD, RecordAccumulator
+from kafkasim.producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RecordAccumulator
 from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
 from kafkasim.producer.config import DEFAULT_CONFIG, PRODUCER_CONFIGS
 from kafkasim.producer.faults import LOST_REQUEST, LOST_RESPONSE, FaultInjector
@@ -79,6 +83,7 @@ class Producer:
     """A Kafka producer bound to one in-process broker. See the module docstring."""
 
     def __init__(self, broker, **configs: Any) -> None:
+        _check_broker(broker)
         cfg, ignored = parse_configs("producer", PRODUCER_CONFIGS, configs)
         self._broker = broker
         self.config = cfg
@@ -116,7 +121,7 @@ class Producer:
         self._checks = self._key_ser is not None or self._value_ser is not None
         self._m = {"record-send-total": 0, "record-retry-total": 0, "record-error-total": 0,
                    "batch-total": 0, "request-total": 0, "duplicate-batch-total": 0,
-                   "injected-fault-total": 0, "byte-total": 0}
+                   "injected-fault-total": 0, "byte-total": 0, "batch-split-total": 0}
         faults = FaultInjector(cfg["fault_rate"], cfg["fault_mode"], cfg["fault_injector"], seed)
         self._sender = Sender(broker, self._acc, self._lock, self._clock, acks=self._acks,
                               idempotent=self._idempotent, retries=cfg["retries"],
@@ -164,7 +169,11 @@ class Producer:
         """Queue one record; return a future resolving to its RecordMetadata.
 
         Raises at once (like Kafka) for a closed producer, an unknown topic, an invalid
-        explicit partition or a record larger than ``max_request_size``.
+        explicit partition or a record larger than ``max_request_size``, and for a record
+        that breaks the one record rule (:mod:`kafkasim.records.validation`): headers not
+        ``(str, bytes | None)`` pairs (InvalidRecordError) or a timestamp not an int in
+        [0, 2**63-1] (InvalidTimestampError). Nothing is queued then, and no sequence
+        number is taken (sequences are assigned by the sender).
         """
         if self._checks:        # closed, or serializers configured
             if self._closed:
@@ -178,19 +187,19 @@ class Producer:
         if value is not None and type(value) is not bytes:
             value = _to_bytes("value", value)
         now = self._now()
-        meta = self._meta.get(topic)
+        meta = self._meta.get(topic) if type(topic) is str else None
         if meta is None or now >= meta[1]:
-            meta = self._refresh_metadata(topic, now)
+            meta = self._refresh_metadata(topic, now)      # checks the topic argument
         n = meta[0]
         size = RECORD_OVERHEAD
         if key is not None:
             size += len(key)
         if value is not None:
             size += len(value)
-        if headers:
-            headers = tuple(headers)
-            for hk, hv in headers:
-                size += len(hk) + (len(hv) if hv is not None else 0)
+        if headers is not None:
+            # the one record rule (kafkasim.records.validation): pairs of (str, bytes | None)
+            headers, hsize = check_headers(headers)
+            size += hsize
         if self._stamp:
             size += self._stamp_size
         if size > self._max_record_size:
@@ -200,17 +209,11 @@ class Producer:
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 raise InvalidArgumentError(
-                    f"Invalid partition: {partition}. Partition number should always be non-negative or null.")
+                    f"Invalid partition: {partition!r}. Partition number should always be non-negative or null.")
             if partition >= n:
                 raise InvalidArgumentError(
                     f"Invalid partition given with record: {partition} is not in the range [0...{n}).")
-        if timestamp_ms is None:
-            ts = now
-        elif type(timestamp_ms) is int and timestamp_ms >= 0:
-            ts = timestamp_ms
-        else:
-            raise InvalidArgumentError(
-                f"Invalid timestamp: {timestamp_ms}. Timestamp should always be non-negative or null.")
+        ts = now if timestamp_ms is None else check_timestamp(timestamp_ms)
         with self._lock:
             if partition is None:
                 if key is not None and self._murmur2_fast:
@@ -254,7 +257,7 @@ class Producer:
 
     def poll(self, timeout_ms: int = 0) -> int:
         """Close lingered batches (by the clock) and deliver ready ones; return batches delivered."""
-        if timeout_ms:
+        if check_arg("timeout_ms", timeout_ms, "number", min=0):
             self._clock.sleep(timeout_ms)
         with self._lock:
             self._acc.expire(self._clock.now_ms())
@@ -268,13 +271,12 @@ class Producer:
         :class:`KafkaTimeoutError` is raised once ``timeout`` has passed with records still
         unacknowledged; they stay buffered, and a later ``flush()`` or ``close()`` goes on.
         """
+        check_arg("timeout", timeout, "number", min=0, none_ok=True, what="a number of seconds")
         with self._lock:
             self._acc.close_all()
         if timeout is None:
             self._deliver(block=True, force=True)
             return
-        if timeout < 0:
-            raise InvalidArgumentError(f"flush timeout must be >= 0 seconds, got {timeout}")
         if not self._sender.deliver_until(self._clock.now_ms() + int(timeout * 1000)):
             raise KafkaTimeoutError(
                 f"Failed to flush accumulated records within {timeout} secs: "
@@ -288,6 +290,7 @@ class Producer:
         """
         if self._closed:
             return
+        check_arg("timeout", timeout, "number", min=0, none_ok=True, what="a number of seconds")
         try:
             self.flush(timeout)
         except KafkaTimeoutError as exc:
@@ -310,6 +313,7 @@ class Producer:
     # ------------------------------------------------------------------ metadata
 
     def _refresh_metadata(self, topic: str, now: int) -> int:
+        check_arg("topic", topic, "str")
         try:
             n = self._broker.partition_count(topic)
         except UnknownTopicOrPartitionError as exc:
@@ -341,6 +345,13 @@ class Producer:
         batches = m["batch-total"]
         m["records-per-batch-avg"] = (m["record-send-total"] / batches) if batches else 0.0
         return {"producer-metrics": m}
+
+
+def _check_broker(broker: Any) -> None:
+    """The producer needs the broker API (broker/API.md): produce, partition_count, init_producer_id."""
+    if not all(callable(getattr(broker, name, None))
+               for name in ("produce", "partition_count", "init_producer_id")):
+        raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
 
 
 def _to_bytes(what: str, v: Any) -> bytes:

@@ -22,10 +22,21 @@ Retries, the in-flight model (numbered):
 3. A batch fails for good after ``retries`` retries, or once ``attempts ×
    retry_backoff_ms`` reaches ``delivery_timeout_ms`` (a ``KafkaTimeoutError`` naming the
    last error): without a network, the backoff is *counted*, not slept, which bounds
-   retries deterministically. If an idempotent batch fails for good, the queued batches
-   behind it on that partition fail with it and the partition's sequence restarts at
-   the failed batch's base sequence (Kafka bumps the epoch instead).
-4. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
+   retries deterministically. If an idempotent batch fails for good that way (whether
+   the broker wrote it is unknown), the queued batches behind it on that partition fail
+   with it and the partition's sequence restarts at the failed batch's base sequence
+   (Kafka bumps the epoch instead).
+4. A batch of two or more records refused with ``RecordTooLargeError`` is **split**, as
+   Kafka's Sender does on MESSAGE_TOO_LARGE (``RecordAccumulator.splitAndReenqueue``):
+   :meth:`~kafkasim.producer.batch.ProducerBatch.split` cuts it into pieces of at most
+   ``batch_size`` or half its size, which go first in the partition's queue, in order,
+   with the batch's sequence range (so later batches keep theirs). This is not a retry.
+   A single record still too large fails alone; its batch mates are written.
+5. A batch the broker refuses with a non-retriable error (too large, invalid record, ...)
+   was not written: it fails alone, and with idempotence the later batches of its
+   partition give back its sequence numbers (Kafka's ``adjustSequencesDueToFailedBatch``:
+   each later base sequence moves down by its record count) and go on.
+6. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
    instead: each round gives every pending batch at most one attempt, then the sender
    sleeps ``retry_backoff_ms`` on the producer's clock (simulated on a MockClock); it
    gives up at the deadline, leaving the unacknowledged batches pending.
@@ -36,9 +47,11 @@ batches are rejected by the broker (a sequence gap) and retried in sequence orde
 batch whose response was lost is recognised as a duplicate and not written twice.
 
 Invariants: per partition, batches are attempted in the order they were closed unless a
-retry reorders them (only with idempotence off and more than one in flight); a batch
-completes exactly once; sequence numbers of a partition are contiguous over its
-acknowledged batches.
+retry reorders them (only with idempotence off and more than one in flight), the pieces
+of a split batch in its place and order; a batch completes exactly once; sequence
+numbers of a partition are contiguous over its acknowledged batches; a record rejected
+in ``send()`` never takes a sequence number (sequences are assigned when a batch is
+first encoded, here).
 
 Thread-safety: :meth:`Sender.deliver` may be called from any thread; delivery is
 serialised by the send lock (re-entrant calls from a callback return at once, the outer
@@ -47,12 +60,13 @@ loop delivers). The accumulator is touched only under the producer's lock, passe
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from typing import Callable, Optional
 
 from kafkasim.clock import Clock
-from kafkasim.errors import KafkaSimError, KafkaTimeoutError, OutOfOrderSequenceNumberError
+from kafkasim.errors import KafkaSimError, KafkaTimeoutError, OutOfOrderSequenceNumberError, RecordTooLargeError
 from kafkasim.records.record_batch import encode_trusted_batch
 from kafkasim.types import TopicPartition
 
@@ -63,6 +77,7 @@ from kafkasim.producer.faults import LOST_REQUEST, LOST_RESPONSE, FaultInjector
 __all__ = ["Sender"]
 
 _INT_MAX = 2**31 - 1
+_HALF_RANGE = 2**30     # sequence a is after b iff 0 < (a - b) mod 2**31 < 2**30 (they wrap)
 
 
 class Sender:
@@ -180,7 +195,7 @@ class Sender:
                 return done
 
     def deliver_until(self, deadline_ms: int) -> bool:
-        """Deliver everything, pacing retries by ``retry_backoff_ms`` on the clock (step 4 of
+        """Deliver everything, pacing retries by ``retry_backoff_ms`` on the clock (step 6 of
         the module docstring); True when nothing is left unacknowledged, False at the deadline."""
         clock = self._clock
         while True:
@@ -221,7 +236,7 @@ class Sender:
 
     def _send_partition(self, tp: TopicPartition, queue: deque, force: bool, once: Optional[set]) -> int:
         """Attempt ``queue`` (new batches of ``tp``, in order), interleaving pending retries
-        (steps 1-3 of the module docstring). In a paced round (``once``), a retry already
+        (steps 1-5 of the module docstring). In a paced round (``once``), a retry already
         attempted this round waits for the next one, and so do the batches behind it."""
         m = self._m
         retry = self._retry.get(tp)
@@ -251,6 +266,12 @@ class Sender:
                 self._overtaken[tp] = self._overtaken.get(tp, 0) + 1
             if err is None:
                 continue
+            if type(err) is RecordTooLargeError and len(b.records) > 1:
+                # step 4 of the module docstring (Kafka's Sender on MESSAGE_TOO_LARGE): split,
+                # the pieces go first; not a retry; they keep the batch's sequence range
+                queue.extendleft(reversed(b.split(self._acc.batch_size)))
+                m["batch-split-total"] += 1
+                continue
             retriable = self._acks != 0 and (
                 err.retriable or (self._idempotent and isinstance(err, OutOfOrderSequenceNumberError)))
             if retriable and b.attempts <= self._retries \
@@ -272,8 +293,14 @@ class Sender:
             else:
                 final = err
             self._fail(b, final)
+            if self._idempotent and not retriable:
+                # step 5 of the module docstring: refused, so none of it was written; the
+                # later batches take its sequence numbers and go on
+                self._release_sequences(tp, b, queue, retry)
+                continue
             if self._idempotent:
-                # the later batches of this partition cannot be written in sequence: fail them too
+                # whether it was written is unknown (retries ran out): the later batches of this
+                # partition cannot be written in sequence, so they fail too
                 for later in list(queue) + (retry or []):
                     self._fail(later, final)
                 queue.clear()
@@ -282,6 +309,18 @@ class Sender:
                 self._next_seq[tp] = b.base_sequence
                 break
         return attempts
+
+    def _release_sequences(self, tp: TopicPartition, failed: ProducerBatch, queue: deque,
+                           retry: Optional[list]) -> None:
+        """``failed`` was refused by the broker: give its sequence numbers back (step 5)."""
+        n, base = len(failed.records), failed.base_sequence
+        if base < 0:              # never sequenced (its encoding failed): nothing to give back
+            return
+        for later in itertools.chain(queue, retry or ()):
+            if later.base_sequence >= 0 and 0 < ((later.base_sequence - base) & _INT_MAX) < _HALF_RANGE:
+                later.base_sequence = (later.base_sequence - n) & _INT_MAX
+                later.encoded = None          # re-encoded with the new sequence when attempted
+        self._next_seq[tp] = (self._next_seq.get(tp, 0) - n) & _INT_MAX
 
     def _fail(self, b: ProducerBatch, err: BaseException) -> None:
         if not b.done:
@@ -293,22 +332,26 @@ class Sender:
         tp = b.tp
         m = self._m
         if b.encoded is None:
+            seq = b.base_sequence       # >= 0 already for a piece of a split or a re-sequenced batch
             if self._idempotent:
                 if self.producer_id < 0:
                     self.producer_id, self.producer_epoch = self._broker.init_producer_id()
-                seq = self._next_seq.get(tp, 0)
-                b.base_sequence = seq
-                self._next_seq[tp] = (seq + len(b.records)) & _INT_MAX
+                if seq < 0:
+                    seq = self._next_seq.get(tp, 0)
             try:
                 # the accumulator's records are well-formed by construction (deltas 0..n-1,
-                # timestamps checked in send()); the broker validates the batch anyway
+                # every field checked in send()); the broker validates the batch anyway
                 b.encoded = encode_trusted_batch(b.records, producer_id=self.producer_id,
-                                                 producer_epoch=self.producer_epoch,
-                                                 base_sequence=b.base_sequence)
+                                                 producer_epoch=self.producer_epoch, base_sequence=seq)
             except KafkaSimError as exc:
-                return exc
-            m["batch-total"] += 1
-            m["record-send-total"] += len(b.records)
+                return exc              # no sequence number taken: the later batches keep theirs
+            if self._idempotent and b.base_sequence < 0:
+                b.base_sequence = seq
+                self._next_seq[tp] = (seq + len(b.records)) & _INT_MAX
+            if b.attempts == 0:
+                m["batch-total"] += 1
+                if b.parent is None:    # a piece's records were counted with the batch it came from
+                    m["record-send-total"] += len(b.records)
         b.attempts += 1
         fault = self._faults.fault_for(tp, b.batch_no, b.attempts)
         m["request-total"] += 1
@@ -333,5 +376,5 @@ class Sender:
         return None
 
 
-def _batch_no(b: ProducerBatch) -> int:
-    return b.batch_no
+def _batch_no(b: ProducerBatch) -> tuple:
+    return b.batch_no, b.split_path

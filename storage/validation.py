@@ -2,9 +2,12 @@
 
 - :func:`validate_batch`: a producer's encoded batch (``Log.append_batch``): header and
   CRC, size limits, attributes, record count against the offset range, the records
-  payload (count, shape, increasing deltas), and keys on a compacted topic.
+  payload (count, shape, increasing deltas), every record by the one record rule
+  (:func:`kafkasim.records.validation.check_columns`: timestamps in [0, 2**63-1], key and
+  value bytes or nil, headers (str, bytes | nil) pairs), and keys on a compacted topic.
 - :func:`encode_for_append`: records handed to ``Log.append``, encoded with the one
-  encoder (keys checked first on a compacted topic), size limits checked.
+  encoder, which checks every record by the same rule (keys checked first on a
+  compacted topic), size limits checked.
 - :func:`check_size`: ``max.message.bytes`` (``RecordTooLargeError``) then
   ``segment.bytes`` (``RecordBatchTooLargeError``), with Kafka's messages.
 - :func:`stamp_log_append_time`: ``message.timestamp.type=LogAppendTime`` rewrites every
@@ -32,6 +35,7 @@ from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError, RecordTooLargeError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.framing import BatchHeader
+from kafkasim.records.validation import check_columns, check_records
 
 __all__ = ["validate_batch", "encode_for_append", "check_size", "stamp_log_append_time"]
 
@@ -50,7 +54,9 @@ def check_size(size: int, config: LogConfig, partition: str) -> None:
 def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, BatchHeader, tuple]:
     """``(batch as bytes, its header, its decode_columns)`` of a producer's batch, checked in
     order: header and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes,
-    record count and payload, keys on a compacted topic (``InvalidRecordError``)."""
+    record count and payload, every record's fields (``InvalidTimestampError`` /
+    ``InvalidRecordError`` naming the record's offset delta), keys on a compacted topic
+    (``InvalidRecordError``)."""
     if not isinstance(batch, (bytes, bytearray, memoryview)):
         raise InvalidRecordError(f"a batch must be bytes, got {type(batch).__name__}")
     batch = bytes(batch)
@@ -73,6 +79,7 @@ def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, Bat
     finally:
         if gc_was_enabled:
             gc.enable()
+    check_columns(h.base_timestamp, *cols, where=f"{partition}: ")
     if config.compact and None in cols[2]:
         delta = cols[0][cols[2].index(None)]
         raise InvalidRecordError(
@@ -86,11 +93,13 @@ def encode_for_append(records: Sequence[tuple], config: LogConfig, partition: st
     """``(header, (head, tail, payload))`` of ``(timestamp_ms, key, value, headers)`` records
     as one batch (``encode_records_parts``: the segment writes the parts with one
     ``pwritev``, so the payload is never copied into a joined buffer)."""
+    if type(records) is not list and type(records) is not tuple:
+        records = check_records(records)      # any other iterable, or the error naming it
     if not records:
         raise InvalidRecordError("append needs at least one record, got none")
     if config.compact:
         for i, r in enumerate(records):
-            if r[1] is None:
+            if isinstance(r, (tuple, list)) and len(r) == 4 and r[1] is None:
                 raise InvalidRecordError(
                     f"Compacted topic cannot accept message without key in topic partition "
                     f"{partition} (record {i} of the batch)")

@@ -2,7 +2,8 @@
 
 Lines are sent as they are read; see :mod:`kafkasim.producer.lines` for the formats and
 for exactly what a failing line leaves behind (the summary names the line and says how
-many records before it were acknowledged; the exit status is then 1).
+many records before it were acknowledged, and how many after it were written anyway;
+the exit status is then 1).
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ def _produce(args) -> int:
     emit(args, summary, _text)
     err = summary["error"]
     if err:
+        after = summary["after_error"]
+        then = (f"{after} record(s) of later lines were already sent and were written too" if after
+                else "nothing after it was sent")
         print(f"kafkasim produce: line {err['line']}: {err['type']}: {err['message']} "
-              f"({summary['records']} record(s) before it were acknowledged; nothing after it was sent)",
+              f"({summary['records']} record(s) before it were acknowledged; {then})",
               file=sys.stderr)
         return 1
     return 0

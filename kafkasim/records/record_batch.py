@@ -36,12 +36,13 @@ from typing import Iterator, Optional, Sequence
 
 import msgpack
 
-from kafkasim.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from kafkasim.records.framing import (
     ATTR_TIMESTAMP_TYPE_LOG_APPEND, BATCH_OVERHEAD, CRC_OFFSET, CRC_START, HEADER_SIZE, LENGTH_OFFSET, MAGIC,
     MIN_BATCH_LENGTH, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader,
     BatchIterator, batch_size_of, decode_header, iter_batches, set_base_offset, verify,
 )
+from kafkasim.records.validation import MAX_TIMESTAMP, check_records, check_timestamp
 from kafkasim.types import Record
 
 __all__ = [
@@ -90,6 +91,9 @@ def encode_batch(
     with strictly increasing ``offset_delta`` >= 0, ``key``/``value`` bytes or None and
     ``headers`` a sequence of ``(str, bytes | None)``. ``last_offset_delta`` defaults to
     the last record's delta; it may be larger (a compacted batch keeps its range).
+    Checks the deltas and each timestamp (``InvalidTimestampError``); the other fields are
+    checked where records enter kafkasim (:mod:`kafkasim.records.validation`), and a
+    produced batch is checked again by the broker.
 
     Example::
 
@@ -136,6 +140,10 @@ def encode_records(
 
     Same bytes as :func:`encode_batch` given deltas ``0, 1, …`` (``headers`` None means no
     headers); the fast path for the log's ``append`` — its per-record work is one tuple.
+    Every record is checked by the one record rule (:mod:`kafkasim.records.validation`):
+    the C codec packs only records of exactly the allowed types (and a negative timestamp
+    is then an ``InvalidTimestampError``); whatever it declines is checked field by field
+    (:func:`~kafkasim.records.validation.check_records`) before it is packed.
 
     Example::
 
@@ -204,8 +212,8 @@ def _pack(records: Sequence[tuple], shape: str, last_offset_delta: Optional[int]
             delta, ts, key, value, headers = rec
             if delta <= prev:
                 raise InvalidRecordError(f"offset deltas must increase: {delta} after {prev}")
-            if ts < 0:
-                raise InvalidRecordError(f"negative timestamp {ts} at offset delta {delta}")
+            if type(ts) is not int or not 0 <= ts <= MAX_TIMESTAMP:
+                ts = check_timestamp(ts, f"record at offset delta {delta}: ")
             if ts > max_ts:
                 max_ts = ts
             prev = delta
@@ -258,13 +266,16 @@ def _pack_delta_records(records: Sequence[tuple]) -> tuple[bytes, int, int]:
         raise InvalidRecordError(
             f"records must be (timestamp_ms: int, key, value, headers) tuples, got {bad!r:.120}") from exc
     _check_timestamps(records, min_ts)
+    # what the C codec declines to pack: check every field by the one record rule
+    # (kafkasim.records.validation) before msgpack would pack a str key or a bytearray
+    check_records(records)
     return _packed(body), min_ts, max_ts
 
 
 def _check_timestamps(records: Sequence[tuple], min_ts: int) -> None:
     if min_ts < 0:
         stamps = list(map(_first, records))
-        raise InvalidRecordError(f"negative timestamp {min_ts} at offset delta {stamps.index(min_ts)}")
+        raise InvalidTimestampError(f"negative timestamp {min_ts} at offset delta {stamps.index(min_ts)}")
 
 
 _TAIL = struct.Struct(">hiqqqhii")   # attributes .. record_count: the CRC'd header fields
@@ -275,8 +286,14 @@ def _assemble_parts(base_offset, leader_epoch, attributes, last_offset_delta, fi
                     producer_id, producer_epoch, base_sequence, count, payload
                     ) -> tuple[BatchHeader, tuple[bytes, bytes, bytes]]:
     """The header fields and CRC around ``payload``: ``(header, (head, tail, payload))``."""
-    tail = _TAIL.pack(attributes, last_offset_delta, first_ts, max_ts,
-                      producer_id, producer_epoch, base_sequence, count)
+    try:
+        tail = _TAIL.pack(attributes, last_offset_delta, first_ts, max_ts,
+                          producer_id, producer_epoch, base_sequence, count)
+    except struct.error as exc:   # a field outside its int16/int32/int64 (FORMAT.md §2.1)
+        raise InvalidRecordError(
+            f"batch header field out of range (producer_id={producer_id!r}, producer_epoch="
+            f"{producer_epoch!r}, base_sequence={base_sequence!r}, timestamps {first_ts!r}..{max_ts!r}): "
+            f"{exc}") from exc
     crc = zlib.crc32(payload, zlib.crc32(tail))  # incremental: the payload is copied only once
     batch_length = len(tail) + len(payload) + 9
     head = _HEAD.pack(base_offset, batch_length, leader_epoch, MAGIC, crc)

@@ -333,8 +333,9 @@ def to_kafkasim(batch: KafkaBatch) -> bytes:
     """The kafkasim batch (kafkasim.records.record_batch) for one decoded Kafka batch,
     ready for ``Broker.produce``: the producer id, epoch and base sequence are kept (so the
     broker's idempotence check applies), and so are offset deltas and timestamps.
-    Raises InvalidRecordError for a batch kafkasim cannot store (no records, a negative
-    timestamp)."""
+    Raises InvalidRecordError for a batch kafkasim cannot store (no records), and
+    InvalidTimestampError (Kafka's INVALID_TIMESTAMP) for a timestamp outside [0, 2**63-1];
+    the broker checks every other field of every record (kafkasim.records.validation)."""
     if not batch.records:
         raise InvalidRecordError("a batch needs at least one record")
     return rb.encode_batch(

@@ -157,3 +157,48 @@ def test_produce_explicit_partition(tmp_path, capsys, monkeypatch):
     assert "partition 2: 2 record(s), offsets 0..1" in out
     rc, _, err = run(capsys, monkeypatch, "produce", "t", "--partition", "3", "--data-dir", d, stdin="a\n")
     assert rc == 1 and "Invalid partition given with record: 3 is not in the range [0...3)" in err
+
+
+def test_produce_json_timestamp_is_checked_by_the_record_rule(tmp_path, capsys, monkeypatch):
+    d = str(tmp_path / "data")
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "1", "--data-dir", d)
+    stdin = '{"value": "a", "timestamp": 5}\n{"value": "b", "timestamp": 9223372036854775808}\n{"value": "c"}\n'
+    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d, "--input-format", "json", stdin=stdin)
+    assert rc == 1 and "Traceback" not in err
+    assert "line 2: InvalidTimestampError: line 2: Invalid timestamp: 9223372036854775808" in err
+    assert "(1 record(s) before it were acknowledged; nothing after it was sent)" in err
+    assert [(r.value, r.timestamp) for r in _records(d, "t", 1)] == [(b"a", 5)]
+
+
+def test_a_record_the_broker_refuses_fails_alone_and_the_summary_stays_exact(tmp_path):
+    """Over the topic's max.message.bytes: the producer splits its batch, the line fails alone,
+    and the lines after it, already on their way, are written and counted as such."""
+    from kafkasim.clock import MockClock
+    from kafkasim.producer import Producer
+    from kafkasim.producer.lines import produce_lines
+
+    with Broker(tmp_path / "data", clock=MockClock(1_700_000_000_000)) as b:
+        b.create_topic("t", 1, configs={"max.message.bytes": "2000"})
+        p = Producer(b, linger_ms=60_000)
+        summary = produce_lines(p, "t", ["a\n", "b\n", "x" * 5000 + "\n", "after\n", "after2\n"])
+        p.close()
+        assert summary["error"]["line"] == 3 and summary["error"]["type"] == "RecordTooLargeError"
+        assert summary["records"] == 2 and summary["after_error"] == 2
+        assert summary["partitions"] == {0: {"count": 2, "first_offset": 0, "last_offset": 1}}
+        assert [r.value for r in b.fetch("t", 0, 0).records] == [b"a", b"b", b"after", b"after2"]
+
+
+def test_produce_reports_records_written_after_a_refused_line(tmp_path, capsys, monkeypatch):
+    d = str(tmp_path / "data")
+    run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "1", "--config", "max.message.bytes=2000",
+        "--data-dir", d)
+    rc, _, err = run(capsys, monkeypatch, "produce", "t", "--data-dir", d,
+                     stdin="a\nb\n" + "x" * 5000 + "\nafter\n")
+    assert rc == 1 and "line 3: RecordTooLargeError" in err and "Traceback" not in err
+    assert "(2 record(s) before it were acknowledged; " in err
+    written = [r.value for r in _records(d, "t", 1)]
+    assert written[:2] == [b"a", b"b"]
+    if written[2:]:         # "after" was already on its way when the failure came back
+        assert "1 record(s) of later lines were already sent and were written too" in err
+    else:
+        assert "nothing after it was sent" in err

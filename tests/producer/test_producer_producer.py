@@ -11,8 +11,8 @@ import pytest
 from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
-    NetworkError, RecordTooLargeError,
+    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, InvalidTimestampError,
+    KafkaTimeoutError, NetworkError, RecordTooLargeError,
 )
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
 from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
@@ -439,5 +439,5 @@ def test_explicit_timestamp_is_kept_and_a_negative_one_rejected(broker, clock):
     broker.create_topic("t", partitions=1)
     p = Producer(broker, clock=clock)
     assert p.send("t", value=b"v", timestamp_ms=1234).get().timestamp == 1234
-    with pytest.raises(InvalidArgumentError, match="Invalid timestamp: -5"):
+    with pytest.raises(InvalidTimestampError, match="Invalid timestamp: -5"):
         p.send("t", value=b"v", timestamp_ms=-5)

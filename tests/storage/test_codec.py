@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kafkasim.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.columns import ArrowColumnBuilder
 
@@ -304,11 +304,11 @@ def test_encode_records_same_bytes_with_and_without_c(records, base, log_append)
 @settings(max_examples=80, deadline=None)
 @given(records=_records4(max_size=8))
 def test_encode_records_same_outcome_for_any_timestamps(records):
-    """Negative timestamps anywhere: the same InvalidRecordError (message included)."""
+    """Negative timestamps anywhere: the same InvalidTimestampError (message included)."""
     with_c, pure = _both(rb.encode_records, 0, records)
     assert with_c == pure
     if min(r[0] for r in records) < 0:
-        assert with_c[0] == InvalidRecordError.__name__ and "negative timestamp" in with_c[1]
+        assert with_c[0] == InvalidTimestampError.__name__ and "negative timestamp" in with_c[1]
 
 
 @needs_c
@@ -341,7 +341,7 @@ _ERROR_CASES = {
     "unencodable header value": [(1, None, None, (("h", object()),))],
     "empty": [],
     "bool timestamp": [(True, b"k", b"v", ())],
-    "str key (packed as str by the Python path)": [(1, "k", b"v", ())],
+    "str key (not a bin: refused by both paths)": [(1, "k", b"v", ())],
     "bytearray value": [(1, b"k", bytearray(b"v"), [("h", bytearray(b"x"))])],
     "list subclass": _MyList([(1, b"k", b"v", ())]),
 }
@@ -352,7 +352,10 @@ _ERROR_CASES = {
 def test_encode_records_errors_match_the_python_path(name):
     with_c, pure = _both(rb.encode_records, 0, _ERROR_CASES[name])
     assert with_c == pure
-    if name.startswith(("negative", "non-tuple", "record of", "None", "unencodable", "empty", "float", "bool")):
+    if name.startswith("negative"):
+        assert with_c[0] == InvalidTimestampError.__name__
+    if name.startswith(("non-tuple", "record of", "None", "unencodable", "empty", "float", "bool", "str key",
+                        "bytearray")):
         assert with_c[0] == InvalidRecordError.__name__
     if name == "negative timestamp later":
         assert with_c[1] == "negative timestamp -3 at offset delta 2"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
-    CorruptRecordError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
+    CorruptRecordError, InvalidRecordError, InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError,
     RecordBatchTooLargeError, RecordTooLargeError,
 )
 from kafkasim.storage import layout
@@ -179,7 +179,7 @@ def test_bad_batches_are_rejected_and_nothing_is_written(tmp_path, clock):
         log.append([(T0, b"k", b"x" * 420, ())])
     with pytest.raises(InvalidRecordError):
         log.append([])
-    with pytest.raises(InvalidRecordError, match="negative timestamp"):
+    with pytest.raises(InvalidTimestampError, match="negative timestamp"):
         log.append([(-5, b"k", b"v", ())])
     with pytest.raises(InvalidRecordError):
         log.append_batch("not bytes")

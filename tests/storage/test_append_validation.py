@@ -1,0 +1,72 @@
+"""The one record rule (kafkasim.records.validation) where records enter the log: Log.append and
+a produced batch (storage/validation.py). Nothing of the wrong type reaches a segment, with
+or without the C codec (hardening issue, case 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkasim.config import LogConfig
+from kafkasim.errors import InvalidRecordError, InvalidTimestampError
+from kafkasim.records import record_batch as rb
+from kafkasim.records import validation as rv
+from kafkasim.storage.log import Log
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def log(tmp_path, clock):
+    log = Log(str(tmp_path / "t-0"), LogConfig(), clock)
+    yield log
+    log.close()
+
+
+@pytest.mark.parametrize("records,error,message", [
+    ([(T0, "k", b"v", ())], InvalidRecordError, "record 0: key must be bytes or None, got str"),
+    ([(T0, b"k", bytearray(b"v"), ())], InvalidRecordError, "record 0: value must be bytes or None, got bytearray"),
+    ([(T0, b"k", b"v", ()), (T0, b"k", b"v", [(b"hk", b"v")])], InvalidRecordError,
+     "record 1: header 0: key must be str, got bytes"),
+    ([(T0, b"k", b"v", [("h", "v")])], InvalidRecordError, "record 0: header 'h': value must be bytes or None"),
+    ([(T0, b"k", b"v", "h=v")], InvalidRecordError, "headers must be a sequence of (str, bytes) pairs"),
+    ([(2**63, b"k", b"v", ())], InvalidTimestampError, "record 0: Invalid timestamp: 9223372036854775808"),
+    ([(T0, b"k", b"v", ()), (-3, b"k", b"v", ())], InvalidTimestampError, "negative timestamp -3 at offset delta 1"),
+])
+@pytest.mark.parametrize("codec", ["c", "pure"])
+def test_log_append_refuses_what_breaks_the_format(log, monkeypatch, codec, records, error, message):
+    if codec == "pure":
+        monkeypatch.setattr(rb, "_codec", None)
+    elif not rb.C_CODEC:
+        pytest.skip("C codec not built")
+    with pytest.raises(error) as e:
+        log.append(records)
+    assert message in str(e.value)
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0
+
+
+def test_log_append_takes_any_iterable_of_records_and_refuses_a_non_sequence(log):
+    log.append(r for r in [(T0, b"k", b"v", None), (T0 + 1, None, b"w", [("h", None)])])
+    assert [(r.key, r.headers) for r in log.read(0)] == [(b"k", ()), (None, (("h", None),))]
+    with pytest.raises(InvalidRecordError, match="records must be a sequence"):
+        log.append(5)
+    with pytest.raises(InvalidRecordError, match=r"records must be \(timestamp_ms: int, key, value, headers\)"):
+        log.append(["abcd"])
+
+
+def test_check_columns_names_the_record_of_a_decoded_batch():
+    batch = rb.encode_batch(0, [(0, T0, b"k", b"v", ()), (1, T0 + 1, b"k", b"v", (("h", "x"),))])
+    h = rb.decode_header(batch)
+    with pytest.raises(InvalidRecordError, match="p-0: record at offset delta 1: header 'h'"):
+        rv.check_columns(h.base_timestamp, *rb.decode_columns(batch, 0, h), where="p-0: ")
+
+
+def test_check_columns_passes_a_well_formed_batch_and_sizes_follow_the_producer():
+    recs = [(0, T0, None, None, ()), (1, T0 - 5, b"k", b"v" * 10, (("h", b"x"), ("n", None)))]
+    batch = rb.encode_batch(0, recs)
+    h = rb.decode_header(batch)
+    rv.check_columns(h.base_timestamp, *rb.decode_columns(batch, 0, h))
+    assert rv.record_size(b"k", b"v" * 10, (("h", b"x"), ("n", None))) == rv.RECORD_OVERHEAD + 1 + 10 + 2 + 1
+    pair = ["h", b"x"]
+    headers, size = rv.check_headers([pair])
+    pair[1] = "changed later"
+    assert (headers, size) == ((("h", b"x"),), 2)
