@@ -16,60 +16,16 @@ Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import time
 from typing import Callable, Optional
 
 from kafkasim.clock import SystemClock
-from kafkasim.errors import InvalidArgumentError, KafkaStorageError
+from kafkasim.errors import InvalidArgumentError
+from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
 from kafkasim.server.api import ServerOptions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
 __all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
-
-ADDRESS_FILE = ".server.json"
-
-
-def write_address(data_dir: str, host: str, port: int) -> str:
-    """Atomically write the address file; returns its path."""
-    path = os.path.join(data_dir, ADDRESS_FILE)
-    tmp = path + ".tmp"
-    data = json.dumps({"host": host, "port": port, "pid": os.getpid(),
-                       "started_ms": int(time.time() * 1000)}).encode()
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot write the server address file {path}: {exc}") from exc
-    return path
-
-
-def read_address(data_dir: str) -> Optional[dict]:
-    """The address file's content, or None when no server is announced for ``data_dir``."""
-    try:
-        with open(os.path.join(data_dir, ADDRESS_FILE), "rb") as f:
-            return json.loads(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def remove_address(data_dir: str) -> None:
-    for name in (ADDRESS_FILE, ADDRESS_FILE + ".tmp"):
-        try:
-            os.unlink(os.path.join(data_dir, name))
-        except FileNotFoundError:
-            pass
-
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,

@@ -131,7 +131,8 @@ class KafkaServer:
 
     async def _serve(self, reader, writer, peer) -> None:
         ctx = dataclasses.replace(
-            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()))
+            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()),
+            client_host=f"/{peer[0]}" if isinstance(peer, tuple) and peer else None)
         while True:
             try:
                 head = await reader.readexactly(_SIZE.size)
