@@ -34,14 +34,18 @@ def _check_partition(broker, topic: str, partition: int) -> None:
 def _produce_partition(broker, topic: str, partition: int, records, acks: int) -> dict:
     """Decode, convert and append one partition's batches; the result row (runs on the executor)."""
     _check_partition(broker, topic, partition)
-    batches = [kafka_records.to_kafkasim(b) for b in kafka_records.decode_batches(
-        records if records is not None else b"", where=f"produce to {topic}-{partition}")]
+    decoded = kafka_records.decode_batches(records if records is not None else b"",
+                                           where=f"produce to {topic}-{partition}")
+    batches = [kafka_records.to_kafkasim(b) for b in decoded]
     first = None
-    for batch in batches:
+    appended = 0
+    for batch, kafka_batch in zip(batches, decoded):
         result = broker.produce(topic, partition, batch, acks)
         first = first or result
+        if not result.duplicate:
+            appended += len(kafka_batch.records)
     return {"base_offset": first.base_offset, "log_append_time": first.log_append_time,
-            "log_start_offset": first.log_start_offset}
+            "log_start_offset": first.log_start_offset, "_appended": appended}
 
 
 @api(0, "Produce", 3, 9)
@@ -64,8 +68,11 @@ async def produce(ctx, req):
                 if code:
                     row.update(error_code=code, error_message=message)
                 else:
+                    appended = result.pop("_appended")
                     row.update(result, error_code=0)
                     wrote = True
+                    if ctx.metrics is not None and appended:
+                        ctx.metrics.produced(topic.name, p.index, len(p.records), appended)
             rows.append(row)
         responses.append({"name": topic.name, "partition_responses": rows})
     if wrote:
