@@ -63,9 +63,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kafkasim.clock import SystemClock
 from kafkasim.errors import (
-    BrokerResponseError, GroupIdNotFoundError, IllegalStateError, InvalidArgumentError,
-    InvalidConfigurationError, NetworkError, UnknownTopicOrPartitionError, UnsupportedVersionError,
-    for_code,
+    GroupIdNotFoundError, IllegalStateError, InvalidArgumentError, InvalidConfigurationError,
+    NetworkError, NonEmptyGroupError, UnknownTopicOrPartitionError, UnsupportedVersionError, for_code,
 )
 from kafkasim.protocol.group import COMPLETE, JoinResult, SyncResult
 from kafkasim.server import codec
@@ -734,11 +733,9 @@ class RemoteBroker:
         code = _code(r.error_code)
         if code == GroupIdNotFoundError.errno:
             raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
-        if code:
-            cls = for_code(code)
-            if issubclass(cls, BrokerResponseError) and cls.errno == 68:
-                raise cls(f"group {group_id!r} has active members")
-            _raise(code, None, f"group {group_id!r}")
+        if code == NonEmptyGroupError.errno:
+            raise NonEmptyGroupError(f"group {group_id!r} has active members")
+        _raise(code, None, f"group {group_id!r}")
 
 
 def _version() -> str:

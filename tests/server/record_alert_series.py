@@ -74,6 +74,7 @@ def record(data_dir: str) -> dict[tuple[str, int], list[float]]:
             for k, v in scrape(metrics_port).items():
                 if k[0] in ("hot", "even"):
                     series.setdefault(k, []).append(v)
+        del producer, admin             # librdkafka clients closed before the server stops
         return series
     finally:
         served.stop()
