@@ -39,7 +39,7 @@ class AdminMixin:
                 "protocol_type": g.protocol_type or "", "protocol": g.protocol_name,
                 "generation": g.generation_id, "leader": g.leader_id,
                 "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                             "client_id": m.client_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
                              "assignment": [TopicPartition(*tp) for tp in m.assignment]}
                             for m in g.members.values()],
                 "offsets": {tp: e[0] for tp, e in sorted(g.offsets.items())},

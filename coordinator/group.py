@@ -48,6 +48,7 @@ class MemberMetadata:
     joined: bool = False       # has (re)joined in the rebalance now in progress
     synced: bool = False       # has sent SyncGroup in the current CompletingRebalance
     assignment: list = field(default_factory=list)   # [TopicPartition]
+    client_host: Optional[str] = None   # the client's address as Kafka shows it ("/127.0.0.1"); None in-process
 
     def metadata_for(self, protocol: str) -> Any:
         for name, meta in self.protocols:

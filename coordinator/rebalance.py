@@ -154,8 +154,11 @@ class RebalanceMixin:
     def join_group(self, group_id: str, member_id: str = NO_MEMBER_ID, *,
                    protocols: Sequence[tuple[str, Any]], protocol_type: str = "consumer",
                    session_timeout_ms: int = 45_000, rebalance_timeout_ms: int = 300_000,
-                   group_instance_id: Optional[str] = None, client_id: str = "") -> JoinResult:
-        """Join (or poll a pending join). ``protocols``: ``[(name, metadata)]`` by preference."""
+                   group_instance_id: Optional[str] = None, client_id: str = "",
+                   client_host: Optional[str] = None) -> JoinResult:
+        """Join (or poll a pending join). ``protocols``: ``[(name, metadata)]`` by preference.
+        ``client_host``: where the member connects from (the wire front end passes Kafka's
+        ``/127.0.0.1``; DescribeGroups shows it)."""
         if not isinstance(group_id, str) or not group_id:
             raise InvalidGroupIdError(f"invalid group id {group_id!r}")
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
@@ -179,9 +182,11 @@ class RebalanceMixin:
             g.protocol_type = protocol_type
             if member_id == NO_MEMBER_ID:
                 return self._join_new(g, now, protocols, session_timeout_ms, rebalance_timeout_ms,
-                                      group_instance_id, client_id)
+                                      group_instance_id, client_id, client_host)
             self._check_fenced(g, member_id, group_instance_id)
             m = self._member(g, member_id)
+            if client_host is not None:
+                m.client_host = client_host
             changed = m.protocols != protocols
             m.protocols = protocols
             m.session_timeout_ms, m.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
@@ -207,7 +212,7 @@ class RebalanceMixin:
         return names or set()
 
     def _join_new(self, g: Group, now: int, protocols, session_timeout_ms, rebalance_timeout_ms,
-                  group_instance_id, client_id) -> JoinResult:
+                  group_instance_id, client_id, client_host=None) -> JoinResult:
         new_id = self._new_member_id(client_id)
         old_id = g.static_members.get(group_instance_id) if group_instance_id is not None else None
         if old_id is not None and old_id in g.members:
@@ -216,7 +221,8 @@ class RebalanceMixin:
             old = g.members[old_id]
             m = MemberMetadata(new_id, group_instance_id, client_id, session_timeout_ms,
                                rebalance_timeout_ms, protocols, now, joined=old.joined,
-                               synced=old.synced, assignment=list(old.assignment))
+                               synced=old.synced, assignment=list(old.assignment),
+                               client_host=client_host)
             items = list(g.members.items())
             g.members.clear()
             for mid, mm in items:
@@ -243,7 +249,7 @@ class RebalanceMixin:
                 self._maybe_complete_join(g, now)
             return self._join_result(g, m)
         m = MemberMetadata(new_id, group_instance_id, client_id, session_timeout_ms,
-                           rebalance_timeout_ms, protocols, now, joined=True)
+                           rebalance_timeout_ms, protocols, now, joined=True, client_host=client_host)
         g.members[new_id] = m
         if group_instance_id is not None:
             g.static_members[group_instance_id] = new_id

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["command", "add_data_dir", "add_json", "data_dir_of", "emit", "key_values", "open_broker", "existing_data_dir",
+__all__ = ["command", "add_data_dir", "add_broker_options", "add_json", "data_dir_of", "emit", "key_values", "open_broker", "existing_data_dir",
            "positive_int", "non_negative_int", "DEFAULT_DATA_DIR"]
 
 DEFAULT_DATA_DIR = "./kafkasim-data"
@@ -33,6 +33,16 @@ def command(sub, name: str, *, help: str, example: str, handler: Callable, **kw)
 def add_data_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None,
                    help=f"broker data directory (default: $KAFKASIM_DATA_DIR or {DEFAULT_DATA_DIR})")
+
+
+def add_broker_options(p: argparse.ArgumentParser) -> None:
+    """``--data-dir`` and ``--bootstrap-server``: the options of every command that talks to
+    a broker (embedded, or a running ``kafkasim serve``; see :func:`open_broker`)."""
+    add_data_dir(p)
+    p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                   help="talk to the Kafka-protocol server at HOST:PORT (e.g. a 'kafkasim serve') "
+                        "instead of the data dir; without it, a server running on the data dir "
+                        "(its .server.json) is used when it answers")
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -66,12 +76,19 @@ def key_values(items: Sequence[str], option: str) -> dict[str, str]:
 
 
 def open_broker(args: argparse.Namespace, *, create: bool = False):
-    """The broker of the command's data dir. Only commands that create things pass
-    ``create=True``; for every other command a missing data dir is an error naming it,
-    so a mistyped ``--data-dir`` never leaves a new data dir behind."""
-    from kafkasim.broker import Broker
+    """The broker the command talks to (:func:`kafkasim.server.remote.open_broker`): the
+    server at ``--bootstrap-server``; else the ``kafkasim serve`` running on the data dir
+    when its address file names one that answers; else the data dir itself, embedded (a
+    stale address file gets a one-line notice on stderr). Only commands that create things
+    pass ``create=True``; for every other command a missing data dir is an error naming
+    it, so a mistyped ``--data-dir`` never leaves a new data dir behind."""
+    from kafkasim.server.remote import open_broker as open_any
 
-    return Broker(data_dir_of(args) if create else existing_data_dir(args))
+    bootstrap = getattr(args, "bootstrap_server", None)
+    if bootstrap:
+        return open_any(None, bootstrap=bootstrap)
+    path = data_dir_of(args) if create else existing_data_dir(args)
+    return open_any(path, notice=lambda text: print(f"kafkasim {args.command}: {text}", file=sys.stderr))
 
 
 def existing_data_dir(args: argparse.Namespace) -> str:

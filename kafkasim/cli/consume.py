@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from kafkasim.cli.common import add_data_dir, command, non_negative_int, open_broker, positive_int
+from kafkasim.cli.common import add_broker_options, command, non_negative_int, open_broker, positive_int
 
 __all__ = ["register"]
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
                    help="exit after N records (kafka-console-consumer's --max-messages)")
     p.add_argument("--timeout-ms", type=non_negative_int, default=1000, metavar="T",
                    help="exit when no record arrives for T ms once partitions are assigned (default 1000)")
-    add_data_dir(p)
+    add_broker_options(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per record (JSON lines): topic, partition, offset, timestamp, "
                         "key, value, headers; bytes that are not UTF-8 are base64 with *_base64 true")

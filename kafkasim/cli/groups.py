@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
+from kafkasim.cli.common import add_broker_options, add_json, command, emit, open_broker
 from kafkasim.cli.output import table
 
 __all__ = ["register"]
@@ -21,7 +21,7 @@ def register(sub) -> None:
     p = command(gsub, "list", help="every group, with --state its state",
                 example="kafkasim groups list --state", handler=_list)
     p.add_argument("--state", action="store_true", help="show each group's state (Kafka's --list --state)")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(gsub, "describe",
@@ -34,7 +34,7 @@ def register(sub) -> None:
     view.add_argument("--state", action="store_true",
                       help="COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS")
     p.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(gsub, "reset-offsets",
@@ -57,13 +57,13 @@ def register(sub) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(gsub, "delete", help="delete inactive groups and their committed offsets",
                 example="kafkasim groups delete billing", handler=_delete)
     p.add_argument("group", nargs="+")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
 

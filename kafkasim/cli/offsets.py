@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
+from kafkasim.cli.common import add_broker_options, add_json, command, emit, open_broker
 
 __all__ = ["register"]
 
@@ -16,7 +16,7 @@ def register(sub) -> None:
                    help="-1 or latest (default), -2 or earliest, or a timestamp in ms: the first offset "
                         "whose record timestamp is at or after it")
     p.add_argument("--exclude-internal-topics", action="store_true")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import uuid
 
-from kafkasim.cli.common import add_data_dir, add_json, command, emit, key_values, open_broker
+from kafkasim.cli.common import add_broker_options, add_json, command, emit, key_values, open_broker
 
 __all__ = ["register"]
 
@@ -41,7 +41,7 @@ def register(sub) -> None:
                    help="producer client id (default: kafkasim-produce-<random>, unique per run)")
     p.add_argument("--stamp-headers", action="store_true",
                    help="add the kafkasim.producer / kafkasim.seq audit headers (off by default)")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
 

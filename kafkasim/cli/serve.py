@@ -12,6 +12,7 @@ from kafkasim.errors import InvalidArgumentError
 __all__ = ["register", "parse_listen"]
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_METRICS_PORT = 9308          # kafkasim.server.metrics.DEFAULT_METRICS_PORT (not imported: cheap --help)
 
 
 def register(sub) -> None:
@@ -33,6 +34,9 @@ def register(sub) -> None:
                    help="partitions of auto-created topics (num.partitions, default 1)")
     p.add_argument("--max-request-bytes", type=positive_int, default=104_857_600,
                    help="largest request accepted (socket.request.max.bytes, default 104857600)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                   help="also serve Prometheus metrics at http://127.0.0.1:P/metrics (off by default; "
+                        f"{DEFAULT_METRICS_PORT} is the customary port, 0 picks a free one); see docs/server.md")
     p.add_argument("--log-level", default="WARNING",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level on stderr")
     add_json(p)
@@ -64,13 +68,21 @@ def _serve(args) -> int:
                             num_partitions=args.num_partitions)
     data_dir = data_dir_of(args)
 
-    def ready(bound_host: str, bound_port: int) -> None:
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise InvalidArgumentError(f"--metrics-port {args.metrics_port}: outside 0-65535")
+
+    def ready(bound_host: str, bound_port: int, metrics_port) -> None:
         if args.json:
-            print(json.dumps({"host": bound_host, "port": bound_port, "data_dir": data_dir}), flush=True)
+            info = {"host": bound_host, "port": bound_port, "data_dir": data_dir}
+            if metrics_port is not None:
+                info["metrics_port"] = metrics_port
+            print(json.dumps(info), flush=True)
         else:
+            metrics = (f"; metrics at http://127.0.0.1:{metrics_port}/metrics"
+                       if metrics_port is not None else "")
             print(f"kafkasim serve: listening on {bound_host}:{bound_port} "
-                  f"(data dir {data_dir}; Ctrl-C to stop)", flush=True)
+                  f"(data dir {data_dir}{metrics}; Ctrl-C to stop)", flush=True)
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
-          on_ready=ready)
+          on_ready=ready, metrics_port=args.metrics_port)
     return 0

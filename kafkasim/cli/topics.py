@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kafkasim.cli.common import add_data_dir, add_json, command, emit, open_broker
+from kafkasim.cli.common import add_broker_options, add_json, command, emit, open_broker
 from kafkasim.errors import InvalidArgumentError
 
 __all__ = ["register"]
@@ -25,30 +25,30 @@ def register(sub) -> None:
     p.add_argument("--replication-factor", type=int, default=1, help="stored for multi-broker work (default 1)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                    help="a topic config with Kafka's name, e.g. segment.bytes=1048576 (repeatable)")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(tsub, "list", help="list topics", example="kafkasim topics list --json", handler=_list)
     p.add_argument("--internal", action="store_true", help="include internal topics such as __consumer_offsets")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(tsub, "describe", help="partitions, offsets, sizes and configs of a topic",
                 example="kafkasim topics describe orders", handler=_describe)
     p.add_argument("name")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(tsub, "delete", help="delete a topic and its data",
                 example="kafkasim topics delete orders", handler=_delete)
     p.add_argument("name")
-    add_data_dir(p)
+    add_broker_options(p)
 
     p = command(tsub, "add-partitions", help="grow a topic to a new total partition count (forward only)",
                 example="kafkasim topics add-partitions orders --partitions 12", handler=_add_partitions)
     p.add_argument("name")
     p.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
     p = command(tsub, "alter", help="set or remove topic config overrides",
@@ -57,7 +57,7 @@ def register(sub) -> None:
     p.add_argument("name")
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--delete-config", action="append", default=[], metavar="NAME")
-    add_data_dir(p)
+    add_broker_options(p)
     add_json(p)
 
 

@@ -134,6 +134,11 @@ class Context:
     alive: Callable[[], bool] = lambda: True
     """False once the requesting client has gone: a held request (long poll, pending join)
     stops waiting. The server gives each connection its own copy of the context."""
+    metrics: Any = None
+    """The server's :class:`~kafkasim.server.metrics.ServerMetrics`, or None (metrics off)."""
+    client_host: Optional[str] = None
+    """The connection's peer address as Kafka shows it (``/127.0.0.1``): JoinGroup records
+    it for DescribeGroups. None outside a connection."""
 
     async def call(self, fn: Callable, *args, **kwargs):
         """Run one (blocking) broker call on the executor and return its result."""

@@ -1,5 +1,6 @@
 """Handlers for the cluster and admin APIs: ApiVersions, Metadata, FindCoordinator,
-InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
+InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs, DescribeLogDirs.
 
 Each handler translates the typed request into broker calls and the result into a
 response dict (see :mod:`kafkasim.server.api`). No broker logic lives here: validation
@@ -9,10 +10,12 @@ Loop-thread coroutines; the broker calls run on the executor.
 
 from __future__ import annotations
 
+import shutil
+
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
     InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
-    TopicAlreadyExistsError,
+    TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
@@ -216,3 +219,82 @@ async def describe_configs(ctx, req):
             row.update(error_code=error_code(exc), error_message=error_message(exc))
         out.append(row)
     return {"results": out}
+
+
+OP_SET, OP_DELETE = 0, 1
+
+
+def _alter_topic(broker, name: str, changes: dict, validate_only: bool) -> None:
+    if validate_only:
+        current = broker.describe_topic(name).get("configs") or {}
+        merged = {**current, **{k: v for k, v in changes.items() if v is not None}}
+        for k, v in changes.items():
+            if v is None:
+                merged.pop(k, None)
+        LogConfig.from_overrides(merged)
+        return
+    broker.alter_topic_configs(name, changes)
+
+
+@api(44, "IncrementalAlterConfigs", 0, 1)
+async def incremental_alter_configs(ctx, req):
+    """Topic configs: SET and DELETE (``Broker.alter_topic_configs``); APPEND/SUBTRACT (list
+    configs) and broker resources are not served and answer INVALID_REQUEST."""
+    body = req.body
+    out = []
+    for r in body.resources:
+        row = {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_message": None}
+        try:
+            if r.resource_type != RESOURCE_TOPIC:
+                raise InvalidRequestError(
+                    f"resource type {r.resource_type}: kafkasim alters topic configs only")
+            changes = {}
+            for c in r.configs:
+                if c.config_operation == OP_SET:
+                    changes[c.name] = c.value
+                elif c.config_operation == OP_DELETE:
+                    changes[c.name] = None
+                else:
+                    raise InvalidRequestError(
+                        f"config {c.name!r}: operation {c.config_operation} (APPEND/SUBTRACT) is not "
+                        "supported by kafkasim; SET the whole value")
+            await ctx.call(_alter_topic, ctx.broker, r.resource_name, changes, body.validate_only)
+            row["error_code"] = 0
+        except Exception as exc:
+            row.update(error_code=error_code(exc), error_message=error_message(exc))
+        out.append(row)
+    return {"responses": out}
+
+
+def _log_dir_topics(broker, wanted) -> list[dict]:
+    """Per topic, each partition's size in bytes (``Broker.describe_topic``)."""
+    names = broker.list_topics(include_internal=True) if wanted is None else [t for t, _ in wanted]
+    only = None if wanted is None else dict(wanted)
+    out = []
+    for name in names:
+        try:
+            d = broker.describe_topic(name)
+        except UnknownTopicOrPartitionError:
+            continue                       # as Kafka: a partition this log dir lacks is left out
+        keep = None if only is None else set(only[name])
+        out.append({"name": name, "partitions": [
+            {"partition_index": p["partition"], "partition_size": p["size_bytes"], "offset_lag": 0,
+             "is_future_key": False}
+            for p in d["partitions"] if keep is None or p["partition"] in keep]})
+    return out
+
+
+@api(35, "DescribeLogDirs", 1, 4)
+async def describe_log_dirs(ctx, req):
+    """One log dir, the data dir, with each partition's size (``kafka-log-dirs --describe``)."""
+    topics = req.body.topics
+    wanted = None if topics is None else [(t.topic, tuple(t.partitions)) for t in topics]
+    try:
+        rows = await ctx.call(_log_dir_topics, ctx.broker, wanted)
+        usage = await ctx.call(shutil.disk_usage, ctx.broker.data_dir)
+        result = {"error_code": 0, "log_dir": ctx.broker.data_dir, "topics": rows,
+                  "total_bytes": usage.total, "usable_bytes": usage.free}
+    except Exception as exc:
+        result = {"error_code": error_code(exc), "log_dir": getattr(ctx.broker, "data_dir", ""),
+                  "topics": [], "total_bytes": -1, "usable_bytes": -1}
+    return {"error_code": 0, "results": [result]}

@@ -14,16 +14,19 @@ FETCH_SESSION_ID_NOT_FOUND. Loop-thread coroutines; broker calls run on the exec
 
 from __future__ import annotations
 
+import logging
 import time
 
 from kafkasim.errors import (
-    FetchSessionIdNotFoundError, InvalidRequiredAcksError, UnknownTopicOrPartitionError,
+    FetchSessionIdNotFoundError, InvalidRequiredAcksError, KafkaSimError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import kafka_records
 from kafkasim.server.api import api, error_code, error_message
 from kafkasim.server.codec import ms
 
 __all__: list[str] = []
+
+log = logging.getLogger("kafkasim.server")
 
 
 def _check_partition(broker, topic: str, partition: int) -> None:
@@ -34,42 +37,61 @@ def _check_partition(broker, topic: str, partition: int) -> None:
 def _produce_partition(broker, topic: str, partition: int, records, acks: int) -> dict:
     """Decode, convert and append one partition's batches; the result row (runs on the executor)."""
     _check_partition(broker, topic, partition)
-    batches = [kafka_records.to_kafkasim(b) for b in kafka_records.decode_batches(
-        records if records is not None else b"", where=f"produce to {topic}-{partition}")]
+    decoded = kafka_records.decode_batches(records if records is not None else b"",
+                                           where=f"produce to {topic}-{partition}")
+    batches = [kafka_records.to_kafkasim(b) for b in decoded]
     first = None
-    for batch in batches:
+    appended = 0
+    for batch, kafka_batch in zip(batches, decoded):
         result = broker.produce(topic, partition, batch, acks)
         first = first or result
+        if not result.duplicate:
+            appended += len(kafka_batch.records)
     return {"base_offset": first.base_offset, "log_append_time": first.log_append_time,
-            "log_start_offset": first.log_start_offset}
+            "log_start_offset": first.log_start_offset, "_appended": appended}
+
+
+def _produce_all(broker, topic_data, acks: int) -> list:
+    """Every partition of a Produce request in one executor call: the response topics, and
+    per appended partition ``(topic, partition, batch bytes, records)`` for the metrics."""
+    responses, appended = [], []
+    for topic in topic_data:
+        rows = []
+        for p in topic.partition_data:
+            row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
+                   "log_start_offset": -1, "error_message": None}
+            try:
+                result = _produce_partition(broker, topic.name, p.index, p.records, acks)
+                n = result.pop("_appended")
+                row.update(result, error_code=0)
+                appended.append((topic.name, p.index, len(p.records), n))
+            except Exception as exc:
+                if not isinstance(exc, KafkaSimError):
+                    log.exception("unexpected error producing to %s-%d", topic.name, p.index)
+                row.update(error_code=error_code(exc), error_message=error_message(exc))
+            rows.append(row)
+        responses.append({"name": topic.name, "partition_responses": rows})
+    return responses, appended
 
 
 @api(0, "Produce", 3, 9)
 async def produce(ctx, req):
     body = req.body
     acks = body.acks
-    responses = []
-    wrote = False
-    for topic in body.topic_data:
-        rows = []
-        for p in topic.partition_data:
-            row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
-                   "log_start_offset": -1, "error_message": None}
-            if acks not in (0, 1, -1):
-                exc = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
-                row.update(error_code=error_code(exc), error_message=error_message(exc))
-            else:
-                result, code, message = await ctx.attempt(
-                    _produce_partition, ctx.broker, topic.name, p.index, p.records, acks)
-                if code:
-                    row.update(error_code=code, error_message=message)
-                else:
-                    row.update(result, error_code=0)
-                    wrote = True
-            rows.append(row)
-        responses.append({"name": topic.name, "partition_responses": rows})
-    if wrote:
+    if acks not in (0, 1, -1):
+        exc = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
+        responses = [{"name": t.name, "partition_responses": [
+            {"index": p.index, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
+             "error_code": error_code(exc), "error_message": error_message(exc)}
+            for p in t.partition_data]} for t in body.topic_data]
+        return None if acks == 0 else {"responses": responses}
+    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks)
+    if appended:
         ctx.data_waker.notify()
+        if ctx.metrics is not None:
+            for topic, partition, nbytes, n in appended:
+                if n:
+                    ctx.metrics.produced(topic, partition, nbytes, n)
     if acks == 0:
         return None
     return {"responses": responses}

@@ -1,5 +1,5 @@
 """Handlers for the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups.
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
 
 The coordinator's JoinGroup and SyncGroup never block: they answer PENDING and expect
 to be called again (kafkasim/protocol/group.py). Kafka's clients expect the broker to
@@ -19,22 +19,14 @@ Loop-thread coroutines; broker calls run on the executor.
 
 from __future__ import annotations
 
-import io
-import struct
 import time
 from collections import defaultdict
 
-from kio.schema.consumer_protocol_assignment.v0.data import (
-    ConsumerProtocolAssignment as AssignmentV0, TopicPartition as AssignedTopicV0,
-)
-from kio.index import load_entity_module
-from kio.serial import entity_writer
-from kio.static.constants import EntityType
-
-from kafkasim.errors import InvalidRequestError, RebalanceInProgressError, UnknownTopicOrPartitionError
+from kafkasim.errors import RebalanceInProgressError, UnknownTopicOrPartitionError
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION
 from kafkasim.server.api import api, error_code, error_message
-from kafkasim.server.codec import ms, read_entity
+from kafkasim.server.codec import ms
+from kafkasim.server.consumer_protocol import decode_assignment, encode_assignment
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["decode_assignment", "encode_assignment"]
@@ -42,43 +34,6 @@ __all__ = ["decode_assignment", "encode_assignment"]
 POLL_INTERVAL_S = 0.1
 HOLD_GRACE_S = 5.0
 MAX_SYNC_HOLD_S = 300.0
-
-
-# ------------------------------------------------------------------ assignment bytes
-
-def decode_assignment(data: bytes) -> list[TopicPartition]:
-    """Topic-partitions of a ``ConsumerProtocolAssignment`` (int16 version + body, any version).
-
-    Raises InvalidRequestError when the bytes do not parse (a newer version than kio knows
-    is read as the newest it knows: later versions only append fields)."""
-    try:
-        if data is None or len(data) < 2:
-            raise ValueError(f"{0 if data is None else len(data)} bytes")
-        (version,) = struct.unpack_from(">h", data, 0)
-        if version < 0:
-            raise ValueError(f"version {version}")
-        entity, _ = read_entity(_assignment_class(min(version, 3)), data, 2)
-    except Exception as exc:
-        raise InvalidRequestError(f"the leader's assignment does not parse as ConsumerProtocolAssignment: {exc}") from exc
-    return [TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions]
-
-
-def _assignment_class(version: int) -> type:
-    return load_entity_module("consumer_protocol_assignment", version, EntityType.data).ConsumerProtocolAssignment
-
-
-def encode_assignment(partitions) -> bytes:
-    """``ConsumerProtocolAssignment`` v0 bytes (with the int16 version) for ``partitions``."""
-    by_topic = defaultdict(list)
-    for tp in partitions:
-        by_topic[tp[0]].append(tp[1])
-    entity = AssignmentV0(assigned_partitions=tuple(
-        AssignedTopicV0(topic=t, partitions=tuple(sorted(ps))) for t, ps in sorted(by_topic.items())),
-        user_data=None)
-    buf = io.BytesIO()
-    buf.write(b"\0\0")
-    entity_writer(AssignmentV0)(buf, entity)
-    return buf.getvalue()
 
 
 # ------------------------------------------------------------------ holding requests
@@ -109,7 +64,7 @@ async def join_group(ctx, req):
     member_id = body.member_id
     kwargs = dict(protocols=protocols, protocol_type=body.protocol_type, session_timeout_ms=session_ms,
                   rebalance_timeout_ms=rebalance_ms, group_instance_id=instance,
-                  client_id=req.client_id or "")
+                  client_id=req.client_id or "", client_host=ctx.client_host)
     state = {"member_id": member_id}
 
     async def call():
@@ -251,7 +206,8 @@ async def describe_groups(ctx, req):
         out.append({"error_code": 0, "group_id": group_id, "group_state": d["state"],
                     "protocol_type": d["protocol_type"], "protocol_data": d["protocol"] or "",
                     "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-                                 "client_id": m["client_id"] or "", "client_host": "",
+                                 "client_id": m["client_id"] or "",
+                                 "client_host": m.get("client_host") or "",
                                  "member_metadata": b"",
                                  "member_assignment": encode_assignment(m["assignment"]) if consumer else b""}
                                 for m in d["members"]]})
@@ -268,3 +224,15 @@ async def list_groups(ctx, req):
     return {"error_code": 0, "groups": [
         {"group_id": g["group_id"], "protocol_type": g["protocol_type"], "group_state": g["state"]}
         for g in groups if wanted is None or g["state"].lower() in wanted]}
+
+
+@api(42, "DeleteGroups", 0, 2)
+async def delete_groups(ctx, req):
+    """``Broker.delete_group`` per group: Empty groups only (NON_EMPTY_GROUP otherwise,
+    GROUP_ID_NOT_FOUND for an unknown one)."""
+    out = []
+    for group_id in req.body.groups_names:
+        _, code, _ = await ctx.attempt(ctx.broker.delete_group, group_id)
+        out.append({"group_id": group_id, "error_code": code})
+    ctx.group_waker.notify()
+    return {"results": out}

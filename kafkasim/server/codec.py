@@ -51,7 +51,8 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.static.constants import EntityType
 
 __all__ = ["MalformedRequest", "Request", "peek", "request_class", "response_class",
-           "decode_request", "read_entity", "encode_response", "build", "ms", "API_VERSIONS_KEY"]
+           "decode_request", "read_entity", "encode_response", "build", "ms", "API_VERSIONS_KEY",
+           "encode_request", "decode_response"]
 
 API_VERSIONS_KEY = 18
 _PEEK = struct.Struct(">hhi")
@@ -147,6 +148,40 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     out = buf.getbuffer()
     struct.pack_into(">i", out, 0, len(out) - 4)
     return bytes(out)
+
+
+# ----------------------------------------------------------------- the client side
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: Any) -> bytes:
+    """The whole request frame (size prefix, request header, body) for a kio request
+    ``body`` of ``version``: what a client sends (:mod:`kafkasim.server.remote`)."""
+    header_cls = RequestHeaderV2 if type(body).__flexible__ else RequestHeaderV1
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
+                                              correlation_id=correlation_id, client_id=client_id))
+    entity_writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(api_key: int, version: int, frame) -> tuple[int, Any]:
+    """``(correlation_id, body)`` of a response frame (without its size prefix) to a
+    request of ``version``. Raises MalformedRequest when it does not parse exactly."""
+    cls = response_class(api_key, version)
+    flexible = cls.__flexible__ and api_key != API_VERSIONS_KEY
+    header_cls = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    view = memoryview(frame)
+    try:
+        header, n = entity_reader(header_cls)(view, 0)
+        body, m = entity_reader(cls)(view, n)
+    except Exception as exc:
+        raise MalformedRequest(f"{cls.__name__} v{version}: {type(exc).__name__}: {exc}") from exc
+    if n + m != len(frame):
+        raise MalformedRequest(f"{cls.__name__} v{version}: {len(frame) - n - m} bytes left over")
+    return header.correlation_id, body
 
 
 # ----------------------------------------------------------------- building responses

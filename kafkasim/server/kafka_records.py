@@ -99,6 +99,32 @@ def _zigzag(n: int) -> int:
     return (n << 1) ^ (n >> 63)
 
 
+_VARINT_TABLE = []
+
+
+def _build_varint_table() -> None:
+    for zz in range(1 << 14):                 # every zigzag value of one or two bytes
+        v, b = zz, bytearray()
+        while v >= 0x80:
+            b.append((v & 0x7F) | 0x80)
+            v >>= 7
+        b.append(v)
+        _VARINT_TABLE.append(bytes(b))
+
+
+_build_varint_table()
+
+
+def _varint_bytes(n: int) -> bytes:
+    """The zigzag varint of ``n`` (a table lookup for |n| < 8192, the usual lengths and deltas)."""
+    zz = (n << 1) ^ (n >> 63)
+    if 0 <= zz < 16384:
+        return _VARINT_TABLE[zz]
+    out = bytearray()
+    _put_varint(out, n)
+    return bytes(out)
+
+
 def _put_varint(out: bytearray, n: int) -> None:
     v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
     while v >= 0x80:
@@ -286,6 +312,101 @@ def _decode_one(buf: memoryview, pos: int, where: str, limit: int) -> KafkaBatch
 
 
 def _decode_records(body, count: int, last_delta: int, base_ts: int, where: str) -> list:
+    """The records of a batch: the fast path for well-formed input, else the careful
+    reader (which finds and names what is wrong)."""
+    fast = _decode_records_fast(body if isinstance(body, bytes) else bytes(body), count, last_delta, base_ts)
+    if fast is not None:
+        return fast
+    return _decode_records_checked(body, count, last_delta, base_ts, where)
+
+
+def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint of up to 10 bytes at ``pos``: ``(value, next pos)``; IndexError past
+    the end, ValueError when too long (the fast path then defers to the careful reader)."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _decode_records_fast(buf: bytes, count: int, last_delta: int, base_ts: int) -> Optional[list]:
+    """:func:`_decode_records_checked`'s result for well-formed input, without a reader
+    object or per-field calls for one-byte varints; None for anything unusual (a length or
+    delta out of range, a header, a varint past 32 bits where one is expected), so the
+    careful reader decides and names the problem."""
+    end = len(buf)
+    if count > end:
+        return None
+    pos = 0
+    prev = -1
+    out = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = _varint_at(buf, pos)
+            rec_end = pos + length
+            if length < 0 or rec_end > end:
+                return None
+            pos += 1                                   # record attributes
+            b = buf[pos]
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                ts_delta, pos = _varint_at(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                delta, pos = _varint_at(buf, pos)
+            if delta <= prev or delta > last_delta or not -(1 << 63) <= ts_delta < (1 << 63):
+                return None
+            prev = delta
+            b = buf[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = _varint_at(buf, pos)
+            if n == -1:
+                key = None
+            elif 0 <= n <= rec_end - pos:
+                key = buf[pos:pos + n]
+                pos += n
+            else:
+                return None
+            b = buf[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = _varint_at(buf, pos)
+            if n == -1:
+                value = None
+            elif 0 <= n <= rec_end - pos:
+                value = buf[pos:pos + n]
+                pos += n
+            else:
+                return None
+            if buf[pos] != 0 or pos + 1 != rec_end:    # headers: the careful reader does them
+                return None
+            pos = rec_end
+            append((delta, base_ts + ts_delta, key, value, ()))
+    except (IndexError, ValueError):
+        return None
+    if pos != end:
+        return None
+    return out
+
+
+def _decode_records_checked(body, count: int, last_delta: int, base_ts: int, where: str) -> list:
     r = _Reader(body, 0, len(body), where)
     records, prev = [], -1
     if count > len(body):  # each record takes at least 7 bytes; refuse absurd counts early
@@ -365,24 +486,24 @@ def encode_batch(base_offset: int, records: Sequence[tuple], *, producer_id: int
     base_ts = records[0][1]
     max_ts = max(r[1] for r in records)
     body = bytearray()
-    rec = bytearray()
     prev = -1
+    vb = _varint_bytes
     for delta, ts, key, value, headers in records:
         if delta <= prev:
             raise InvalidRecordError(f"offset deltas must increase: {delta} after {prev}")
         prev = delta
-        rec.clear()
-        rec.append(0)
-        _put_varint(rec, ts - base_ts)
-        _put_varint(rec, delta)
-        _put_bytes(rec, key)
-        _put_bytes(rec, value)
-        headers = headers or ()
-        _put_varint(rec, len(headers))
-        for hk, hv in headers:
-            _put_bytes(rec, hk.encode("utf-8"))
-            _put_bytes(rec, hv)
-        _put_varint(body, len(rec))
+        rec = b"\x00" + vb(ts - base_ts) + vb(delta) \
+            + (b"\x01" if key is None else vb(len(key)) + key) \
+            + (b"\x01" if value is None else vb(len(value)) + value)
+        if headers:
+            extra = bytearray(vb(len(headers)))
+            for hk, hv in headers:
+                _put_bytes(extra, hk.encode("utf-8"))
+                _put_bytes(extra, hv)
+            rec += extra
+        else:
+            rec += b"\x00"
+        body += vb(len(rec))
         body += rec
     if last_offset_delta is None:
         last_offset_delta = prev

@@ -16,82 +16,55 @@ Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import time
 from typing import Callable, Optional
 
 from kafkasim.clock import SystemClock
-from kafkasim.errors import InvalidArgumentError, KafkaStorageError
+from kafkasim.errors import InvalidArgumentError
+from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
 from kafkasim.server.api import ServerOptions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
 __all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
 
-ADDRESS_FILE = ".server.json"
-
-
-def write_address(data_dir: str, host: str, port: int) -> str:
-    """Atomically write the address file; returns its path."""
-    path = os.path.join(data_dir, ADDRESS_FILE)
-    tmp = path + ".tmp"
-    data = json.dumps({"host": host, "port": port, "pid": os.getpid(),
-                       "started_ms": int(time.time() * 1000)}).encode()
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as exc:
-        raise KafkaStorageError(f"cannot write the server address file {path}: {exc}") from exc
-    return path
-
-
-def read_address(data_dir: str) -> Optional[dict]:
-    """The address file's content, or None when no server is announced for ``data_dir``."""
-    try:
-        with open(os.path.join(data_dir, ADDRESS_FILE), "rb") as f:
-            return json.loads(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def remove_address(data_dir: str) -> None:
-    for name in (ADDRESS_FILE, ADDRESS_FILE + ".tmp"):
-        try:
-            os.unlink(os.path.join(data_dir, name))
-        except FileNotFoundError:
-            pass
-
-
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-          on_ready: Optional[Callable[[str, int], None]] = None,
-          stop: Optional[asyncio.Event] = None) -> None:
-    """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring."""
+          on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
+          stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None) -> None:
+    """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
+
+    ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
+    free port; :mod:`kafkasim.server.metrics`). ``on_ready(host, port, metrics_port)`` is
+    called once both listen (``metrics_port`` None when metrics are off)."""
     from kafkasim.broker import Broker
 
     broker = Broker(data_dir, clock=SystemClock())
+    metrics = None
     try:
-        asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop))
+        if metrics_port is not None:
+            from kafkasim.server.metrics import ServerMetrics
+
+            metrics = ServerMetrics(broker)
+            try:
+                metrics.start(metrics_port)
+            except OSError as exc:
+                raise InvalidArgumentError(
+                    f"cannot serve metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc}") from exc
+        asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics))
     finally:
         remove_address(broker.data_dir)
         try:
+            if metrics is not None:
+                metrics.close()
             broker.flush()
         finally:
             broker.close()
 
 
-async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop) -> None:
-    server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes)
+async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+    server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
+                         metrics=metrics)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,9 +77,10 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
     except OSError as exc:
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     try:
-        write_address(broker.data_dir, bound_host, bound_port)
+        metrics_port = metrics.port if metrics is not None else None
+        write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port)
         if on_ready is not None:
-            on_ready(bound_host, bound_port)
+            on_ready(bound_host, bound_port, metrics_port)
         await stop.wait()
     finally:
         await server.close()

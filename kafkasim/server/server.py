@@ -31,6 +31,7 @@ import asyncio
 import dataclasses
 import logging
 import struct
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
@@ -68,7 +69,7 @@ class KafkaServer:
     def __init__(self, broker, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  options: Optional[ServerOptions] = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 workers: int = 8, advertised_host: Optional[str] = None) -> None:
+                 workers: int = 8, advertised_host: Optional[str] = None, metrics=None) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self.options = options or ServerOptions()
@@ -78,6 +79,7 @@ class KafkaServer:
         self._server: Optional[asyncio.base_events.Server] = None
         self._connections: set[asyncio.Task] = set()
         self._ctx: Optional[Context] = None
+        self.metrics = metrics            # kafkasim.server.metrics.ServerMetrics, or None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -89,7 +91,7 @@ class KafkaServer:
                                                   reuse_address=True)
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
         node = Node(getattr(self.broker, "broker_id", 0), self._advertised_host or self.host, self.port)
-        self._ctx = Context(self.broker, node, self.options, self._executor)
+        self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics)
         log.info("listening on %s:%d", self.host, self.port)
         return self.host, self.port
 
@@ -131,7 +133,8 @@ class KafkaServer:
 
     async def _serve(self, reader, writer, peer) -> None:
         ctx = dataclasses.replace(
-            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()))
+            self._ctx, alive=lambda: not (reader.at_eof() or writer.is_closing()),
+            client_host=f"/{peer[0]}" if isinstance(peer, tuple) and peer else None)
         while True:
             try:
                 head = await reader.readexactly(_SIZE.size)
@@ -171,12 +174,18 @@ class KafkaServer:
         except codec.MalformedRequest as exc:
             log.info("connection %s: malformed request (%s); closing", peer, exc)
             raise _CloseConnection from None
+        ctx = ctx or self._ctx
+        started = time.perf_counter()
         try:
-            result = await entry.handler(ctx or self._ctx, request)
+            result = await entry.handler(ctx, request)
             if result is None:
-                return None
-            body = codec.build(codec.response_class(api_key, version), result)
-            return codec.encode_response(api_key, version, correlation_id, body)
+                out = None
+            else:
+                body = codec.build(codec.response_class(api_key, version), result)
+                out = codec.encode_response(api_key, version, correlation_id, body)
+            if ctx.metrics is not None:
+                ctx.metrics.request(entry.name, time.perf_counter() - started)
+            return out
         except asyncio.CancelledError:
             raise
         except Exception:

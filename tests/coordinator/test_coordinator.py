@@ -352,3 +352,16 @@ def test_a_restarted_coordinator_does_not_reuse_member_ids(tmp_path, clock):
         log.close()
     again = join(GroupCoordinator(OffsetsStore(_logs(tmp_path)), clock), client_id="a").member_id
     assert again != first
+
+
+def test_describe_group_shows_each_members_client_host_and_client_id(gc, clock):
+    a = join(gc, client_id="app", client_host="/127.0.0.1")
+    b = join(gc, client_id="other")                       # in-process: no host
+    clock.advance(3_000)
+    a = join(gc, a.member_id)
+    b = join(gc, b.member_id)
+    desc = gc.describe_group("g")
+    rows = {m["client_id"]: m["client_host"] for m in desc["members"]}
+    assert rows == {"app": "/127.0.0.1", "other": None}
+    join(gc, b.member_id, client_host="/10.0.0.7")         # a rejoin from elsewhere updates it
+    assert {m["client_id"]: m["client_host"] for m in gc.describe_group("g")["members"]}["other"] == "/10.0.0.7"

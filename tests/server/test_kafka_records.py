@@ -180,3 +180,25 @@ def test_hostile_bytes_raise_only_corrupt_or_invalid(data):
             kr.to_kafkasim(batch)
     except (CorruptRecordError, InvalidRecordError, InvalidTimestampError):
         pass
+
+
+@given(record_lists(), st.data())
+@settings(max_examples=200, deadline=None)
+def test_fast_record_decoder_agrees_with_the_careful_one(records, data):
+    """The fast path either returns exactly what the careful reader returns or defers
+    (None), on good payloads and on payloads with a byte flipped."""
+    from kafkasim.server.kafka_records import HEADER_SIZE, _decode_records_checked, _decode_records_fast
+
+    batch = kr.encode_batch(0, records)
+    (decoded,) = kr.decode_batches(batch)
+    payload = batch[HEADER_SIZE:]
+    last, base_ts = decoded.last_offset_delta, decoded.base_timestamp
+    fast = _decode_records_fast(payload, len(records), last, base_ts)
+    if fast is not None:
+        assert fast == _decode_records_checked(payload, len(records), last, base_ts, "t")
+    if payload:
+        i = data.draw(st.integers(0, len(payload) - 1))
+        bad = payload[:i] + bytes([payload[i] ^ data.draw(st.integers(1, 255))]) + payload[i + 1:]
+        fast = _decode_records_fast(bad, len(records), last, base_ts)
+        if fast is not None:
+            assert fast == _decode_records_checked(bad, len(records), last, base_ts, "t")

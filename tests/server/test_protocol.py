@@ -57,11 +57,15 @@ def minimal_request(key: int, version: int) -> dict:
         20: {"topic_names": ["nosuchtopic"], "topics": [{"name": "nosuchtopic"}], "timeout": 5000},
         22: {"transactional_id": None, "transaction_timeout": 5000},
         32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
+        35: {"topics": [{"topic": "t", "partitions": [0]}]},
         37: {"topics": [{"name": "t", "count": 1}], "timeout": 5000, "validate_only": True},
+        42: {"groups_names": ["nosuchgroup"]},
+        44: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": True},
     }[key]
 
 
-EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37}   # errors a minimal request must get
+EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
@@ -97,6 +101,10 @@ def test_every_served_version_answers(served, key, version):
         assert batches[0].records[0][2:4] == (b"k", b"v")
     if key == 9:
         assert response.topics[0].partitions[0].committed_offset == 1
+    if key == 35:   # one log dir, the data dir, with partition t-0's size (the batch produced above)
+        (result,) = response.results
+        assert result.log_dir == str(served.data_dir) or result.log_dir.endswith("data")
+        assert result.topics[0].partitions[0].partition_size > 0
 
 
 def test_api_versions_advertises_exactly_the_dispatch_table(served):
@@ -246,3 +254,19 @@ def test_retried_idempotent_batch_is_written_once(served):
         end = raw.call(sock, 2, 6, {"replica_id": -1, "topics": [
             {"name": "idem-raw", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
         assert end.topics[0].partitions[0].offset == 2
+
+
+def test_subscription_bytes_round_trip_and_read_what_real_clients_send():
+    from kafkasim.errors import InvalidRequestError
+    from kafkasim.server.consumer_protocol import decode_subscription, encode_subscription
+
+    meta = {"topics": ["b", "a"], "user_data": None, "owned_partitions": [["a", 1], ["a", 0]],
+            "generation_id": 4, "rack_id": "r1"}
+    assert decode_subscription(encode_subscription(meta)) == {
+        "topics": ["a", "b"], "user_data": None, "owned_partitions": [["a", 0], ["a", 1]],
+        "generation_id": 4, "rack_id": "r1"}
+    # a v0 subscription as older clients send it: version, [topics], user data (null)
+    theirs = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+    assert decode_subscription(theirs)["topics"] == ["t"]
+    with pytest.raises(InvalidRequestError):
+        decode_subscription(b"\x00\x00\x7f\xff\xff\xff")

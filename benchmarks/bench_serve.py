@@ -1,0 +1,136 @@
+"""``kafkasim serve`` benchmarks: real clients (confluent-kafka / librdkafka) over loopback.
+
+Figures (baseline measured in the same run, cases interleaved, best of N):
+
+- ``serve_produce_records_per_s`` — a confluent-kafka ``Producer`` (acks=all, linger 5 ms,
+  librdkafka's default batching, idempotence off) sends 100-byte values with keys from
+  10,000 merchant ids to a 4-partition topic, until ``flush()`` returns: every record
+  acknowledged by the server, i.e. appended to the data dir's logs.
+- ``serve_consume_records_per_s`` — a confluent-kafka ``Consumer`` assigned every partition
+  from the beginning reads those records back (``consume(1000)`` batches) until it has them all.
+
+Baseline: the same clients, the same records, against librdkafka's in-process mock
+cluster (``test.mock.num.brokers=1``: an in-memory Kafka inside the client library, reached
+over loopback sockets too). Ratio = kafkasim serve / mock cluster (>1: faster than the mock).
+
+The server runs as ``kafkasim serve`` in a subprocess on 127.0.0.1 (a free port), over a
+scratch data dir. Run: ``python -m benchmarks serve``. Takes about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from benchmarks.common import figure, scratch_dir
+
+__all__ = ["run"]
+
+N_RECORDS = 100_000
+PARTITIONS = 4
+REPEAT = 3
+VALUE = b"x" * 100
+
+
+def _keys() -> list[bytes]:
+    return [b"merchant_%06d" % (i % 10_000) for i in range(N_RECORDS)]
+
+
+def _start_server(data_dir: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "serve", "--data-dir", data_dir,
+                             "--listen", "127.0.0.1:0", "--json", "--num-partitions", str(PARTITIONS)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    info = json.loads(line)
+    return proc, f"{info['host']}:{info['port']}"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def _produce(bootstrap: str, topic: str, keys: list[bytes], extra: dict) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                  "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000, **extra})
+    # connected, and the topic auto-created (4 partitions on both sides: the server runs with
+    # --num-partitions 4, the mock cluster's default is 4) before the clock starts
+    md = p.list_topics(topic, timeout=10)
+    if len(md.topics[topic].partitions) != PARTITIONS:
+        raise RuntimeError(f"{bootstrap}: {topic} has {len(md.topics[topic].partitions)} partitions")
+    produce, poll = p.produce, p.poll
+    t0 = time.perf_counter()
+    for i, k in enumerate(keys):
+        produce(topic, VALUE, k)
+        if i % 10_000 == 0:
+            poll(0)
+    left = p.flush(60)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records not acknowledged by {bootstrap}")
+    return elapsed
+
+
+def _consume(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 120
+    while got < n and time.perf_counter() < deadline:
+        for m in c.consume(1000, 1.0):
+            if not m.error():
+                got += 1
+    elapsed = time.perf_counter() - t0
+    c.close()
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n} records from {bootstrap}")
+    return elapsed
+
+
+def _mock_cluster():
+    """A librdkafka mock cluster (kept alive by the returned producer) and its bootstrap."""
+    from confluent_kafka import Producer
+
+    holder = Producer({"test.mock.num.brokers": 1})
+    md = holder.list_topics(timeout=10)
+    broker = next(iter(md.brokers.values()))
+    return holder, f"{broker.host}:{broker.port}"
+
+
+def run() -> dict:
+    keys = _keys()
+    best = {"serve_produce": float("inf"), "serve_consume": float("inf"),
+            "mock_produce": float("inf"), "mock_consume": float("inf")}
+    with scratch_dir() as d:
+        proc, serve_bootstrap = _start_server(os.path.join(d, "data"))
+        holder, mock_bootstrap = _mock_cluster()
+        try:
+            for i in range(REPEAT):          # interleaved, so load changes hit every case alike
+                for name, bootstrap in (("serve", serve_bootstrap), ("mock", mock_bootstrap)):
+                    topic = f"bench-{i}"
+                    best[f"{name}_produce"] = min(best[f"{name}_produce"], _produce(bootstrap, topic, keys, {}))
+                    best[f"{name}_consume"] = min(best[f"{name}_consume"], _consume(bootstrap, topic, N_RECORDS))
+        finally:
+            del holder
+            _stop(proc)
+    return {
+        "serve_produce_records_per_s": figure(
+            N_RECORDS / best["serve_produce"], "records/s", N_RECORDS / best["mock_produce"],
+            "the same confluent-kafka producer against librdkafka's mock cluster (in memory)"),
+        "serve_consume_records_per_s": figure(
+            N_RECORDS / best["serve_consume"], "records/s", N_RECORDS / best["mock_consume"],
+            "the same confluent-kafka consumer against librdkafka's mock cluster (in memory)"),
+    }

@@ -1,0 +1,72 @@
+"""The address file: ``<data_dir>/.server.json`` says which server is serving a data dir.
+
+``kafkasim serve`` writes it once it listens and removes it on a clean shutdown
+(:mod:`kafkasim.server.runner`); every other ``kafkasim`` command reads it to decide
+whether to talk to that server over the wire (:mod:`kafkasim.server.remote`) or to open
+the data dir itself. Content: ``{"host", "port", "pid", "started_ms"}`` and ``"metrics_port"`` when the server
+serves ``/metrics``.
+
+Writes are atomic (temporary name, fsync, rename, fsync of the directory), so a reader
+sees the whole file or none. A file left behind by a server that died is *stale*: nobody
+listens at its address; :func:`kafkasim.server.remote.open_broker` notices that.
+Importing this module is cheap (json and os only). Thread-safety: plain functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Optional
+
+from kafkasim.errors import KafkaStorageError
+
+__all__ = ["ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+
+ADDRESS_FILE = ".server.json"
+
+
+def write_address(data_dir: str, host: str, port: int, *, metrics_port: Optional[int] = None) -> str:
+    """Atomically write the address file; returns its path."""
+    path = os.path.join(data_dir, ADDRESS_FILE)
+    tmp = path + ".tmp"
+    info = {"host": host, "port": port, "pid": os.getpid(), "started_ms": int(time.time() * 1000)}
+    if metrics_port is not None:
+        info["metrics_port"] = metrics_port
+    data = json.dumps(info).encode()
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(data_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot write the server address file {path}: {exc}") from exc
+    return path
+
+
+def read_address(data_dir: str) -> Optional[dict]:
+    """The address file's content, or None when no server is announced for ``data_dir``
+    (no file, or one that does not parse as ``{"host": str, "port": int, ...}``)."""
+    try:
+        with open(os.path.join(data_dir, ADDRESS_FILE), "rb") as f:
+            info = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("host"), str) \
+            or not isinstance(info.get("port"), int):
+        return None
+    return info
+
+
+def remove_address(data_dir: str) -> None:
+    for name in (ADDRESS_FILE, ADDRESS_FILE + ".tmp"):
+        try:
+            os.unlink(os.path.join(data_dir, name))
+        except FileNotFoundError:
+            pass
