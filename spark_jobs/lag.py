@@ -16,8 +16,10 @@ or ``kafkasim audit lag --data-dir DIR``. Exit code 0, or 3 when a lag passes
 3. ``lag_records`` = max(0, log_end_offset − committed_offset); ``committed_timestamp`` =
    the timestamp of the first record at or after the committed offset (the next record
    the group will read); ``lag_ms`` = max(0, log_end_timestamp − committed_timestamp),
-   0 when the group is caught up. Only partitions with a commit are reported (as
-   ``kafka-consumer-groups --describe`` does for a group without members).
+   0 when the group is caught up. Partitions with a commit are in ``partitions``.
+4. ``no_commit``: every other partition (from the topic metadata) of a topic the group
+   committed to, with its ``log_end_offset`` — ``kafka-consumer-groups --describe`` shows
+   ``-`` as their current offset and lag; the text does too.
 
 Invariants: pure transforms. Thread-safety: no shared state.
 """
@@ -32,7 +34,8 @@ from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common, options
 
-__all__ = ["committed_offsets", "log_end", "group_lag", "report", "main", "OFFSETS_TOPIC"]
+__all__ = ["committed_offsets", "log_end", "group_lag", "uncommitted_partitions", "report", "main",
+           "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _COMMITS = "group string, topic string, partition int, committed_offset long, metadata string, commit_timestamp long, tombstone boolean, _p int, _o long"
@@ -105,8 +108,26 @@ def group_lag(committed: DataFrame, df: DataFrame) -> DataFrame:
         "commit_timestamp")
 
 
+def uncommitted_partitions(committed: DataFrame, df: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
+    """``(group, topic, partition, log_end_offset)``: the partitions (of the topic metadata,
+    plus any holding records) of each topic a group committed to, without a commit of that
+    group; ``log_end_offset`` 0 for an empty partition."""
+    spark = committed.sparkSession
+    every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
+                                  or [("", -1)], "topic string, partition int")
+    ends = log_end(df)
+    parts = every.unionByName(ends.select("topic", "partition")).distinct()
+    pairs = committed.select("group", "topic").distinct()
+    missing = (pairs.join(parts, "topic")
+               .join(committed.select("group", "topic", "partition"), ["group", "topic", "partition"], "left_anti"))
+    return (missing.join(ends, ["topic", "partition"], "left")
+            .select("group", "topic", "partition",
+                    F.coalesce("log_end_offset", F.lit(0)).cast("long").alias("log_end_offset")))
+
+
 def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Optional[int],
-           corruption: Sequence[dict] = (), offsets_topic_found: bool = True) -> dict:
+           corruption: Sequence[dict] = (), offsets_topic_found: bool = True,
+           no_commit: Sequence[dict] = ()) -> dict:
     """The JSON report (schema in docs/spark-audits.md)."""
     groups: dict[str, dict] = {}
     for r in rows:
@@ -116,17 +137,29 @@ def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Opti
         g["partitions"] += 1
     over = [r for r in rows if (max_lag_records is not None and r["lag_records"] > max_lag_records)
             or (max_lag_ms is not None and (r["lag_ms"] or 0) > max_lag_ms)]
-    return {
+    max_records = max((r["lag_records"] for r in rows), default=0)
+    max_ms = max((r["lag_ms"] or 0 for r in rows), default=0)
+    checks = []
+    if max_lag_records is not None:
+        checks.append(common.check("lag records", max_lag_records, max_records))
+    if max_lag_ms is not None:
+        checks.append(common.check("lag ms", max_lag_ms, max_ms))
+    checks.append(common.check("corrupt batches", 0, len(corruption)))
+    rep = {
         "offsets_topic": OFFSETS_TOPIC,
         "offsets_topic_found": offsets_topic_found,
         "groups": sorted(groups.values(), key=lambda g: g["group"]),
         "partitions": rows,
+        "no_commit": list(no_commit),
         "total_lag_records": sum(r["lag_records"] for r in rows),
-        "max_lag_ms": max((r["lag_ms"] or 0 for r in rows), default=0),
+        "max_lag_ms": max_ms,
         "limits": {"max_lag_records": max_lag_records, "max_lag_ms": max_lag_ms},
         "violations": {"lag_over_limit": len(over)},
         "corrupt_batches": list(corruption),
+        "checks": checks,
     }
+    rep.update(common.verdict_of(checks))
+    return rep
 
 
 def build_report(spark, data_dir: str, topics: Optional[list[str]], groups: Optional[list[str]] = None, *,
@@ -141,13 +174,16 @@ def build_report(spark, data_dir: str, topics: Optional[list[str]], groups: Opti
     if topics:
         committed = committed.where(F.col("topic").isin(list(topics)))
     targets = sorted({r["topic"] for r in committed.select("topic").distinct().collect()})
-    rows = []
+    rows, no_commit = [], []
     if targets:
         df = common.read_log(spark, data_dir, targets, corrupt=corrupt)
         rows = [r.asDict() for r in group_lag(committed, df).orderBy("group", "topic", "partition").collect()]
+        counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(targets)}
+        no_commit = [r.asDict() for r in uncommitted_partitions(committed, df, counts)
+                     .orderBy("group", "topic", "partition").collect()]
     rep = report(rows, max_lag_records=max_lag_records, max_lag_ms=max_lag_ms,
                  corruption=common.corruption_of(spark, data_dir, [OFFSETS_TOPIC] + targets),
-                 offsets_topic_found=found)
+                 offsets_topic_found=found, no_commit=no_commit)
     if plot:
         common.plot_partitions(plot, [f"{r['group']}:{r['topic']}-{r['partition']}" for r in rows],
                                [r["lag_records"] for r in rows], "consumer lag per partition (records)",
@@ -163,9 +199,13 @@ def text(rep: dict) -> str:
     for r in rep["partitions"][:100]:
         lines.append(f"  {r['group']:20} {r['topic']}-{r['partition']:<4} committed {r['committed_offset']:>10,} "
                      f"end {r['log_end_offset']:>10,}  lag {r['lag_records']:>10,} records {r['lag_ms']:>10,} ms")
+    for r in rep.get("no_commit", [])[:100]:
+        lines.append(f"  {r['group']:20} {r['topic']}-{r['partition']:<4} committed {'-':>10} "
+                     f"end {r['log_end_offset']:>10,}  lag {'-':>10} (no commit)")
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped: {len(rep['corrupt_batches'])}")
-    lines.append("  OK" if not violations(rep) else "  LAG ABOVE LIMITS")
+    lines += common.checks_text(rep)
+    lines.append("  OK" if rep.get("verdict", common.VERDICT_OK) != common.VERDICT_FAILED else "  LAG ABOVE LIMITS")
     return "\n".join(lines)
 
 

@@ -29,8 +29,18 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
                    help="corrupt batches: report and skip (default) or fail the job")
 
 
+MIN_RECORDS_PER_PARTITION = 20   # = common.MIN_RECORDS_PER_PARTITION (kept here: no pyspark import)
+
+
+def _min_records(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-records-per-partition", type=int, default=MIN_RECORDS_PER_PARTITION, metavar="N",
+                   help="sample floor: with fewer records per partition on average the verdict is "
+                        f"'not enough data' (exit 0) unless a fact was found (default {MIN_RECORDS_PER_PARTITION}; 0 = off)")
+
+
 def ordering(p: argparse.ArgumentParser) -> None:
     """Options of the ordering audit."""
+    _min_records(p)
     p.add_argument("--sequence", default="header",
                    help="where the send sequence comes from: 'header' (kafkasim.producer/"
                         "kafkasim.seq, default) or 'value:FIELD' (a JSON value field)")
@@ -42,6 +52,7 @@ def ordering(p: argparse.ArgumentParser) -> None:
 
 def skew(p: argparse.ArgumentParser) -> None:
     """Options of the skew audit."""
+    _min_records(p)
     p.add_argument("--plot", default=None, metavar="OUT.png", help="write a PNG chart")
     p.add_argument("--top-k", type=int, default=10, help="hot keys to list (default 10)")
     p.add_argument("--window-ms", type=int, default=60_000, help="time window (default 60000 = 1 min)")

@@ -6,7 +6,9 @@ Run it::
 
 or ``kafkasim audit skew --data-dir DIR --topic T``. Exit code 0 when balanced, 3 when a
 threshold is passed (``--max-over-avg``, default 1.3 overall; any time window above
-``--window-threshold``, default 5).
+``--window-threshold``, default 5). Each limit is a check in ``checks`` (name, limit,
+measured value, passed); below ``--min-records-per-partition`` (default 20) records per
+partition on average the verdict is ``not enough data`` and the exit code 0.
 
 Definitions (x = records per partition, over every partition in the topic metadata,
 empty ones included as 0; ``bytes`` = key + value + header keys and values, UTF-8/raw
@@ -166,10 +168,16 @@ def _row_dict(r) -> dict:
 
 def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[dict],
            windows: list[dict], *, max_over_avg_limit: float, window_threshold: float,
-           corruption: Sequence[dict] = (), window_ms: int = 60_000) -> dict:
+           corruption: Sequence[dict] = (), window_ms: int = 60_000,
+           min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
     """The JSON report (schema in docs/spark-audits.md)."""
     alerts = [w for w in windows if w["alert"]]
-    return {
+    worst_window = max((w["max_over_avg"] for w in windows), default=None)
+    checks = [common.check("max/avg", max_over_avg_limit, overall.get("max_over_avg")),
+              common.check("window max/avg", window_threshold, worst_window, passed=not alerts),
+              common.check("corrupt batches", 0, len(corruption))]
+    records = int(overall.get("total") or 0)
+    rep = {
         "records": int(overall.get("total") or 0),
         "partitions": stats,
         "max_over_avg": overall.get("max_over_avg"),
@@ -181,19 +189,24 @@ def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[di
         "topics": per_topic,
         "hot_keys": hot,
         "windows": {"window_ms": window_ms, "threshold": window_threshold,
-                    "alerts": len(alerts), "max_over_avg": max((w["max_over_avg"] for w in windows), default=None),
+                    "alerts": len(alerts), "max_over_avg": worst_window,
                     "rows": windows},
         "brokers": {"note": BROKER_NOTE},
         "limits": {"max_over_avg": max_over_avg_limit},
         "violations": {"max_over_avg": int((overall.get("max_over_avg") or 0) > max_over_avg_limit),
                        "window_alerts": len(alerts)},
         "corrupt_batches": list(corruption),
+        "checks": checks,
     }
+    rep.update(common.verdict_of(checks, records=records, partitions=len(stats),
+                                 min_per_partition=min_records_per_partition or None, facts=len(corruption)))
+    return rep
 
 
 def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, window_ms: int = 60_000,
                  window_threshold: float = 5.0, max_over_avg_limit: float = 1.3,
-                 corrupt: str = "report", plot: Optional[str] = None) -> dict:
+                 corrupt: str = "report", plot: Optional[str] = None,
+                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
     """Read → transform → collect: the skew report for ``topics`` under ``data_dir``."""
     from pyspark import StorageLevel
     counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
@@ -222,7 +235,7 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
         df.unpersist()
     rep = report(stats, overall, per_topic, hot, windows, max_over_avg_limit=max_over_avg_limit,
                  window_threshold=window_threshold, corruption=common.corruption_of(spark, data_dir, topics),
-                 window_ms=window_ms)
+                 window_ms=window_ms, min_records_per_partition=min_records_per_partition)
     if plot:
         common.plot_partitions(plot, [f"{s['topic']}-{s['partition']}" for s in stats],
                                [s["records"] for s in stats],
@@ -252,7 +265,9 @@ def text(rep: dict) -> str:
     lines.append(f"  brokers: {rep['brokers']['note']}")
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped: {len(rep['corrupt_batches'])}")
-    lines.append("  OK: within limits" if not violations(rep) else "  SKEW ABOVE LIMITS")
+    lines += common.checks_text(rep)
+    lines.append({common.VERDICT_OK: "  OK: within limits", common.VERDICT_FAILED: "  SKEW ABOVE LIMITS"}
+                 .get(rep["verdict"], "  verdict: not enough data"))
     return "\n".join(lines)
 
 
@@ -266,7 +281,8 @@ def run(args, spark=None) -> int:
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
         window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
-        corrupt=args.corrupt, plot=args.plot), text, violations)
+        corrupt=args.corrupt, plot=args.plot,
+        min_records_per_partition=args.min_records_per_partition), text, violations)
 
 
 def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:

@@ -127,3 +127,52 @@ def write_partitions_added(data_dir: str, topic: str = TOPIC, before: int = 3, a
                 clock.advance(10)
                 p.flush()
     return {"key_in_multiple_partitions": moved, "records": 6 * keys}
+
+
+def write_grown_with_librdkafka(data_dir: str, topic: str = TOPIC, before: int = 3, after: int = 6,
+                                keys: int = 12) -> dict:
+    """Two faults with known causes: the partition count goes ``before`` -> ``after``
+    between two rounds of a Java-style (murmur2) idempotent producer ``java-app``, and a
+    librdkafka-style producer ``c-app`` (``consistent_random``: crc32) sends its own keys
+    before the change. Returns, per old partition, the offset where the change took effect
+    (the first record after the change whose key murmur2 maps to this partition under
+    ``after`` and elsewhere under ``before``), and 0 for each new partition that got data."""
+    clock = MockClock(START_MS)
+    jk, ck = _keys(keys, "j"), _keys(keys, "c")
+    rounds = 3
+    end = [0] * before             # offsets at the change: what both producers wrote
+    for k in jk:
+        end[partition_for_key(k, before)] += rounds
+    for k in ck:
+        end[partition_for_key(k, before, "consistent_random")] += rounds
+    effective: dict[int, int] = {}
+    nxt = list(end) + [0] * (after - before)
+    for k in jk:                   # the first round after the change, in send order
+        p_new, p_old = partition_for_key(k, after), partition_for_key(k, before)
+        if p_new != p_old:
+            effective.setdefault(p_new, nxt[p_new])
+        nxt[p_new] += 1
+    moved = sum(1 for k in jk if partition_for_key(k, before) != partition_for_key(k, after))
+    c_mismatch = sum(1 for k in ck if partition_for_key(k, before, "consistent_random")
+                     not in (partition_for_key(k, before), partition_for_key(k, after)))
+    with Broker(data_dir, clock=clock) as b:
+        b.create_topic(topic, partitions=before)
+        with _producer(b, clock, client_id="java-app", metadata_max_age_ms=0) as pj, \
+                _producer(b, clock, client_id="c-app", partitioner="consistent_random") as pc:
+            for i in range(rounds):
+                for k in jk:
+                    pj.send(topic, key=k, value=b"a%d" % i)
+                pj.flush()
+                for k in ck:
+                    pc.send(topic, key=k, value=b"c%d" % i)
+                pc.flush()
+                clock.advance(10)
+            clock.advance(1000)
+            b.create_partitions(topic, after)
+            for i in range(rounds):
+                for k in jk:
+                    pj.send(topic, key=k, value=b"b%d" % i)
+                pj.flush()
+                clock.advance(10)
+    return {"effective": effective, "moved_keys": moved, "c_mismatches": rounds * c_mismatch,
+            "records": 2 * rounds * keys + rounds * keys}
