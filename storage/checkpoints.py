@@ -32,7 +32,8 @@ from kafkasim.storage.files import atomic_write, fsync_dir, storage_errors
 
 __all__ = [
     "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE", "RecoveryPoint", "CleanShutdown",
-    "read_recovery_point", "write_recovery_point", "take_clean_shutdown", "write_clean_shutdown",
+    "read_recovery_point", "write_recovery_point", "take_clean_shutdown", "read_clean_shutdown",
+    "write_clean_shutdown",
     "read_cleaner_checkpoint", "write_cleaner_checkpoint", "contiguous_from", "parse_contiguous_from",
     "NEVER_CONTIGUOUS",
 ]
@@ -99,6 +100,12 @@ def take_clean_shutdown(directory: str) -> Optional[CleanShutdown]:
     with storage_errors("remove", path):
         os.unlink(path)
     fsync_dir(directory)
+    return CleanShutdown(*v) if v is not None else None
+
+
+def read_clean_shutdown(directory: str) -> Optional[CleanShutdown]:
+    """The clean-shutdown marker without consuming it (``verify-log``), or None."""
+    v = _read_ints(os.path.join(directory, CLEAN_SHUTDOWN_FILE), 3)
     return CleanShutdown(*v) if v is not None else None
 
 

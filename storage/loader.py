@@ -45,11 +45,7 @@ from kafkasim.storage.recovery import open_clean, recover
 from kafkasim.storage.segment import LogSegment
 from kafkasim.storage.segments import LogSegments
 
-__all__ = ["load_segments", "remove_leftovers", "MAX_BASE_OFFSET"]
-
-
-MAX_BASE_OFFSET = (1 << 63) - 1
-"""The largest base offset a segment may be named with (Java's ``Long.MAX_VALUE``, as in Kafka)."""
+__all__ = ["load_segments", "remove_leftovers"]
 
 
 def load_segments(directory: str, config: LogConfig, report: Callable[[str], None], clock: Clock,
@@ -70,9 +66,9 @@ def _load(directory: str, config: LogConfig, report: Callable[[str], None], cloc
     swapped = remove_leftovers(directory, report)
     listed = layout.list_segments(directory)
     for base, path in listed:
-        if base > MAX_BASE_OFFSET:
+        if base > layout.MAX_BASE_OFFSET:
             raise KafkaStorageError(
-                f"{path}: segment base offset {base} is past the offset range (at most {MAX_BASE_OFFSET}); "
+                f"{path}: segment base offset {base} is past the offset range (at most {layout.MAX_BASE_OFFSET}); "
                 f"not a segment this log wrote: move it away to open the log")
     bases = [b for b, _ in listed]
     if swapped:

@@ -287,6 +287,8 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
             self.report(f"{self.path}: index rebuilt only up to position {walk.position} ({walk.error}); "
                          f"{kept} later offset-index and {kept_times} time-index entries kept from before")
+        elif upper_bound_offset is not None and self._missing_tail(walk.next_offset, limit) is not None:
+            self.report(str(self._missing_tail(walk.next_offset, limit)))
         if final and self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.flush(fsync=False)
