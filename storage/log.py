@@ -400,8 +400,8 @@ class Log:
                 now = self._clock.now_ms()
                 if not cfg.compact:
                     return compaction.empty_stats()
-                cleanable = []
-                for seg, upper in self._segments.with_upper_bounds():
+                cleanable, contiguous_from = [], self._segments.contiguous_from
+                for seg, upper in self._segments.with_upper_bounds():   # ends at the first kept: seg
                     if seg is self._segments.active:
                         break
                     if cfg.min_compaction_lag_ms > 0:
@@ -409,12 +409,12 @@ class Log:
                         if now - seg.max_timestamp < cfg.min_compaction_lag_ms:
                             break
                     cleanable.append((seg.base_offset, seg.path))
-                if cleanable:
-                    # before any segment is rewritten: from here on these may hold gaps (FORMAT.md §2.4)
-                    self.write_cleaner_checkpoint(self._segments.end_offset(cleanable[-1][0]))
-            stats = compaction.compact_segments(cleanable, now - cfg.delete_retention_ms, self.swap_cleaned_segment)
-            if cleanable:
-                log_.info("%s: compacted %s", self.directory, stats)
+                if not cleanable:
+                    return compaction.empty_stats()
+                self.write_cleaner_checkpoint(seg.base_offset)   # before any rewrite: gaps may follow (§2.4)
+            stats = compaction.compact_segments(cleanable, now - cfg.delete_retention_ms, self.swap_cleaned_segment,
+                                                seg.base_offset, contiguous_from)
+            log_.info("%s: compacted %s", self.directory, stats)
             return stats
 
     def swap_cleaned_segment(self, base: int, cleaned_path: str) -> LogSegment:

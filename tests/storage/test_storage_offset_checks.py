@@ -197,12 +197,12 @@ def test_compaction_moves_the_cleaner_checkpoint_before_it_swaps_a_segment_in(tm
     seen = []
     real = compaction.compact_segments
 
-    def interrupted(segments, horizon, swap):
+    def interrupted(segments, horizon, swap, *bounds):
         def swap_then_crash(base, cleaned):
             seen.append(log.cleaner_checkpoint())
             swap(base, cleaned)
             raise KafkaStorageError("disk gone after the first swap")
-        return real(segments, horizon, swap_then_crash)
+        return real(segments, horizon, swap_then_crash, *bounds)
 
     monkeypatch.setattr(compaction, "compact_segments", interrupted)
     with pytest.raises(KafkaStorageError):
