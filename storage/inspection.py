@@ -100,9 +100,11 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
 
     ``.log``: one dict per batch (position, base/last offset, count, size, CRC and whether
     it is valid, timestamps, producer id/epoch/sequences; with ``records`` a ``records``
-    list of offset, timestamp, key, value, headers). A corrupt batch yields a dict with
-    an ``error`` and ends the dump. ``.index``: ``{offset, position}`` per entry;
-    ``.timeindex``: ``{timestamp, offset}`` per entry (absolute offsets).
+    list of offset, timestamp, key, value, headers). A corrupt batch — including one whose
+    offsets fail FORMAT.md §2.4, judged from the file's name, its directory's next segment
+    and cleaner checkpoint — yields a dict with an ``error`` and ends the dump.
+    ``.index``: ``{offset, position}`` per entry; ``.timeindex``: ``{timestamp, offset}``
+    per entry (absolute offsets).
     """
     name = os.path.basename(path)
     data = _read(path)
@@ -122,7 +124,7 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
         if usable != len(data):
             yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
         return
-    batches = BatchIterator(data, where=path)
+    batches = BatchIterator(data, where=path, **_offset_bounds(path))
     for pos, h in batches:
         d = _batch_dict(pos, h, True)
         if records:
@@ -142,6 +144,18 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
             yield {"position": batches.position, "error": str(batches.error)}
         else:
             yield {**_batch_dict(batches.position, batches.header, False), "error": str(batches.error)}
+
+
+def _offset_bounds(path: str) -> dict:
+    """The §2.4 checks for the segment file ``path``: none unless it is named like a segment."""
+    base = layout.parse_segment_name(os.path.basename(path))
+    if base is None or base > layout.MAX_BASE_OFFSET:
+        return {}
+    directory = os.path.dirname(path) or "."
+    with storage_errors("list", directory):
+        later = [b for b, _ in layout.list_segments(directory) if b > base]
+    return {"first_offset": base, "end_offset": later[0] if later else base + (1 << 32),
+            "contiguous": base >= checkpoints.contiguous_from(directory)}
 
 
 # -- verify --------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, KafkaStorageError
 from kafkasim.records import record_batch as rb
 from kafkasim.storage import compaction, layout
-from kafkasim.storage.inspection import verify_data_dir
+from kafkasim.storage.inspection import dump_segment, verify_data_dir
 from kafkasim.storage.log import Log
 from storage_helpers import T0, make_records, read_all
 
@@ -136,6 +136,8 @@ def test_a_flipped_base_offset_is_never_returned(tmp_path):
         f.seek(pos + 7)
         f.write(bytes([(h.base_offset ^ 1) & 0xFF]))
     assert any(f"has base offset {h.base_offset ^ 1}, expected {h.base_offset}" in e for e in _errors(tmp_path))
+    dumped = list(dump_segment(path))                # dump-log: the batch is shown, with the error
+    assert dumped[-1]["position"] == pos and "expected" in dumped[-1]["error"] and len(dumped) == 4
     log = Log(str(tmp_path / "t-0"), CFG, MockClock(T0))
     try:
         with pytest.raises(CorruptRecordError, match=f"{path}: batch at position {pos} has base offset"):
