@@ -3,6 +3,7 @@ over them as Kafka does (storage/FORMAT.md §5), so a reader never stalls below 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,7 +103,7 @@ def test_a_consumer_reaches_the_log_end_over_a_gap_at_the_end_of_the_log(tmp_pat
         active = b.log("t", 0).segments[-1].path
     with open(active, "r+b") as f:      # torn inside its first batch: recovery empties it
         f.truncate(10)
-    with Broker(d, clock=clock) as b:
+    with pytest.warns(RuntimeWarning) as reported, Broker(d, clock=clock) as b:
         assert b.list_offsets("t", 0, -1)[0] == 3
         res = b.fetch("t", 0, 2)
         assert res.records == [] and res.next_offset == 3
@@ -114,3 +115,4 @@ def test_a_consumer_reaches_the_log_end_over_a_gap_at_the_end_of_the_log(tmp_pat
             c.poll(timeout_ms=0)
         assert c.position(TopicPartition("t", 0)) == 3
         c.close()
+    assert any("flushed records are missing" in str(w.message) for w in reported)   # the loss is reported
