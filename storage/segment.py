@@ -282,6 +282,8 @@ class LogSegment:
         kept = 0
         if walk.error is not None:
             kept = self.index.keep_after(old_offsets, walk.position)
+            if self.max_timestamp >= 0:   # what the walked prefix says, then what the old index said past it
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             kept_times = self.time_index.keep_after(old_times, walk.next_offset - self.base_offset)
             if kept_times:
                 self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry

@@ -115,6 +115,9 @@ def test_an_index_rebuild_that_stops_at_a_corrupt_header_keeps_what_lies_past_it
             log.read(by_pos[bad].base_offset)                   # the entry fails: rebuilt, stops there
         assert any("index rebuilt only up to position" in line for line in log.recovery_report)
         assert log.read(past)[0].offset == past                  # still served
+        last = max(h.last_offset for h in by_pos.values())
+        assert log.segments[1].max_timestamp == T0 + last        # the time index kept its tail too
+        assert log.offset_for_time(T0 + past) == (past, T0 + past)
     finally:
         log.close()
     assert good in _index_positions(path)                        # the rebuild kept the entry past it
