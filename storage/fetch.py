@@ -105,13 +105,17 @@ def chunk_batches(chunk: Chunk, max_bytes: int) -> list[tuple[int, BatchHeader]]
     return out
 
 
-def chunk_records(chunk: Chunk, offset: int, max_bytes: int) -> tuple[list[Record], int]:
+def chunk_records(chunk: Chunk, offset: int, max_bytes: int) -> ReadResult:
     """The records of :func:`chunk_batches` with offset ≥ ``offset``, and the offset after the
-    last of those batches (``chunk.first_offset`` when there is none)."""
+    last of those batches (``chunk.first_offset`` when there is none).
+
+    The result is built before the cyclic GC is resumed: an allocation between resuming it and
+    the caller dropping its previous result would start a collection over every record just
+    decoded (the allocation count includes them), once per read."""
     data, where, at = chunk.data, chunk.path, chunk.position
     out: list[Record] = []
     if not data:
-        return out, chunk.first_offset
+        return ReadResult(out, chunk.first_offset)
     batches = chunk_batches(chunk, max_bytes)
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -122,10 +126,11 @@ def chunk_records(chunk: Chunk, offset: int, max_bytes: int) -> tuple[list[Recor
                 out.extend(recs)
             else:
                 out = recs
+        result = ReadResult(out, _next_offset(chunk, batches))
     finally:
         if gc_was_enabled:
             gc.enable()
-    return out, _next_offset(chunk, batches)
+    return result
 
 
 def _next_offset(chunk: Chunk, batches: list[tuple[int, BatchHeader]]) -> int:
@@ -135,7 +140,7 @@ def _next_offset(chunk: Chunk, batches: list[tuple[int, BatchHeader]]) -> int:
     return h.base_offset + h.last_offset_delta + 1
 
 
-def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> tuple[RecordColumns, int]:
+def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> ReadResult:
     """:func:`chunk_records` column-wise, built without a Python-level loop per record
     (``decode_columns``); a CRC-valid batch whose records are malformed raises."""
     data, where, at = chunk.data, chunk.path, chunk.position
@@ -145,7 +150,7 @@ def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> tuple[RecordColu
     values: list = []
     headers: list = []
     if not data:
-        return RecordColumns(offs, tss, keys, values, headers), chunk.first_offset
+        return ReadResult(RecordColumns(offs, tss, keys, values, headers), chunk.first_offset)
     batches = chunk_batches(chunk, max_bytes)
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -175,8 +180,8 @@ def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> tuple[RecordColu
     next_offset = _next_offset(chunk, batches)
     if offs and offs[0] < offset:
         i = bisect_left(offs, offset)
-        return RecordColumns(offs[i:], tss[i:], keys[i:], values[i:], headers[i:]), next_offset
-    return RecordColumns(offs, tss, keys, values, headers), next_offset
+        return ReadResult(RecordColumns(offs[i:], tss[i:], keys[i:], values[i:], headers[i:]), next_offset)
+    return ReadResult(RecordColumns(offs, tss, keys, values, headers), next_offset)
 
 
 def decode_batch_records(buf, pos: int, h: BatchHeader, min_offset: int = 0,

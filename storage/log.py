@@ -316,10 +316,10 @@ class Log:
         """
         decode = chunk_columns if columns else chunk_records
         while True:
-            got, next_offset = decode(self._locate_chunk(offset, max_bytes), offset, max_bytes)
-            if next_offset <= offset or (got[0] if columns else got):
-                return ReadResult(got, next_offset)
-            offset = next_offset   # every record of those batches lies below offset: a compaction gap
+            got = decode(self._locate_chunk(offset, max_bytes), offset, max_bytes)
+            if got.next_offset <= offset or (got.records[0] if columns else got.records):
+                return got
+            offset = got.next_offset   # every record of those batches lies below offset: a compaction gap
 
     def read(self, offset: int, max_bytes: int = 1048576) -> list[Record]:
         """The records of :meth:`fetch` (FORMAT.md §5): empty only when none lies in ``[offset, LEO)``."""
