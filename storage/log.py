@@ -389,10 +389,10 @@ class Log:
 
     # -- compaction ----------------------------------------------------------------------
     def compact(self) -> dict:
-        """One compaction pass over the closed segments older than ``min.compaction.lag.ms``
-        (FORMAT.md §6; nothing unless ``cleanup.policy`` has ``compact``); returns stats. The
-        cleaner checkpoint moves first (§2.4); the rewriting
-        (:func:`kafkasim.storage.compaction.compact_segments`) runs outside the main lock."""
+        """One compaction pass (FORMAT.md §6: the latest record per key kept, tombstones older than
+        ``delete.retention.ms`` dropped) over the closed segments older than ``min.compaction.lag.ms``;
+        nothing unless ``cleanup.policy`` has ``compact``. Returns stats. The cleaner checkpoint
+        moves first (§2.4); the rewriting (``compact_segments``) runs outside the main lock."""
         with self._clean_lock:
             with self._lock:
                 self._check_open()
