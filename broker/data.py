@@ -52,12 +52,16 @@ class ProduceResult(NamedTuple):
 
 
 class FetchResult(NamedTuple):
-    """Records from one partition plus the partition's offsets at fetch time."""
+    """Records from one partition plus the partition's offsets at fetch time, and
+    ``next_offset``: where the next fetch starts (one past the last batch read, so past a
+    compaction gap even when it leaves no record to return: Kafka's consumer takes its next
+    fetch offset from the batches, not the records)."""
 
     records: list[Record]
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    next_offset: int = -1
 
 
 class ColumnFetchResult(NamedTuple):
@@ -67,6 +71,7 @@ class ColumnFetchResult(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    next_offset: int = -1
 
 
 class DataPlane(BrokerCore):
@@ -138,12 +143,14 @@ class DataPlane(BrokerCore):
         """Records of one partition from ``offset`` (at least one batch, up to ``max_bytes``).
 
         OffsetOutOfRangeError when ``offset`` is below the log start or above the log end.
+        Compaction gaps are stepped over (``Log.fetch``): no records means none lie in
+        ``[offset, log end)``.
         """
         log = self._checked_partition(topic, partition).log
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
-        records = log.read(offset, max_bytes)
-        return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset)
+        records, next_offset = log.fetch(offset, max_bytes)
+        return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset, next_offset)
 
     def fetch_columns(self, topic: str, partition: int, offset: int,
                       max_bytes: int = 1_048_576) -> ColumnFetchResult:
@@ -154,8 +161,8 @@ class DataPlane(BrokerCore):
         log = self._checked_partition(topic, partition).log
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
-        columns = log.read_columns(offset, max_bytes)
-        return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset)
+        columns, next_offset = log.fetch(offset, max_bytes, columns=True)
+        return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset, next_offset)
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →

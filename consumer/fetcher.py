@@ -11,6 +11,9 @@ Invariants:
   position: after returning records up to offset ``o`` the position is ``o + 1``;
 - a buffer is valid only for the position it was filled at; :meth:`invalidate`
   drops it (seek, reassignment);
+- compaction gaps never stall a position: the broker's fetch steps over them, and a
+  fetch that finds no record below the log end moves the position to its
+  ``next_offset`` (the end of the batches it read), as Kafka's consumer does;
 - a position outside the log (``OffsetOutOfRangeError``, e.g. after retention) goes
   to ``on_out_of_range(tp)``, which resets it by ``auto_offset_reset`` or raises.
 
@@ -108,15 +111,18 @@ class Fetcher:
                 want = min(self.max_partition_fetch_bytes, bytes_left)
                 bytes_left -= want
                 try:
-                    cols = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want).columns
+                    res = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want)
                 except OffsetOutOfRangeError:
                     if self._on_out_of_range is None:
                         raise
                     self._on_out_of_range(tp)     # resets the position or raises
-                    cols = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want).columns
+                    res = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want)
+                cols = res.columns
                 idx = bisect_left(cols[0], state.position)   # offsets increase: skip those below
                 if idx >= len(cols[0]):
                     self._buffers.pop(tp, None)
+                    if res.next_offset > state.position:   # only a compaction gap up to there
+                        state.position = res.next_offset
                     continue
             end = idx + budget
             offsets = cols[0]

@@ -2,16 +2,20 @@
 
 The store appends records (encoded by :mod:`kafkasim.protocol.offsets`) to the
 partition of the internal topic that owns the group (``partition_for_group``) and,
-on start, replays every partition from its log start to rebuild the latest value
-of every key. It receives the partition logs from its owner (the broker); it
-needs of each only ``append(records)``, ``read(offset, max_bytes)``,
-``log_start_offset`` and ``log_end_offset`` (:class:`kafkasim.storage.log.Log`).
+on start, replays every partition from its log start to its log end to rebuild the
+latest value of every key. It receives the partition logs from its owner (the broker);
+it needs of each only ``append(records)``, ``fetch(offset, max_bytes)`` (records and
+the offset to read next), ``log_start_offset`` and ``log_end_offset``
+(:class:`kafkasim.storage.log.Log`).
 
 Invariants:
 - an append returns only after the log accepted the batch, so a commit that
   returned is in the log (and survives a process kill; see storage/FORMAT.md §4);
 - the replay applies records in offset order, so the latest record per key wins and
   a tombstone (value None) deletes the key, exactly what compaction keeps;
+- the replay reaches the log end: it goes on from each read's ``next_offset``, so the
+  gaps compaction leaves (inside a batch, at a segment's end) are stepped over, never
+  taken for the end;
 - a record that does not decode (not written by this store) is reported as a
   RuntimeWarning and skipped; it never stops the coordinator from loading.
 
@@ -30,7 +34,7 @@ from kafkasim.protocol.offsets import (
     OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, GroupKey, OffsetKey, decode_record, encode_group_key,
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )
-from kafkasim.errors import CorruptRecordError
+from kafkasim.errors import CorruptRecordError, IllegalStateError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["OffsetsStore", "LoadedState"]
@@ -94,9 +98,11 @@ class OffsetsStore:
         for log in self._logs:
             offset, end = log.log_start_offset, log.log_end_offset
             while offset < end:
-                records = log.read(offset, _READ_BYTES)
-                if not records:
-                    break
+                records, next_offset = log.fetch(offset, _READ_BYTES)
+                if next_offset <= offset:   # cannot happen below the log end: never spin
+                    raise IllegalStateError(f"{OFFSETS_TOPIC}: a read at offset {offset} below the log end "
+                                            f"{end} did not advance")
+                offset = next_offset
                 for rec in records:
                     try:
                         self._apply(state, rec.key, rec.value)
@@ -104,7 +110,6 @@ class OffsetsStore:
                         warnings.warn(f"{OFFSETS_TOPIC} offset {rec.offset}: skipped: {exc}",
                                       RuntimeWarning, stacklevel=2)
                         state.skipped += 1
-                offset = records[-1].offset + 1
         return state
 
     @staticmethod

@@ -49,9 +49,13 @@ same names — lower case, as listed — and types): ``.schema("partition int, k
 ``.schema(schema_of([...]))``. Only those columns are built and sent to the JVM. A column
 that is not in ``SCHEMA``, or has another type, is an ``InvalidArgumentError`` naming it.
 
-Invariants: every row comes from a batch whose header checks and CRC passed (the walk is
-the shared ``kafkasim.records.framing.BatchIterator``); within one segment rows are in
-offset order.
+Invariants: every row comes from a batch whose header checks and CRC passed and whose
+offsets pass the checks of storage/FORMAT.md §2.4 (inside the segment's range, increasing,
+contiguous in a segment compaction never touched: ``base_offset`` lies outside the CRC) —
+the walk is the shared ``kafkasim.records.framing.BatchIterator``; within one segment rows
+are in offset order. No offset is skipped silently: a corrupt batch, or a never-compacted
+segment whose batches end short of the next segment's base offset (a file cut at a batch
+boundary), is reported like a CRC error (``corrupt=report``/``fail``, ``mode=corruption``).
 
 Thread-safety: the reader is immutable once planned and pickled to workers; each
 ``read`` call owns its file handle.
@@ -242,8 +246,8 @@ class _Reader(DataSourceReader):
     def partitions(self):
         o = self.opts
         segs = [s for s in self.logdir.segments(o.topics)
-                if s.size > 0 and s.base_offset < o.end_offset
-                and (s.end_offset is None or s.end_offset > o.start_offset)]
+                if (s.size > 0 or _missing_offsets(s, s.base_offset) is not None)
+                and s.base_offset < o.end_offset and (s.end_offset is None or s.end_offset > o.start_offset)]
         # Spark needs at least one partition; an empty one reads nothing.
         return [_SegmentPartition(g) for g in _group_segments(segs, o.max_partition_bytes)] or [InputPartition(None)]
 
@@ -255,7 +259,7 @@ class _Reader(DataSourceReader):
 
 
 def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:
-    msg = f"skipping corrupt batch in {seg.path} at position {pos}: {exc}"
+    msg = f"corrupt data in {seg.path} at position {pos}, the rest of the segment skipped: {exc}"
     log.warning(msg)
     warnings.warn(msg, CorruptBatchWarning, stacklevel=2)
 
@@ -265,14 +269,16 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
     """Yield ``(pos, header)`` of each valid batch; call ``on_corrupt(pos, exc)`` at the
     first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
 
-    The walk is the shared :class:`kafkasim.records.framing.BatchIterator` (header and CRC
-    checks); this reader's policy is what it does where that walk stops. A batch is valid
-    when its header and CRC check out and, with a ``builder``, its records decode: they
-    are then added to ``builder`` before the batch is yielded. Batches for which
-    ``want(header)`` is false are checked (header and CRC) but their records are not
-    decoded, and they are not yielded.
+    The walk is the shared :class:`kafkasim.records.framing.BatchIterator` (header, CRC and
+    offset checks, FORMAT.md §2.4); this reader's policy is what it does where that walk
+    stops. A batch is valid when its header, CRC and offsets check out and, with a
+    ``builder``, its records decode: they are then added to ``builder`` before the batch is
+    yielded. Batches for which ``want(header)`` is false are checked (header, CRC, offsets)
+    but their records are not decoded, and they are not yielded. A contiguous segment whose
+    batches end short of the next segment is reported at its end (``on_corrupt(size, exc)``).
     """
-    batches = BatchIterator(buf, where=seg.path)
+    batches = BatchIterator(buf, where=seg.path, first_offset=seg.base_offset, end_offset=seg.end_offset,
+                            contiguous=seg.contiguous)
     for pos, h in batches:
         wanted = want is None or want(h)
         if wanted and builder is not None:
@@ -285,6 +291,20 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
             yield pos, h
     if batches.error is not None:
         on_corrupt(batches.position, batches.error)
+    else:
+        missing = _missing_offsets(seg, batches.next_offset)
+        if missing is not None:
+            on_corrupt(batches.position, missing)
+
+
+def _missing_offsets(seg: SegmentRef, next_offset: int) -> Optional[CorruptRecordError]:
+    """The error for a contiguous segment whose batches end (at ``next_offset``) short of the
+    next segment's base offset — offsets lost without a trace in the file — or None."""
+    if not seg.contiguous or seg.end_offset is None or next_offset >= seg.end_offset:
+        return None
+    return CorruptRecordError(
+        f"{seg.path}: the batches end at position {seg.size} with offset {next_offset - 1}, but the next "
+        f"segment starts at offset {seg.end_offset}: offsets {next_offset}..{seg.end_offset - 1} are missing")
 
 
 _FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before

@@ -16,7 +16,9 @@ reads bytes.
 
 Invariants: :meth:`LogDir.partitions` is sorted by (topic, partition) and each
 partition's segments by base offset; a segment's ``end_offset`` is the next segment's
-base offset (``None`` for the last one), so segment ranges never overlap.
+base offset (``None`` for the last one), so segment ranges never overlap; a segment is
+``contiguous`` when its base offset is at or past the partition's cleaner checkpoint
+(never compacted: its offsets have no gaps, storage/FORMAT.md §2.4).
 
 Thread-safety: a :class:`LogDir` holds no mutable state after construction; it is
 picklable (the file system is re-opened lazily on each worker) and safe to share.
@@ -31,7 +33,7 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple, Optional
 
 from kafkasim.errors import InvalidArgumentError, KafkaStorageError
-from kafkasim.storage import layout
+from kafkasim.storage import checkpoints, layout
 
 __all__ = ["LogDir", "SegmentRef", "TopicMeta"]
 
@@ -45,6 +47,7 @@ class SegmentRef(NamedTuple):
     end_offset: Optional[int]  # next segment's base offset; None for the last (active) one
     path: str                  # as given to :meth:`LogDir.open_segment`
     size: int
+    contiguous: bool = False   # never compacted: offsets without gaps (storage/FORMAT.md §2.4)
 
 
 class TopicMeta(NamedTuple):
@@ -128,11 +131,16 @@ class LogDir:
         """Every segment of every (selected) partition, in (topic, partition, base) order."""
         out = []
         for topic, part, pdir in self.partitions(topics):
-            segs = sorted((base, full, size) for name, full, is_dir, size in self._listdir(pdir)
+            entries = self._listdir(pdir)
+            segs = sorted((base, full, size) for name, full, is_dir, size in entries
                           if not is_dir and (base := layout.parse_segment_name(name)) is not None)
+            checkpoint = next((full for name, full, is_dir, _ in entries
+                               if not is_dir and name == checkpoints.CLEANER_CHECKPOINT_FILE), None)
+            contiguous_from = checkpoints.parse_contiguous_from(
+                None if checkpoint is None else self.read_bytes(checkpoint))
             for i, (base, full, size) in enumerate(segs):
                 end = segs[i + 1][0] if i + 1 < len(segs) else None
-                out.append(SegmentRef(topic, part, base, end, full, size))
+                out.append(SegmentRef(topic, part, base, end, full, size, base >= contiguous_from))
         return out
 
     def topic_metadata(self) -> dict[str, TopicMeta]:

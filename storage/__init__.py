@@ -3,8 +3,9 @@
 Modules, bottom up (an import-linter ``layers`` contract in pyproject.toml keeps every
 import pointing down): ``files`` (OSError translation, atomic writes), ``layout`` (names
 on disk), ``index`` (offset and time indexes), ``segment`` (one .log + its indexes),
-``segments`` (the map of segments by base offset) and ``checkpoints`` (recovery point,
-shutdown marker, cleaner checkpoint), then ``loader`` (opening and recovery),
+``segments`` (the map of segments by base offset), ``checkpoints`` (recovery point,
+shutdown marker, cleaner checkpoint) and ``recovery`` (opening the active segment), then
+``loader`` (opening a directory),
 ``validation`` (what an append must pass), ``fetch`` (decoding what a read fetched) and
 ``compaction`` (rewriting closed segments), then ``log`` (one partition: offsets, appends,
 reads, retention, compaction), and on top ``cleaner`` (the background retention/compaction

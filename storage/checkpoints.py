@@ -6,7 +6,10 @@
 - ``clean-shutdown``: ``<log end offset> <active segment base offset> <active segment
   size>`` — present only after a clean close, and consumed (deleted) by the next open
   (:class:`CleanShutdown`).
-- ``cleaner-checkpoint``: the offset below which the log was compacted.
+- ``cleaner-checkpoint``: the offset below which the log was (or is being) compacted. It
+  is written before compaction swaps in its first rewritten segment and never moves back,
+  so every segment whose base offset is at or past it was never compacted and holds
+  contiguous offsets (:func:`contiguous_from`, FORMAT.md §2.4).
 
 All three are one line of ASCII integers, replaced all-or-nothing with
 :func:`kafkasim.storage.files.atomic_write` (``.tmp``, fsync, rename, directory fsync).
@@ -29,8 +32,10 @@ from kafkasim.storage.files import atomic_write, fsync_dir, storage_errors
 
 __all__ = [
     "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE", "RecoveryPoint", "CleanShutdown",
-    "read_recovery_point", "write_recovery_point", "take_clean_shutdown", "write_clean_shutdown",
-    "read_cleaner_checkpoint", "write_cleaner_checkpoint",
+    "read_recovery_point", "write_recovery_point", "take_clean_shutdown", "read_clean_shutdown",
+    "write_clean_shutdown",
+    "read_cleaner_checkpoint", "write_cleaner_checkpoint", "contiguous_from", "parse_contiguous_from",
+    "NEVER_CONTIGUOUS",
 ]
 
 RECOVERY_POINT_FILE = "recovery-point"
@@ -98,6 +103,12 @@ def take_clean_shutdown(directory: str) -> Optional[CleanShutdown]:
     return CleanShutdown(*v) if v is not None else None
 
 
+def read_clean_shutdown(directory: str) -> Optional[CleanShutdown]:
+    """The clean-shutdown marker without consuming it (``verify-log``), or None."""
+    v = _read_ints(os.path.join(directory, CLEAN_SHUTDOWN_FILE), 3)
+    return CleanShutdown(*v) if v is not None else None
+
+
 def write_clean_shutdown(directory: str, marker: CleanShutdown) -> None:
     _write_ints(os.path.join(directory, CLEAN_SHUTDOWN_FILE), *marker)
 
@@ -110,3 +121,36 @@ def read_cleaner_checkpoint(directory: str) -> int:
 
 def write_cleaner_checkpoint(directory: str, offset: int) -> None:
     _write_ints(os.path.join(directory, CLEANER_CHECKPOINT_FILE), offset)
+
+
+NEVER_CONTIGUOUS = 1 << 63
+"""What :func:`contiguous_from` says when it cannot tell: any segment may have been compacted."""
+
+
+def parse_contiguous_from(text: Optional[bytes]) -> int:
+    """:func:`contiguous_from` from the bytes of ``cleaner-checkpoint`` (None: no such file), for
+    readers that do not go through the local file system (the Spark data source)."""
+    if text is None:
+        return 0
+    try:
+        parts = text[:256].decode("ascii").split()
+        if len(parts) == 1 and int(parts[0]) >= 0:
+            return int(parts[0])
+    except (UnicodeDecodeError, ValueError):
+        pass
+    return NEVER_CONTIGUOUS
+
+
+def contiguous_from(directory: str) -> int:
+    """The offset from which a log's offsets are contiguous (FORMAT.md §2.4): segments whose base
+    offset is at or past it were never compacted. 0 without a ``cleaner-checkpoint`` (never
+    compacted); :data:`NEVER_CONTIGUOUS` when the file is unreadable, so an unreadable checkpoint
+    never makes legitimate compaction gaps look like corruption."""
+    path = os.path.join(directory, CLEANER_CHECKPOINT_FILE)
+    try:
+        with open(path, "rb") as f:
+            return parse_contiguous_from(f.read(256))
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return NEVER_CONTIGUOUS

@@ -47,9 +47,11 @@ def empty_stats() -> dict:
             "bytes_before": 0, "bytes_after": 0}
 
 
-def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes, list]]:
-    """(header, raw batch bytes, decoded records) for every batch of a closed segment file;
-    a batch that is torn or does not check out raises ``CorruptRecordError``."""
+def _batches(path: str, base: int, upper: int, contiguous: bool) -> Iterator[tuple[BatchHeader, bytes, list]]:
+    """(header, raw batch bytes, decoded records) for every batch of the closed segment file
+    ``path`` holding offsets ``[base, upper)``; a batch that is torn or does not check out
+    (CRC, records, or the offset checks of FORMAT.md §2.4: compaction never carries a
+    relabelled batch over) raises ``CorruptRecordError``."""
     with storage_errors("open for compaction", path):
         fd = os.open(path, os.O_RDONLY)
     try:
@@ -59,7 +61,8 @@ def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes, list]]:
 
         with storage_errors("stat", path):
             size = os.fstat(fd).st_size
-        batches = BatchIterator(read, 0, size, where=path, check_crc=False)
+        batches = BatchIterator(read, 0, size, where=path, check_crc=False, first_offset=base, end_offset=upper,
+                                contiguous=contiguous)
         for pos, h in batches:
             raw = read(pos, h.size)
             rb.verify(raw, 0, h, where=f"{path} (position {pos})")
@@ -69,27 +72,32 @@ def _batches(path: str) -> Iterator[tuple[BatchHeader, bytes, list]]:
         os.close(fd)
 
 
-def compact_segments(segments: list[tuple[int, str]], horizon_ms: int, swap: Callable[[int, str], object]) -> dict:
+def compact_segments(segments: list[tuple[int, str]], horizon_ms: int, swap: Callable[[int, str], object],
+                     end_offset: int = 1 << 63, contiguous_from: int = 1 << 63) -> dict:
     """Compact ``segments`` (``(base offset, path)``, oldest first); steps in the module docstring.
 
+    ``end_offset`` bounds the last segment's offsets (the next segment's base); segments at or
+    past ``contiguous_from`` were never compacted, so their offsets must be contiguous.
     Tombstones with a timestamp below ``horizon_ms`` are dropped; ``swap(base, cleaned_path)``
     replaces a rewritten segment. Returns the stats (``empty_stats()`` keys).
     """
     stats = empty_stats()
     if not segments:
         return stats
+    uppers = [b for b, _ in segments[1:]] + [end_offset]
+    bounded = [(base, path, upper, base >= contiguous_from) for (base, path), upper in zip(segments, uppers)]
     latest: dict[bytes, int] = {}
-    for _, path in segments:
-        for h, _, body in _batches(path):
+    for base, path, upper, contiguous in bounded:
+        for h, _, body in _batches(path, base, upper, contiguous):
             base = h.base_offset
             for rec in body:
                 if rec[2] is not None:
                     latest[rec[2]] = base + rec[0]
-    for base, path in segments:
+    for base, path, upper, contiguous in bounded:
         stats["segments_scanned"] += 1
         out: list[bytes] = []
         changed = False
-        for h, raw, body in _batches(path):
+        for h, raw, body in _batches(path, base, upper, contiguous):
             stats["records_read"] += len(body)
             stats["bytes_before"] += len(raw)
             keep = []

@@ -114,6 +114,42 @@ class OffsetIndex:
         self.offsets, self.positions = offsets, positions
         self._written = self._file_entries = n
 
+    def salvage(self, log_size: int) -> list[tuple[int, int]]:
+        """``(relative offset, position)`` entries of the file that may still be right: its
+        longest strictly increasing prefix with positions in ``(0, log_size)`` (none if the file
+        is missing). What a rebuild that stopped at corrupt data keeps beyond it (FORMAT.md §3.3)."""
+        data = _read_file(self.path) or b""
+        arr = array("I")
+        arr.frombytes(data[:len(data) - len(data) % OFFSET_ENTRY_SIZE])
+        if _LITTLE:
+            arr.byteswap()
+        out: list[tuple[int, int]] = []
+        for rel, pos in zip(arr[0::2], arr[1::2]):
+            if not 0 < pos < log_size or (out and (rel <= out[-1][0] or pos <= out[-1][1])):
+                break
+            out.append((rel, pos))
+        return out
+
+    def keep_after(self, entries: list[tuple[int, int]], position: int) -> int:
+        """Append those of ``entries`` (relative, as :meth:`salvage` gives them) whose position is
+        past ``position`` and that keep both fields increasing; return how many."""
+        n = 0
+        for rel, pos in entries:
+            if pos > position and pos > self.last_position and (not self.offsets or rel > self.offsets[-1]):
+                self.offsets.append(rel)
+                self.positions.append(pos)
+                n += 1
+        return n
+
+    def drop(self, position: int) -> None:
+        """Forget the entry at ``position`` (one that does not point at the batch it names and that
+        no rebuild could replace); the file is rewritten from there on the next :meth:`flush`."""
+        i = bisect_left(self.positions, position)
+        if i < len(self.positions) and self.positions[i] == position:
+            del self.offsets[i]
+            del self.positions[i]
+            self._written = min(self._written, i)
+
     def reset(self) -> None:
         """Forget every entry (the file is cut on the next :meth:`flush`)."""
         self.offsets = array("I")
@@ -202,6 +238,29 @@ class TimeIndex:
                 f"{self.path}: last entry names relative offset {offs[-1]}, past the segment's {max_relative_offset}")
         self.timestamps, self.offsets = ts, offs
         self._written = self._file_entries = len(ts)
+
+    def salvage(self, max_relative_offset: int) -> list[tuple[int, int]]:
+        """``(timestamp, relative offset)`` entries of the file that may still be right: its longest
+        strictly increasing prefix naming no offset past ``max_relative_offset`` (see
+        :meth:`OffsetIndex.salvage`)."""
+        data = _read_file(self.path) or b""
+        out: list[tuple[int, int]] = []
+        for ts, rel in _TIME_ENTRY.iter_unpack(data[:len(data) - len(data) % TIME_ENTRY_SIZE]):
+            if rel > max_relative_offset or (out and (ts <= out[-1][0] or rel <= out[-1][1])):
+                break
+            out.append((ts, rel))
+        return out
+
+    def keep_after(self, entries: list[tuple[int, int]], relative_offset: int) -> int:
+        """Append those of ``entries`` naming an offset ≥ ``relative_offset`` that keep both fields
+        increasing; return how many."""
+        n = 0
+        for ts, rel in entries:
+            if rel >= relative_offset and (not self.offsets or (rel > self.offsets[-1] and ts > self.timestamps[-1])):
+                self.timestamps.append(ts)
+                self.offsets.append(rel)
+                n += 1
+        return n
 
     def reset(self) -> None:
         self.timestamps = []

@@ -11,9 +11,14 @@ it stops at (torn tail, bad header, CRC) and what these readers reject themselve
 - :func:`dump_segment` yields one dict per batch of a ``.log`` (or per entry of an
   ``.index`` / ``.timeindex``), with the fields kafka-dump-log prints.
 - :func:`verify_data_dir` checks every partition of a data directory: each batch's
-  header, CRC and records; offsets increasing within and across segments; every index
-  entry pointing at the batch it names; every time-index entry naming the largest
-  timestamp so far and the last offset of its batch. It returns :class:`Problem` s.
+  header, CRC and records; the offset checks of FORMAT.md §2.4 within and across segments
+  (increasing, inside each segment's range, and — in segments at or past the cleaner
+  checkpoint, which compaction never touched — contiguous: every batch starts where the
+  previous ended, and a segment's batches end where the next segment begins, so a file cut
+  at a batch boundary is an error); segment names inside the offset range; a recovery
+  point or clean-shutdown marker that claims more bytes than the active segment holds;
+  every index entry pointing at the batch it names; every time-index entry naming the
+  largest timestamp so far and the last offset of its batch. It returns :class:`Problem` s.
 
 Thread-safety: pure readers; safe to run while a broker is writing, though a batch being
 appended at that moment may be reported as a torn tail.
@@ -28,7 +33,7 @@ from typing import Any, Iterator, NamedTuple, Optional
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.framing import BatchIterator
-from kafkasim.storage import layout
+from kafkasim.storage import checkpoints, layout
 from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
@@ -95,9 +100,11 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
 
     ``.log``: one dict per batch (position, base/last offset, count, size, CRC and whether
     it is valid, timestamps, producer id/epoch/sequences; with ``records`` a ``records``
-    list of offset, timestamp, key, value, headers). A corrupt batch yields a dict with
-    an ``error`` and ends the dump. ``.index``: ``{offset, position}`` per entry;
-    ``.timeindex``: ``{timestamp, offset}`` per entry (absolute offsets).
+    list of offset, timestamp, key, value, headers). A corrupt batch — including one whose
+    offsets fail FORMAT.md §2.4, judged from the file's name, its directory's next segment
+    and cleaner checkpoint — yields a dict with an ``error`` and ends the dump.
+    ``.index``: ``{offset, position}`` per entry; ``.timeindex``: ``{timestamp, offset}``
+    per entry (absolute offsets).
     """
     name = os.path.basename(path)
     data = _read(path)
@@ -117,7 +124,7 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
         if usable != len(data):
             yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
         return
-    batches = BatchIterator(data, where=path)
+    batches = BatchIterator(data, where=path, **_offset_bounds(path))
     for pos, h in batches:
         d = _batch_dict(pos, h, True)
         if records:
@@ -137,6 +144,18 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
             yield {"position": batches.position, "error": str(batches.error)}
         else:
             yield {**_batch_dict(batches.position, batches.header, False), "error": str(batches.error)}
+
+
+def _offset_bounds(path: str) -> dict:
+    """The §2.4 checks for the segment file ``path``: none unless it is named like a segment."""
+    base = layout.parse_segment_name(os.path.basename(path))
+    if base is None or base > layout.MAX_BASE_OFFSET:
+        return {}
+    directory = os.path.dirname(path) or "."
+    with storage_errors("list", directory):
+        later = [b for b, _ in layout.list_segments(directory) if b > base]
+    return {"first_offset": base, "end_offset": later[0] if later else base + (1 << 32),
+            "contiguous": base >= checkpoints.contiguous_from(directory)}
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -169,39 +188,59 @@ def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
     problems: list[Problem] = []
     with storage_errors("list", path):
         segments = layout.list_segments(path)
+    contiguous_from = checkpoints.contiguous_from(path)
     prev_next = 0
     for i, (base, log_path) in enumerate(segments):
         stats["segments"] += 1
-        upper = segments[i + 1][0] if i + 1 < len(segments) else None
+        upper = segments[i + 1][0] if i + 1 < len(segments) else base + (1 << 32)
+        if base > layout.MAX_BASE_OFFSET:
+            problems.append(Problem(log_path, None, f"named past the offset range (base offset {base} > "
+                                                    f"{layout.MAX_BASE_OFFSET}): not a segment; opening the log fails"))
+            continue
         if base < prev_next:
             problems.append(Problem(log_path, None,
                                     f"base offset {base} is not above the previous segment's last offset {prev_next - 1}"))
         data = _read(log_path)
         batches: list[tuple[int, rb.BatchHeader]] = []
-        floor = base
-        walk = BatchIterator(data, where=log_path)
+        contiguous = base >= contiguous_from
+        walk = BatchIterator(data, where=log_path, first_offset=base, end_offset=upper, contiguous=contiguous)
         for pos, h in walk:
             try:
                 body = rb.decode_records(data, pos, h, where=log_path)
             except CorruptRecordError as exc:
                 walk.reject(exc)
                 break
-            if h.base_offset < floor or (upper is not None and h.last_offset >= upper):
-                walk.reject(CorruptRecordError(
-                    f"batch offsets {h.base_offset}..{h.last_offset} outside the expected "
-                    f"range {floor}..{'' if upper is None else upper - 1}"))
-                break
             stats["batches"] += 1
             stats["records"] += len(body)
             batches.append((pos, h))
-            floor = h.last_offset + 1
         if walk.error is not None:
             msg = str(walk.error)
             problems.append(Problem(log_path, walk.position,
                                     msg.split(": ", 1)[1] if msg.startswith(log_path) else msg))
-        prev_next = max(prev_next, floor)
+        elif contiguous and i + 1 < len(segments) and walk.next_offset != upper:
+            problems.append(Problem(log_path, len(data), f"the batches end with offset {walk.next_offset - 1}, but the "
+                                                         f"next segment starts at offset {upper}: offsets "
+                                                         f"{walk.next_offset}..{upper - 1} are missing"))
+        elif i + 1 == len(segments):
+            problems.extend(_verify_flushed(path, base, log_path, len(data)))
+        prev_next = max(prev_next, walk.next_offset)
         problems.extend(_verify_indexes(log_path, base, batches, len(data), complete=walk.error is None))
     return problems
+
+
+def _verify_flushed(path: str, base: int, log_path: str, size: int) -> list[Problem]:
+    """The active segment must hold at least what the recovery point and a clean-shutdown
+    marker say was written (a file cut at a batch boundary loses flushed records silently)."""
+    claims = []
+    rp = checkpoints.read_recovery_point(path)
+    if rp is not None and rp.base_offset == base:
+        claims.append(("the recovery point", rp.position, rp.next_offset))
+    marker = checkpoints.read_clean_shutdown(path)
+    if marker is not None and marker.base_offset == base:
+        claims.append(("the clean-shutdown marker", marker.size, marker.log_end_offset))
+    return [Problem(log_path, size, f"{what} says {n} bytes (up to offset {offset - 1}) were written, "
+                                    f"the file holds {size}: records are missing")
+            for what, n, offset in claims if n > size]
 
 
 def _verify_indexes(log_path: str, base: int, batches: list, log_size: int, complete: bool) -> list[Problem]:

@@ -17,7 +17,7 @@ __all__ = [
     "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "META_DIR", "MAX_TOPIC_LENGTH",
     "validate_topic", "partition_dir_name", "parse_partition_dir", "segment_name",
     "parse_segment_name", "list_partitions", "list_segments", "PartitionDir",
-    "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "TMP_SUFFIX", "LEFTOVER_SUFFIXES",
+    "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "TMP_SUFFIX", "LEFTOVER_SUFFIXES", "MAX_BASE_OFFSET",
 ]
 
 LOG_SUFFIX = ".log"
@@ -31,6 +31,9 @@ SWAP_SUFFIX = ".swap"
 LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, TMP_SUFFIX)
 """Removed on open; a ``<base>.log.swap`` is completed instead (FORMAT.md §1.1)."""
 MAX_TOPIC_LENGTH = 249
+MAX_BASE_OFFSET = (1 << 63) - 1
+"""The largest base offset a segment may be named with (Java's ``Long.MAX_VALUE``, as in Kafka); a
+``.log`` named past it (20 digits allow up to 10^20 - 1) is not a segment: opening refuses it."""
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 

@@ -24,6 +24,9 @@ Invariants:
   active segment) is written; closed segments change only by retention (deleted whole)
   and compaction (replaced whole).
 - log start offset = base offset of the first segment; high watermark = LEO (one replica).
+- A read never returns a record under another offset, and never skips an offset without a
+  report: offsets are checked per batch (FORMAT.md §2.4, contiguous where never compacted),
+  and compaction gaps are stepped over (:meth:`Log.fetch`).
 - Opening never reads closed segments (only their sizes), and neither do listing segments
   or the offset accessors: a closed segment's indexes are loaded and checked when it is
   first read, time-searched, or needed for its largest timestamp (retention,
@@ -56,7 +59,9 @@ from kafkasim.storage import checkpoints, compaction
 from kafkasim.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, RECOVERY_POINT_FILE, CleanShutdown, RecoveryPoint,
 )
-from kafkasim.storage.fetch import EMPTY_CHUNK, Chunk, RecordColumns, chunk_batches, chunk_columns, chunk_records
+from kafkasim.storage.fetch import (
+    Chunk, ReadResult, RecordColumns, chunk_batches, chunk_columns, chunk_records, empty_chunk,
+)
 from kafkasim.storage.files import fsync_dir, storage_errors
 from kafkasim.storage.loader import load_segments
 from kafkasim.storage.segment import LogSegment
@@ -64,7 +69,7 @@ from kafkasim.storage.segments import MAX_OPEN_CLOSED_SEGMENTS, SegmentInfo
 from kafkasim.storage.validation import encode_for_append, stamp_log_append_time, validate_batch
 from kafkasim.types import Record
 
-__all__ = ["Log", "SegmentInfo", "RecordColumns", "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE",
+__all__ = ["Log", "SegmentInfo", "RecordColumns", "ReadResult", "RECOVERY_POINT_FILE", "CLEAN_SHUTDOWN_FILE", "CLEANER_CHECKPOINT_FILE",
            "MAX_OPEN_CLOSED_SEGMENTS"]
 
 _UINT32_MAX = 0xFFFFFFFF
@@ -271,7 +276,8 @@ class Log:
 
     # -- reading -------------------------------------------------------------------------
     def _locate_chunk(self, offset: int, max_bytes: int) -> Chunk:
-        """Under the lock: the bytes from the batch holding ``offset`` (≥ one batch, ≤ max_bytes else)."""
+        """Under the lock: the bytes from the first batch whose last offset is ≥ ``offset``
+        (≥ one batch, ≤ max_bytes else), in one segment."""
         with self._lock:
             self._check_open()
             segs = self._segments
@@ -282,39 +288,48 @@ class Log:
                     f"offset {offset} is out of range for log {self._name}: "
                     f"log start offset {start}, log end offset {end}")
             if offset == end:
-                return EMPTY_CHUNK
+                return empty_chunk(end)
             for seg, upper in segs.with_upper_bounds(offset):
-                found = seg.locate(offset, upper)
+                found = seg.locate(offset, upper)   # raises for a gap in a contiguous segment
                 segs.touch(seg)
                 if found is not None:
                     pos, h = found
-                    return Chunk(seg.read(pos, max(max_bytes, h.size)), seg.path, pos, seg.base_offset, upper)
-                offset = max(offset, upper)
-            return EMPTY_CHUNK
+                    return Chunk(seg.read(pos, max(max_bytes, h.size)), seg.path, pos, h.base_offset, upper,
+                                 seg.contiguous)
+                offset = max(offset, upper)   # a compacted segment's tail is a gap
+            return empty_chunk(end)
 
     def read_batches(self, offset: int, max_bytes: int = 1048576) -> list[tuple[BatchHeader, bytes]]:
-        """Raw verified batches from the one holding ``offset`` (FORMAT.md §5)."""
+        """Raw verified batches from the first whose last offset is ≥ ``offset`` (FORMAT.md §5)."""
         chunk = self._locate_chunk(offset, max_bytes)
         return [(h, chunk.data[pos:pos + h.size]) for pos, h in chunk_batches(chunk, max_bytes)]
 
-    def read(self, offset: int, max_bytes: int = 1048576) -> list[Record]:
-        """Records with offset ≥ ``offset``: whole batches from the one holding it (FORMAT.md §5).
-
-        At least one batch even when larger than ``max_bytes``; ``offset`` == LEO gives [];
-        below the log start or above the LEO: ``OffsetOutOfRangeError``.
+    def fetch(self, offset: int, max_bytes: int = 1048576, *, columns: bool = False) -> ReadResult:
+        """Records with offset ≥ ``offset`` and the offset to read next (FORMAT.md §5): whole
+        batches of one segment from the first whose last offset is ≥ ``offset`` (at least one,
+        even past ``max_bytes``), records before ``offset`` dropped. When that leaves none
+        (a compaction gap), the read goes on from the batches' next offset, so no records means
+        none lie in ``[offset, log end)`` and ``next_offset`` is the log end. ``columns``: as
+        :class:`RecordColumns`, else a list of :class:`Record`. Below the log start or above
+        the LEO: ``OffsetOutOfRangeError``; a batch failing its CRC or the offset checks (§2.4),
+        or a gap where offsets are contiguous: ``CorruptRecordError`` naming file and position.
         """
-        return chunk_records(self._locate_chunk(offset, max_bytes), offset, max_bytes)
+        decode = chunk_columns if columns else chunk_records
+        while True:
+            got = decode(self._locate_chunk(offset, max_bytes), offset, max_bytes)
+            if got.next_offset <= offset or (got.records[0] if columns else got.records):
+                return got
+            offset = got.next_offset   # every record of those batches lies below offset: a compaction gap
+
+    def read(self, offset: int, max_bytes: int = 1048576) -> list[Record]:
+        """The records of :meth:`fetch` (FORMAT.md §5): empty only when none lies in ``[offset, LEO)``."""
+        return self.fetch(offset, max_bytes).records
 
     def read_columns(self, offset: int, max_bytes: int = 1048576) -> RecordColumns:
-        """:meth:`read` column-wise: the same records from the same batches, with the same
-        range rules and errors, as a :class:`RecordColumns` built without a Python-level
-        loop per record (``kafkasim.records.record_batch.decode_columns``). For readers that build
-        their own row type (the consumer's fetcher), so each record becomes one tuple
-        instead of two. Decodes outside the lock, like :meth:`read`; a CRC-valid batch
-        whose records are malformed (count, shape, offset deltas) raises
-        ``CorruptRecordError``.
-        """
-        return chunk_columns(self._locate_chunk(offset, max_bytes), offset, max_bytes)
+        """:meth:`read` column-wise (same records, rules and errors), built without a Python-level
+        loop per record, for readers that build their own row type (the consumer's fetcher);
+        a CRC-valid batch whose records are malformed raises ``CorruptRecordError``."""
+        return self.fetch(offset, max_bytes, columns=True).records
 
     def offset_for_time(self, timestamp: int) -> Optional[tuple[int, int]]:
         """(offset, timestamp) of the first record whose timestamp is ≥ ``timestamp``, or None.
@@ -333,14 +348,10 @@ class Log:
 
     # -- retention -----------------------------------------------------------------------
     def delete_old_segments(self) -> int:
-        """One retention pass (FORMAT.md §6); returns how many segments it deleted.
-
-        As Kafka: first segments whose largest timestamp is more than ``retention.ms``
-        old (``now - max_timestamp > retention.ms``), oldest first, stopping at the first
-        that is not; then, while ``size - segment size >= retention.bytes``, the oldest.
-        The active segment is never deleted. Does nothing unless ``cleanup.policy``
-        contains ``delete``.
-        """
+        """One retention pass (FORMAT.md §6; nothing unless ``cleanup.policy`` has ``delete``);
+        returns how many segments it deleted. As Kafka: oldest first, closed segments whose
+        largest timestamp is more than ``retention.ms`` old, then while ``size - segment size
+        >= retention.bytes``; each rule stops at the first segment it keeps."""
         with self._clean_lock, self._lock:
             self._check_open()
             cfg = self._config
@@ -378,15 +389,10 @@ class Log:
 
     # -- compaction ----------------------------------------------------------------------
     def compact(self) -> dict:
-        """One compaction pass over the closed segments (FORMAT.md §6); returns stats.
-
-        Keeps the record with the highest offset per key, and drops tombstones whose
-        timestamp is older than ``delete.retention.ms``. Only segments whose largest
-        timestamp is at least ``min.compaction.lag.ms`` old are cleaned. Does nothing
-        unless ``cleanup.policy`` contains ``compact``. The rewriting
-        (:func:`kafkasim.storage.compaction.compact_segments`) runs outside the log's
-        main lock, so appends go on meanwhile.
-        """
+        """One compaction pass (FORMAT.md §6: the latest record per key kept, tombstones older than
+        ``delete.retention.ms`` dropped) over the closed segments older than ``min.compaction.lag.ms``;
+        nothing unless ``cleanup.policy`` has ``compact``. Returns stats. The cleaner checkpoint
+        moves first (§2.4); the rewriting (``compact_segments``) runs outside the main lock."""
         with self._clean_lock:
             with self._lock:
                 self._check_open()
@@ -394,8 +400,8 @@ class Log:
                 now = self._clock.now_ms()
                 if not cfg.compact:
                     return compaction.empty_stats()
-                cleanable = []
-                for seg, upper in self._segments.with_upper_bounds():
+                cleanable, contiguous_from = [], self._segments.contiguous_from
+                for seg, upper in self._segments.with_upper_bounds():   # ends at the first kept: seg
                     if seg is self._segments.active:
                         break
                     if cfg.min_compaction_lag_ms > 0:
@@ -403,10 +409,12 @@ class Log:
                         if now - seg.max_timestamp < cfg.min_compaction_lag_ms:
                             break
                     cleanable.append((seg.base_offset, seg.path))
-            stats = compaction.compact_segments(cleanable, now - cfg.delete_retention_ms, self.swap_cleaned_segment)
-            if cleanable:
-                self.write_cleaner_checkpoint(self.segment_end_offset(cleanable[-1][0]))
-                log_.info("%s: compacted %s", self.directory, stats)
+                if not cleanable:
+                    return compaction.empty_stats()
+                self.write_cleaner_checkpoint(seg.base_offset)   # before any rewrite: gaps may follow (§2.4)
+            stats = compaction.compact_segments(cleanable, now - cfg.delete_retention_ms, self.swap_cleaned_segment,
+                                                seg.base_offset, contiguous_from)
+            log_.info("%s: compacted %s", self.directory, stats)
             return stats
 
     def swap_cleaned_segment(self, base: int, cleaned_path: str) -> LogSegment:
@@ -420,7 +428,8 @@ class Log:
             upper = self._segments.end_offset(base)
             old.replace_log_file(cleaned_path)
             new = LogSegment.open_closed(self.directory, base, self._config.index_interval_bytes, self._report)
-            new.rebuild_indexes(final=True)
+            new.contiguous = False   # compacted (the cleaner checkpoint is past it)
+            new.rebuild_indexes(final=True, upper_bound_offset=upper)
             new.flush(fsync=True)
             self._segments.add(new)
             self._load_indexes(new, upper)
@@ -431,7 +440,12 @@ class Log:
         return checkpoints.read_cleaner_checkpoint(self.directory)
 
     def write_cleaner_checkpoint(self, offset: int) -> None:
-        checkpoints.write_cleaner_checkpoint(self.directory, offset)
+        """Record that compaction has (or is about to have) rewritten segments below ``offset``;
+        never moves back (below it, reads allow offset gaps: FORMAT.md §2.4)."""
+        with self._lock:
+            offset = max(offset, self.cleaner_checkpoint())
+            checkpoints.write_cleaner_checkpoint(self.directory, offset)
+            self._segments.compacted_below(offset)
 
     def dirty_ratio(self) -> float:
         """Share of the closed segments' bytes at or after the cleaner checkpoint (Kafka's dirty ratio)."""

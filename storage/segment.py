@@ -20,8 +20,12 @@ Invariants:
   one that does not check out is rebuilt from the ``.log`` and the rebuild is reported
   through ``on_report``. ``loaded`` says whether that has happened.
 - Batches are walked with the shared :class:`kafkasim.records.framing.BatchIterator`
-  (:meth:`LogSegment.batches`); what to do where it stops is decided here: recovery
-  truncates, an index rebuild stops, a lookup raises.
+  (:meth:`LogSegment.batches`, :meth:`LogSegment.walk` with the offset checks of FORMAT.md
+  §2.4 from an anchor: position 0 and the base offset, or an index entry checked against
+  its batch); what to do where it stops is decided by the caller: recovery
+  (:mod:`kafkasim.storage.recovery`) truncates, an index rebuild stops and keeps the old
+  entries past that point, a lookup raises. A ``contiguous`` segment (never compacted)
+  must hold every offset up to its upper bound: a lookup past its last batch raises.
 - Every ``OSError`` becomes ``KafkaStorageError`` naming the file and what was being done.
 
 Thread-safety: not thread-safe; :class:`kafkasim.storage.log.Log` serialises all calls under
@@ -67,7 +71,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             os.path.join(directory, layout.segment_name(base_offset, layout.TIMEINDEX_SUFFIX)), base_offset)
         self.index_interval = max(1, index_interval_bytes)
-        self._report = on_report
+        self.report = on_report        # report(line): the log's recovery report and a warning
         self.fd = -1
         self.size = 0
         self.loaded = False            # indexes in memory and checked
@@ -76,6 +80,8 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.first_append_ms: Optional[int] = None  # for segment.ms
         self.dirty = False             # bytes written since the last fsync
+        self.contiguous = True         # never compacted: no offset gaps (FORMAT.md §2.4); set by the log
+        self.rebuilt = False           # indexes re-derived from the data since the open
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -106,6 +112,19 @@ class LogSegment:
                 self.fd = os.open(self.path, os.O_RDWR)
         return self.fd
 
+    def refresh_size(self) -> int:
+        """Take the ``.log`` file's size as the segment's (opening the active segment)."""
+        with storage_errors("stat", self.path):
+            self.size = os.fstat(self._ensure_fd()).st_size
+        return self.size
+
+    def truncate(self, position: int) -> None:
+        """Cut the ``.log`` at ``position`` and fsync it (recovery drops an invalid tail)."""
+        with storage_errors(f"truncate to {position}", self.path):
+            os.ftruncate(self._ensure_fd(), position)
+            os.fsync(self.fd)
+        self.size = position
+
     def _read_at(self, position: int, n: int) -> bytes:
         return _pread(self._ensure_fd(), n, position, self.path)
 
@@ -115,6 +134,27 @@ class LogSegment:
         ``[start, end)`` of the ``.log`` (default: to its committed size), read in ``chunk``s."""
         return BatchIterator(self._read_at, start, self.size if end is None else end, where=self.path,
                              check_crc=check_crc, chunk=chunk)
+
+    def walk(self, start: int, first_offset: int, upper_bound_offset: Optional[int] = None, *,
+             check_crc: bool = False, chunk: int = _LOOKUP_CHUNK, contiguous: Optional[bool] = None) -> BatchIterator:
+        """:meth:`batches` from ``start`` — a batch boundary whose batch starts at (or, compacted,
+        not below) ``first_offset`` — with the offset checks of FORMAT.md §2.4: offsets
+        contiguous (``contiguous``, default :attr:`contiguous`) or increasing, and below
+        ``upper_bound_offset`` (default: the most a segment can hold)."""
+        upper = self.base_offset + _UINT32_MAX + 1 if upper_bound_offset is None else upper_bound_offset
+        return BatchIterator(self._read_at, start, self.size, where=self.path, check_crc=check_crc, chunk=chunk,
+                             first_offset=first_offset, end_offset=upper,
+                             contiguous=self.contiguous if contiguous is None else contiguous)
+
+    def _missing_tail(self, next_offset: int, upper_bound_offset: int) -> Optional[CorruptRecordError]:
+        """The error for a contiguous segment whose batches end at ``next_offset`` short of the
+        next segment's base offset ``upper_bound_offset`` (a file cut at a batch boundary), or None."""
+        if not self.contiguous or next_offset >= upper_bound_offset:
+            return None
+        return CorruptRecordError(
+            f"{self.path}: the segment's batches end at position {self.size} with offset {next_offset - 1}, "
+            f"but the next segment starts at offset {upper_bound_offset}: offsets {next_offset}.."
+            f"{upper_bound_offset - 1} are missing")
 
     def ensure_loaded(self, upper_bound_offset: int) -> None:
         """Load and check a closed segment's indexes; rebuild them when they do not check out.
@@ -126,7 +166,7 @@ class LogSegment:
         self._ensure_fd()
         try:
             self.index.load(self.size)
-            self._check_index_entry(self.index.offsets and (self.index.offsets[-1] + self.base_offset),
+            self.check_index_entry(self.index.offsets and (self.index.offsets[-1] + self.base_offset),
                                     self.index.last_position)
             self.time_index.load(upper_bound_offset - 1 - self.base_offset)
             if self.size and not len(self.time_index):
@@ -134,9 +174,11 @@ class LogSegment:
                 raise IndexCorruptError(f"{self.time_index.path}: empty for a non-empty closed segment")
             last = self.time_index.last_entry
             if last is not None:
-                self.check_time_entry(*last, final=True)
+                self.check_time_entry(*last, final=True, upper_bound_offset=upper_bound_offset)
+            elif not self.size and self.contiguous and upper_bound_offset > self.base_offset:
+                self.report(f"{self._missing_tail(self.base_offset, upper_bound_offset)}")
         except IndexCorruptError as exc:
-            self._report(f"{self.path}: index rebuilt ({exc})")
+            self.report(f"{self.path}: index rebuilt ({exc})")
             self.rebuild_indexes(final=True, upper_bound_offset=upper_bound_offset)
         else:
             last = self.time_index.last_entry
@@ -144,7 +186,7 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp = last
         self.loaded = True
 
-    def _check_index_entry(self, offset, position: int) -> None:
+    def check_index_entry(self, offset, position: int) -> None:
         """Raise IndexCorruptError unless a batch with base offset ``offset`` starts at ``position``."""
         if position == 0:
             return
@@ -157,22 +199,28 @@ class LogSegment:
             raise IndexCorruptError(
                 f"entry for offset {offset} points at position {position}, where the batch has base offset {h.base_offset}")
 
-    def _batch_ending_at(self, offset: int) -> Optional[tuple[int, BatchHeader]]:
-        """(position, header) of the first batch whose last offset is ≥ ``offset`` (no CRC), or None."""
-        _, pos = self.index.lookup(offset)
-        batches = self.batches(pos, chunk=_LOOKUP_CHUNK)
+    def _batch_ending_at(self, offset: int, upper_bound_offset: Optional[int]) -> Optional[tuple[int, BatchHeader]]:
+        """(position, header) of the first batch whose last offset is ≥ ``offset`` (no CRC, offsets
+        checked), or None."""
+        base, pos = self.index.lookup(offset)
+        if pos:
+            self.check_index_entry(base, pos)
+        batches = self.walk(pos, base, upper_bound_offset)
         for p, h in batches:
             if h.base_offset + h.last_offset_delta >= offset:
                 return p, h
         batches.raise_error()
         return None
 
-    def check_time_entry(self, timestamp: int, offset: int, final: bool = False) -> None:
+    def check_time_entry(self, timestamp: int, offset: int, final: bool = False,
+                         upper_bound_offset: Optional[int] = None) -> None:
         """Raise IndexCorruptError unless the batch ending at ``offset`` has largest timestamp
         ``timestamp`` (and, with ``final``, no batch after the last offset-index entry has a
-        larger one). Unreadable data is left to the readers (not an index problem)."""
+        larger one). Unreadable data is left to the readers (not an index problem). With
+        ``final`` and ``upper_bound_offset``, a contiguous segment whose batches end short of it
+        is reported (a cut at a batch boundary; reads into the gap raise)."""
         try:
-            found = self._batch_ending_at(offset)
+            found = self._batch_ending_at(offset, upper_bound_offset)
             if found is None or found[1].base_offset + found[1].last_offset_delta != offset \
                     or found[1].max_timestamp != timestamp:
                 raise IndexCorruptError(
@@ -180,159 +228,74 @@ class LogSegment:
             if final:
                 # bounded: only the batches after the last offset-index entry (≤ one index interval
                 # and a batch), so a short or stale last entry is caught without a segment scan
-                pos = max(found[0] + found[1].size, self.index.last_position)
-                for _, h in self.batches(pos, chunk=_LOOKUP_CHUNK):   # stops quietly at bad data
+                pos, first = found[0] + found[1].size, found[1].next_offset
+                if pos < self.index.last_position:
+                    first, pos = self.index.lookup(1 << 62)
+                walk = self.walk(pos, first, upper_bound_offset)
+                for _, h in walk:   # stops quietly at bad data
                     if h.max_timestamp > timestamp:
                         raise IndexCorruptError(
                             f"{self.time_index.path}: last entry says {timestamp}, a later batch has {h.max_timestamp}")
+                if walk.error is None and upper_bound_offset is not None:
+                    missing = self._missing_tail(walk.next_offset, upper_bound_offset)
+                    if missing is not None:
+                        self.report(str(missing))
         except CorruptRecordError:
             return
 
     # -- the index rule ----------------------------------------------------------------------
-    def _index_before(self, base_offset: int, position: int) -> None:
+    def index_before(self, base_offset: int, position: int) -> None:
         if position > 0 and position - self.index.last_position >= self.index_interval:
             self.index.append(base_offset, position)
             if self.max_timestamp >= 0:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def _account(self, h: BatchHeader) -> None:
+    def account(self, h: BatchHeader) -> None:
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
 
-    def rebuild_indexes(self, final: bool, end: Optional[int] = None,
-                        upper_bound_offset: Optional[int] = None) -> None:
-        """Rebuild both indexes by walking the batch headers of ``[0, end)`` (no CRC check).
+    def rebuild_indexes(self, final: bool, upper_bound_offset: Optional[int] = None) -> None:
+        """Rebuild both indexes by walking the batch headers from position 0 (no CRC check,
+        offsets checked as FORMAT.md §2.4 says), and write them.
 
-        Stops silently at the first invalid header, or at a batch whose offsets do not
-        increase or leave ``[base_offset, upper_bound_offset)`` (readers report those).
-        ``final`` adds the closing time-index entry (closed segments).
+        A walk that stops before the end (an invalid header, or offsets that break §2.4: readers
+        report those) derives nothing past that batch, so the previous index's entries past it
+        that still look right (:meth:`OffsetIndex.salvage`) are kept: a rebuild never makes
+        data that was reachable unreachable, and a later open answers as this one does
+        (FORMAT.md §3.3). ``final`` adds the closing time-index entry (closed segments).
         """
+        limit = self.base_offset + _UINT32_MAX + 1 if upper_bound_offset is None else upper_bound_offset
+        if self.loaded:
+            old_offsets = list(zip(self.index.offsets, self.index.positions))
+            old_times = list(zip(self.time_index.timestamps, self.time_index.offsets))
+        else:
+            old_offsets = self.index.salvage(self.size)
+            old_times = self.time_index.salvage(limit - 1 - self.base_offset)
         self.index.reset()
         self.time_index.reset()
         self.max_timestamp = self.offset_of_max_timestamp = -1
-        end = self.size if end is None else end
-        limit = min(self.base_offset + _UINT32_MAX + 1,
-                    upper_bound_offset if upper_bound_offset is not None else 1 << 63)
-        floor = self.base_offset
-        for pos, h in self.batches(0, end):   # stops quietly at the first invalid header
-            last = h.base_offset + h.last_offset_delta
-            if h.base_offset < floor or last >= limit:
-                break
-            floor = last + 1
-            self._index_before(h.base_offset, pos)
-            self._account(h)
+        walk = self.walk(0, self.base_offset, limit, chunk=1 << 20)
+        for pos, h in walk:   # stops quietly at the first batch that breaks §2.3/§2.4
+            self.index_before(h.base_offset, pos)
+            self.account(h)
+        kept = 0
+        if walk.error is not None:
+            kept = self.index.keep_after(old_offsets, walk.position)
+            if self.max_timestamp >= 0:   # what the walked prefix says, then what the old index said past it
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            kept_times = self.time_index.keep_after(old_times, walk.next_offset - self.base_offset)
+            if kept_times:
+                self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+            self.report(f"{self.path}: index rebuilt only up to position {walk.position} ({walk.error}); "
+                         f"{kept} later offset-index and {kept_times} time-index entries kept from before")
+        elif upper_bound_offset is not None and self._missing_tail(walk.next_offset, limit) is not None:
+            self.report(str(self._missing_tail(walk.next_offset, limit)))
         if final and self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.flush(fsync=False)
         self.time_index.flush(fsync=False)
-        self.loaded = True
-
-    # -- recovery of the active segment ----------------------------------------------------------
-    def recover(self, start: int, start_offset: int, max_ts: int, offset_of_max_ts: int) -> Optional[str]:
-        """Validate batches from ``start`` (a batch boundary, or 0) to the end of the file.
-
-        Keeps the index entries below ``start`` (rebuilding both indexes when they do not
-        check out), re-applies the index rule over the validated range, truncates the first
-        invalid batch and everything after it, and returns a report line if it truncated.
-        """
-        with storage_errors("stat", self.path):
-            self.size = os.fstat(self._ensure_fd()).st_size
-        if start > self.size:
-            start = 0
-        try:
-            self.index.load(max(self.size, 1))
-            self.index.truncate_to_position(start)
-            ibase, ipos = self.index.lookup(1 << 62)
-            self._check_index_entry(ibase, ipos)
-            self.time_index.load(1 << 32)
-            self.time_index.truncate_to_offset(start_offset)
-        except IndexCorruptError as exc:
-            self._report(f"{self.path}: index rebuilt ({exc})")
-            start = 0
-        if start > 0:
-            # the recovery point must land on a batch boundary whose next offset it names
-            nxt = ibase
-            walk = self.batches(ipos, start, chunk=65536)
-            for _, h in walk:
-                nxt = h.base_offset + h.last_offset_delta + 1
-            if walk.error is not None:
-                nxt = -1
-            if nxt != start_offset:
-                self._report(f"{self.path}: recovery point (offset {start_offset}, position {start}) "
-                             f"does not match the log; validating the whole segment")
-                start = 0
-        if start == 0:
-            self.index.reset()
-            self.time_index.reset()
-            start_offset, max_ts, offset_of_max_ts = self.base_offset, -1, -1
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max_ts
-        last = self.time_index.last_entry
-        if last is not None and last[0] > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = last
-        next_offset = start_offset
-        batches = self.batches(start, check_crc=True)
-        for pos, h in batches:
-            if h.base_offset != next_offset:
-                batches.reject(CorruptRecordError(
-                    f"{self.path}: batch at position {pos} has base offset {h.base_offset}, "
-                    f"expected {next_offset}"))
-                break
-            self._index_before(h.base_offset, pos)
-            self._account(h)
-            next_offset = h.base_offset + h.last_offset_delta + 1
-        pos = batches.position   # the end, or the first batch that is torn or invalid
-        report = None
-        if pos < self.size:
-            dropped = self.size - pos
-            report = (f"{self.path}: truncated {dropped} bytes at position {pos} "
-                      f"(log end offset {next_offset}): {batches.error}")
-            with storage_errors(f"truncate to {pos}", self.path):
-                os.ftruncate(self.fd, pos)
-                os.fsync(self.fd)
-            self.size = pos
-        self.index.flush(fsync=True)
-        self.time_index.flush(fsync=True)
-        self.next_offset = next_offset
-        self.loaded = True
-        return report
-
-    def open_clean(self) -> bool:
-        """Open the active segment after a clean shutdown: load its indexes and walk the
-        batches after the last index entry (CRC-checked) to find the next offset.
-
-        Returns False (nothing changed on disk) when anything fails its checks; the caller
-        then runs :meth:`recover`.
-        """
-        with storage_errors("stat", self.path):
-            self.size = os.fstat(self._ensure_fd()).st_size
-        try:
-            self.index.load(max(self.size, 1))
-            base, pos = self.index.lookup(1 << 62)
-            self._check_index_entry(base, pos)
-            next_offset = self.base_offset
-            batches = self.batches(pos, check_crc=True)
-            for p, h in batches:
-                next_offset = h.base_offset + h.last_offset_delta + 1
-                if h.max_timestamp > self.max_timestamp:
-                    self.max_timestamp = h.max_timestamp
-                    self.offset_of_max_timestamp = next_offset - 1
-            batches.raise_error()
-            self.time_index.load(next_offset - 1 - self.base_offset)
-            last = self.time_index.last_entry
-            if last is not None:
-                self.check_time_entry(*last, final=True)
-        except (IndexCorruptError, CorruptRecordError):
-            self.index.reset()
-            self.time_index.reset()
-            self.max_timestamp = self.offset_of_max_timestamp = -1
-            return False
-        last = self.time_index.last_entry
-        if last is not None and last[0] >= self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = last
-        self.next_offset = next_offset
-        self.loaded = True
-        return True
+        self.loaded = self.rebuilt = True
 
     # -- appending ---------------------------------------------------------------------------
     def append(self, batch, h: BatchHeader, now_ms: int) -> None:
@@ -359,9 +322,9 @@ class LogSegment:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self.fd, pos)   # nothing of a failed batch stays behind
                 raise
-        self._index_before(h.base_offset, pos)  # only once the batch is there
+        self.index_before(h.base_offset, pos)  # only once the batch is there
         self.size = pos + size
-        self._account(h)
+        self.account(h)
         self.next_offset = h.base_offset + h.last_offset_delta + 1
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
@@ -385,10 +348,6 @@ class LogSegment:
         self.flush(fsync=True)
 
     # -- reading -----------------------------------------------------------------------------
-    def header_at(self, position: int) -> BatchHeader:
-        raw = _pread(self._ensure_fd(), HEADER_SIZE, position, self.path)
-        return decode_header(raw, 0, where=f"{self.path} (position {position})")
-
     def locate(self, offset: int, upper_bound_offset: int) -> Optional[tuple[int, BatchHeader]]:
         """(position, header) of the first batch whose last offset is ≥ ``offset``, or None.
 
@@ -396,23 +355,34 @@ class LogSegment:
         entry that does not point at the batch it names gets the indexes rebuilt (reported).
         """
         self.ensure_loaded(upper_bound_offset)
-        for attempt in (0, 1):
+        while True:
             base, pos = self.index.lookup(offset)
-            try:
-                if pos:
-                    self._check_index_entry(base, pos)
-                batches = self.batches(pos, chunk=_LOOKUP_CHUNK)
-                for p, h in batches:
-                    if h.base_offset + h.last_offset_delta >= offset:
-                        return p, h
-                batches.raise_error()
-                return None
-            except IndexCorruptError as exc:
-                if attempt:
-                    raise CorruptRecordError(f"{self.path}: index unusable after rebuild: {exc}") from None
-                self._report(f"{self.path}: index rebuilt ({exc})")
-                self.rebuild_indexes(final=self.next_offset is None, upper_bound_offset=upper_bound_offset)
-        return None
+            if pos:
+                try:
+                    self.check_index_entry(base, pos)
+                except IndexCorruptError as exc:
+                    self._entry_failed(exc, pos, upper_bound_offset)
+                    continue
+            batches = self.walk(pos, base, upper_bound_offset)
+            for p, h in batches:
+                if h.base_offset + h.last_offset_delta >= offset:
+                    return p, h
+            batches.raise_error()
+            missing = self._missing_tail(batches.next_offset, upper_bound_offset)
+            if missing is not None:
+                raise missing
+            return None
+
+    def _entry_failed(self, exc: IndexCorruptError, position: int, upper_bound_offset: int) -> None:
+        """An offset-index entry a lookup was about to rely on does not point at the batch it
+        names: rebuild the indexes (reported); if they were rebuilt already, the entry lies past
+        data the rebuild could not walk (kept from before, unverified), so drop it (reported)."""
+        if not self.rebuilt:
+            self.report(f"{self.path}: index rebuilt ({exc})")
+            self.rebuild_indexes(final=self.next_offset is None, upper_bound_offset=upper_bound_offset)
+        else:
+            self.report(f"{self.path}: index entry at position {position} dropped ({exc})")
+            self.index.drop(position)
 
     def find_offset_by_timestamp(self, timestamp: int, upper_bound_offset: int,
                                  final: bool) -> Optional[tuple[int, int]]:
@@ -429,23 +399,22 @@ class LogSegment:
             try:
                 self.check_time_entry(*entry)
             except IndexCorruptError as exc:
-                self._report(f"{self.path}: index rebuilt ({exc})")
+                self.report(f"{self.path}: index rebuilt ({exc})")
                 self.rebuild_indexes(final=final, upper_bound_offset=upper_bound_offset)
                 entry = self.time_index.entry_below(timestamp)
         start = self.base_offset if entry is None else entry[1] + 1
         found = self.locate(start, upper_bound_offset)
         if found is None:
             return None
-        pos = found[0]
-        while pos < self.size:
-            h = self.header_at(pos)
+        batches = self.walk(found[0], found[1].base_offset, upper_bound_offset)
+        for pos, h in batches:
             if h.max_timestamp >= timestamp:
                 buf = self.read(pos, h.size)
                 verify(buf, 0, h, where=f"{self.path} (position {pos})")
                 for r in iter_records(buf, 0, h, where=self.path, min_offset=start):
                     if r.timestamp >= timestamp:
                         return r.offset, r.timestamp
-            pos += h.size
+        batches.raise_error()
         return None
 
     def read(self, position: int, n: int) -> bytes:

@@ -15,6 +15,9 @@ Invariants:
   greater than every offset in an earlier segment (FORMAT.md §1.1).
 - Once the log is open the map is never empty; only the last segment (the active one) is
   appended to.
+- A segment is ``contiguous`` (its offsets have no gaps, FORMAT.md §2.4) iff its base offset
+  is at or past :attr:`LogSegments.contiguous_from` (the cleaner checkpoint): set when it is
+  added, cleared when compaction moves that line past it; the line never moves back.
 - Listing segments reads no index: a closed segment's largest timestamp needs its time
   index, so :class:`SegmentInfo` asks for it on first access only (FORMAT.md §3.3).
 
@@ -41,19 +44,28 @@ MAX_OPEN_CLOSED_SEGMENTS = 64
 class LogSegments:
     """Segments by base offset, plus the open-file cap (see the module docstring)."""
 
-    def __init__(self, max_open_closed: int = MAX_OPEN_CLOSED_SEGMENTS) -> None:
+    def __init__(self, max_open_closed: int = MAX_OPEN_CLOSED_SEGMENTS, contiguous_from: int = 0) -> None:
         self._map: SortedDict = SortedDict()
         self._active: Optional[LogSegment] = None
         self._open_lru: OrderedDict[int, LogSegment] = OrderedDict()
         self._max_open = max_open_closed
+        self.contiguous_from = contiguous_from
 
     # -- changes -------------------------------------------------------------------------
     def add(self, seg: LogSegment) -> None:
         """Add ``seg`` (a new active segment), or replace the segment with its base offset
-        (a compacted one)."""
+        (a compacted one); marks it contiguous or not (module docstring)."""
+        seg.contiguous = seg.base_offset >= self.contiguous_from
         self._map[seg.base_offset] = seg
         self._open_lru.pop(seg.base_offset, None)
         self._active = None
+
+    def compacted_below(self, offset: int) -> None:
+        """Compaction rewrites (or has rewritten) the segments below ``offset``: from now on
+        they may hold offset gaps."""
+        self.contiguous_from = max(self.contiguous_from, offset)
+        for seg in self._map.values():
+            seg.contiguous = seg.base_offset >= self.contiguous_from
 
     def remove(self, base_offset: int) -> LogSegment:
         self._open_lru.pop(base_offset, None)

@@ -15,8 +15,12 @@ batch *holds* (the msgpack records payload, §2.2) is :mod:`kafkasim.records.rec
   end of a read window). The caller decides what that means: recovery truncates there,
   ``dump-log``/``verify-log`` report it, the Spark reader skips the rest of the segment,
   a read raises if it got nothing before it. A caller that rejects a batch for its own
-  reasons (offsets out of range, undecodable records) calls :meth:`BatchIterator.reject`,
-  so "where and why it stopped" is answered in one place.
+  reasons (undecodable records) calls :meth:`BatchIterator.reject`, so "where and why it
+  stopped" is answered in one place.
+- The offset checks (FORMAT.md §2.4) are the iterator's too, because ``base_offset`` lies
+  outside the CRC: given ``first_offset`` (and ``end_offset``), every batch's offsets must
+  increase from batch to batch — with ``contiguous``, each batch must start exactly where
+  the previous one ended — and stay below ``end_offset``. One comparison or two per batch.
 - :func:`iter_batches` is the raising form: the same walk, raising the error where the
   walk stops.
 
@@ -65,6 +69,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 ATTR_TIMESTAMP_TYPE_LOG_APPEND = 0x08
 
 _READ_CHUNK = 1 << 20
+_NO_LIMIT = 1 << 64           # above every int64 offset: no end_offset check
 _crc32 = zlib.crc32
 _unpack_header = _HEADER.unpack_from
 
@@ -189,6 +194,14 @@ class BatchIterator:
     - ``torn``: True when the data ended inside that batch or its header (a torn tail, or
       the end of a read window), False for a batch that is there but wrong.
 
+    Offset checks (FORMAT.md §2.4): with ``first_offset``, the first batch's base offset must
+    be ≥ it (exactly it with ``contiguous``), every later batch's ≥ (exactly, with
+    ``contiguous``) the previous batch's last offset + 1, and every last offset
+    < ``end_offset`` (when given). A batch failing them stops the walk like a bad CRC
+    (``torn`` False, ``header`` set). ``next_offset`` is the offset after the last batch the
+    walk went past (``first_offset`` before any): where the batch at ``position`` should
+    start, or, after a complete walk, where the next segment should.
+
     Example::
 
         >>> batches = BatchIterator(segment_bytes)
@@ -197,10 +210,12 @@ class BatchIterator:
     """
 
     __slots__ = ("where", "check_crc", "start", "end", "position", "error", "header", "torn",
-                 "_source", "_chunk", "_at")
+                 "first_offset", "end_offset", "contiguous", "next_offset", "_source", "_chunk", "_at")
 
     def __init__(self, source: Source, start: int = 0, end: Optional[int] = None, *, where: str = "<buffer>",
-                 check_crc: bool = True, chunk: int = _READ_CHUNK, at: int = 0) -> None:
+                 check_crc: bool = True, chunk: int = _READ_CHUNK, at: int = 0,
+                 first_offset: Optional[int] = None, end_offset: Optional[int] = None,
+                 contiguous: bool = False) -> None:
         if callable(source):
             if end is None:
                 raise TypeError("BatchIterator over a read callable needs an end position")
@@ -213,6 +228,10 @@ class BatchIterator:
         self.end = end
         self._chunk = max(chunk, HEADER_SIZE)
         self._at = at
+        self.first_offset = first_offset
+        self.end_offset = end_offset
+        self.contiguous = contiguous
+        self.next_offset: Optional[int] = first_offset
         self.error: Optional[CorruptRecordError] = None
         self.header: Optional[BatchHeader] = None
         self.torn = False
@@ -224,6 +243,9 @@ class BatchIterator:
         self.error = self.header = None
         self.torn = False
         pos = self.start
+        expect = self.next_offset = self.first_offset   # None: no offset checks
+        limit = _NO_LIMIT if self.end_offset is None else self.end_offset
+        exact = self.contiguous
         while pos < end:
             off = pos - base
             have = len(buf) - off
@@ -244,6 +266,11 @@ class BatchIterator:
                 self._stop(pos, h, True, CorruptRecordError(
                     f"{where}: truncated batch at position {at + pos}: needs {size} bytes, {end - pos} present"))
                 return
+            last = h.base_offset + h.last_offset_delta
+            if expect is not None and (h.base_offset != expect if exact else h.base_offset < expect) \
+                    or last >= limit:
+                self._stop(pos, h, False, self._offset_error(h, at + pos, expect, limit))
+                return
             if check:
                 if off + size > len(buf):   # only with a read callable: a buffer holds [0, end)
                     buf, base, off = read(pos, max(self._chunk, size)), pos, 0
@@ -256,7 +283,21 @@ class BatchIterator:
             if self.error is not None:   # rejected by the caller
                 return
             pos += size
+            expect = self.next_offset = last + 1
         self.position, self.header = pos, None
+
+    def _offset_error(self, h: BatchHeader, pos: int, expect: Optional[int], limit: int) -> CorruptRecordError:
+        last = h.base_offset + h.last_offset_delta
+        if expect is not None and h.base_offset != expect and (self.contiguous or h.base_offset < expect):
+            if self.contiguous:
+                why = f"expected {expect} (offsets are contiguous here)"
+            else:
+                why = f"below {expect}, the least offset it may have"
+            return CorruptRecordError(
+                f"{self.where}: batch at position {pos} has base offset {h.base_offset}, {why}")
+        return CorruptRecordError(
+            f"{self.where}: batch at position {pos} has offsets {h.base_offset}..{last}, "
+            f"past the segment's last possible offset {limit - 1}")
 
     def _stop(self, pos: int, header: Optional[BatchHeader], torn: bool, error: CorruptRecordError) -> None:
         self.position, self.header, self.torn, self.error = pos, header, torn, error

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import CorruptRecordError
+from kafkasim.records import record_batch as rb
 from kafkasim.spark_jobs.datasource import (CorruptBatchWarning, _Options, read_segment_arrow,
                                    scan_corruption, scan_segment_corruption)
 from kafkasim.spark_jobs.logdir import LogDir
@@ -213,6 +214,72 @@ def test_truncated_tail_is_reported(tmp_path):
         warnings.simplefilter("ignore", CorruptBatchWarning)
         assert sum(b.num_rows for b in read_segment_arrow(ld, ld.segments()[0], _Options({"path": d}))) == 1
     assert "truncated" in scan_segment_corruption(ld, ld.segments()[0])[0]["error"]
+
+
+def _three_segments(tmp_path) -> tuple[str, list[str]]:
+    """Partition t-0: segments at 0, 3 and 5, two batches each but the last, offsets contiguous."""
+    d = str(tmp_path / "data")
+    write_topic_meta(d, "t", 1)
+    paths = [write_segment(d, "t", 0, 0, [[(1, b"a", b"v", []), (2, b"b", b"v", [])], [(3, b"c", b"v", [])]]),
+             write_segment(d, "t", 0, 3, [[(4, b"d", b"v", [])], [(5, b"e", b"v", [])]]),
+             write_segment(d, "t", 0, 5, [[(6, b"f", b"v", [])]])]
+    return d, paths
+
+
+def _offsets_and_corruption(d: str) -> tuple[list[int], list[dict]]:
+    ld = LogDir(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptBatchWarning)
+        offsets = [o for seg in ld.segments() for b in read_segment_arrow(ld, seg, _Options({"path": d}))
+                   for o in b.column("offset").to_pylist()]
+    return offsets, [row for seg in ld.segments() for row in scan_segment_corruption(ld, seg)]
+
+
+@pytest.mark.parametrize("bit", [0, 2, 50])
+def test_a_flipped_base_offset_never_becomes_rows_under_other_offsets(tmp_path, bit):
+    """base_offset lies outside the CRC: a flip is caught by the offset checks, reported with
+    file and position like a CRC error, and the rest of that segment is skipped."""
+    d, paths = _three_segments(tmp_path)
+    second = rb.decode_header(open(paths[0], "rb").read(), 0).size
+    for path, pos in ((paths[0], second), (paths[2], 0)):     # a closed segment and the last one
+        with open(path, "r+b") as f:
+            f.seek(pos + 7 - bit // 8)
+            b = f.read(1)[0]
+            f.seek(pos + 7 - bit // 8)
+            f.write(bytes([b ^ (1 << (bit % 8))]))
+    offsets, found = _offsets_and_corruption(d)
+    assert offsets == [0, 1, 3, 4]
+    assert [(r["segment"], r["position"]) for r in found] == [(paths[0], second), (paths[2], 0)]
+    assert all("has base offset" in r["error"] or "past the segment" in r["error"] for r in found), found
+
+
+def test_a_segment_cut_at_a_batch_boundary_is_reported(spark, tmp_path):
+    d, paths = _three_segments(tmp_path)
+    cut = rb.decode_header(open(paths[1], "rb").read(), 0).size
+    with open(paths[1], "r+b") as f:
+        f.truncate(cut)
+    offsets, found = _offsets_and_corruption(d)
+    assert offsets == [0, 1, 2, 3, 5]
+    assert [(r["segment"], r["position"], r["skipped_bytes"]) for r in found] == [(paths[1], cut, 0)]
+    assert "offsets 4..4 are missing" in found[0]["error"]
+    assert [(r["segment"], r["position"]) for r in scan_corruption(spark, d)] == [(paths[1], cut)]
+    with pytest.raises(CorruptRecordError, match="offsets 4..4 are missing"):
+        ld = LogDir(d)
+        list(read_segment_arrow(ld, ld.segments()[1], _Options({"path": d, "corrupt": "fail"})))
+
+
+def test_compaction_gaps_below_the_cleaner_checkpoint_are_not_corruption(tmp_path):
+    d = str(tmp_path / "data")
+    write_topic_meta(d, "t", 1)
+    write_segment(d, "t", 0, 0, [[(1, b"a", b"v", [])]])        # 1..3 compacted away: fine
+    write_segment(d, "t", 0, 4, [[(2, b"b", b"v", [])]])        # 5 missing past the checkpoint: reported
+    cut_path = write_segment(d, "t", 0, 6, [[(3, b"c", b"v", [])]])
+    with open(os.path.join(os.path.dirname(cut_path), "cleaner-checkpoint"), "w") as f:
+        f.write("4\n")
+    offsets, found = _offsets_and_corruption(d)
+    assert offsets == [0, 4, 6]
+    assert [r["position"] for r in found] == [os.path.getsize(os.path.join(os.path.dirname(cut_path),
+                                                                           layout.segment_name(4)))]
 
 
 def test_bad_options_are_rejected(tmp_path):

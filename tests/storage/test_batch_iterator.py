@@ -120,3 +120,59 @@ def test_an_end_past_a_buffer_is_the_buffer_end():
     assert _walk(data, end=len(data) + 100) == _walk(data)
     got, (position, error, torn, _) = _walk(data[:-1], end=len(data))
     assert position == positions[1] and torn and "truncated batch" in error
+
+
+# -- the offset checks (FORMAT.md §2.4) ------------------------------------------------------------
+def _relabel(data: bytes, pos: int, base_offset: int) -> bytes:
+    return data[:pos] + rb.set_base_offset(data[pos:], base_offset)[:len(data) - pos]
+
+
+def test_without_first_offset_nothing_is_checked_and_next_offset_follows_the_batches():
+    data, positions = _segment([2, 3])
+    data = _relabel(data, positions[1], 999)
+    batches = BatchIterator(data, where="seg.log")
+    assert [h.base_offset for _, h in batches] == [0, 999]
+    assert batches.error is None and batches.next_offset == 1002
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_offsets_that_go_back_stop_the_walk_naming_file_and_position(contiguous):
+    data, positions = _segment([2, 3, 1])
+    data = _relabel(data, positions[2], 1)        # 1 < 5, the previous batch's next offset
+    batches = BatchIterator(data, where="seg.log", first_offset=0, contiguous=contiguous, at=100)
+    assert [h.base_offset for _, h in batches] == [0, 2]
+    assert batches.position == positions[2] and not batches.torn and batches.header.base_offset == 1
+    assert batches.next_offset == 5
+    assert f"seg.log: batch at position {100 + positions[2]} has base offset 1" in str(batches.error)
+
+
+def test_a_gap_is_corrupt_only_where_offsets_are_contiguous():
+    data, positions = _segment([2, 3, 1])
+    data = _relabel(data, positions[1], 4)        # a gap 2..3: compaction could leave one
+    loose = BatchIterator(data, where="seg.log", first_offset=0)
+    assert [h.base_offset for _, h in loose] == [0, 4] and loose.error is not None   # 5 follows 4..6: back
+    strict = BatchIterator(data, where="seg.log", first_offset=0, contiguous=True)
+    assert [h.base_offset for _, h in strict] == [0]
+    assert "has base offset 4, expected 2 (offsets are contiguous here)" in str(strict.error)
+    data, positions = _segment([2, 3])
+    gap = _relabel(data, positions[1], 7)
+    assert [h.base_offset for _, h in BatchIterator(gap, first_offset=0)] == [0, 7]
+
+
+def test_the_first_batch_must_start_at_first_offset_and_every_batch_end_below_end_offset():
+    data, _ = _segment([2, 3])
+    wrong_start = BatchIterator(data, where="seg.log", first_offset=1, contiguous=True)
+    assert list(wrong_start) == [] and "expected 1" in str(wrong_start.error)
+    capped = BatchIterator(data, where="seg.log", first_offset=0, end_offset=4, contiguous=True)
+    assert [h.base_offset for _, h in capped] == [0]
+    assert "offsets 2..4, past the segment's last possible offset 3" in str(capped.error)
+    whole = BatchIterator(data, first_offset=0, end_offset=5, contiguous=True)
+    assert [h.base_offset for _, h in whole] == [0, 2] and whole.error is None and whole.next_offset == 5
+
+
+def test_offset_checks_are_the_same_over_a_reader():
+    data, positions = _segment([2, 3, 1, 4])
+    data = _relabel(data, positions[2], 6)
+    for chunk in (HEADER_SIZE, 100, 4096):
+        got = _walk(_reader(data), end=len(data), chunk=chunk, first_offset=0, contiguous=True)
+        assert got == _walk(data, first_offset=0, contiguous=True)

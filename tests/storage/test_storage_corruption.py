@@ -1,8 +1,14 @@
-"""Corruption test: seeded bit flips, truncations and garbage in segment and index files.
+"""Corruption test: seeded bit flips, truncations and garbage in segment and index files,
+plus corruption that moves offsets: base-offset flips (outside the CRC, as in Kafka), cuts of
+a closed segment exactly at a batch boundary, and index loss after such a cut.
 
 Opening never fails with anything but the documented errors (CorruptRecordError,
 KafkaStorageError), a read never returns a record whose content is not what was
-written (every batch returned passed its CRC), and broken indexes are rebuilt.
+written (every batch returned passed its CRC) nor under another offset (the offset checks of
+FORMAT.md §2.4), never skips an offset silently (every offset in [log start, log end) is
+returned, or its read raises CorruptRecordError naming the file, and verify-log reports an
+error), and broken indexes are rebuilt without making reachable records unreachable (a
+second open answers exactly as the first).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import pytest
 from kafkasim.clock import MockClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
+from kafkasim.records import record_batch as rb
 from kafkasim.storage.inspection import verify_data_dir
 from kafkasim.storage.log import Log
 
@@ -48,14 +55,53 @@ def build(directory: str, rng: random.Random, clean: bool) -> int:
     return n
 
 
+OFFSET_KINDS = ["base_offset_flip", "cut_at_batch_boundary", "cut_and_index_loss"]
+
+
+def batch_starts(path: str) -> list[int]:
+    data = open(path, "rb").read()
+    out, pos = [], 0
+    while pos + rb.HEADER_SIZE <= len(data):
+        out.append(pos)
+        pos += rb.batch_size_of(data, pos)
+    return out
+
+
+def mutate_offsets(directory: str, rng: random.Random, kind: str, name: str) -> str:
+    """One of OFFSET_KINDS on segment ``name``: flip a bit of a batch's base offset, or cut
+    the file at a batch boundary (and delete its offset index)."""
+    path = os.path.join(directory, name)
+    starts = batch_starts(path)
+    if kind == "base_offset_flip":
+        pos = rng.choice(starts) + rng.randrange(8)          # base_offset: bytes 0-7 of a batch
+        with open(path, "r+b") as f:
+            f.seek(pos)
+            b = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([b ^ (1 << rng.randrange(8))]))
+        return f"flip base offset in {name}@{pos}"
+    cut = rng.choice(starts[1:]) if len(starts) > 1 else starts[0]
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    if kind == "cut_and_index_loss" and os.path.exists(path[:-4] + ".index"):
+        os.unlink(path[:-4] + ".index")
+    return f"{kind} {name} at {cut}"
+
+
 def corrupt(directory: str, rng: random.Random, suffixes: tuple[str, ...], ops: int) -> list[str]:
     files = sorted(f for f in os.listdir(directory) if f.endswith(suffixes))
     done = []
     for _ in range(ops):
         name = rng.choice(files)
         path = os.path.join(directory, name)
+        if not os.path.exists(path):      # an index an earlier cut_and_index_loss deleted
+            continue
         size = os.path.getsize(path)
-        kind = rng.choice(["flip", "flip", "truncate", "garbage"])
+        kind = rng.choice(["flip", "flip", "truncate", "garbage"]
+                          + (OFFSET_KINDS if name.endswith(".log") and size else []))
+        if kind in OFFSET_KINDS:
+            done.append(mutate_offsets(directory, rng, kind, name))
+            continue
         with open(path, "r+b") as f:
             if kind == "flip" and size:
                 pos = rng.randrange(size)
@@ -108,10 +154,9 @@ def test_random_corruption_never_yields_bad_records(tmp_path, seed):
     except DOCUMENTED:
         return
     try:
-        # base_offset sits outside the CRC (as in Kafka): a flip there can relabel a batch,
-        # so offsets are compared only when no .log byte was flipped
-        exact = not any(w.startswith("flip") and ".log@" in w for w in what)
-        read_errors = check_genuine(log, exact)[1]
+        # base_offset sits outside the CRC (as in Kafka), but the offset checks (FORMAT.md §2.4)
+        # refuse a relabelled batch: offsets are exact whatever was flipped
+        read_errors = check_genuine(log, exact_offsets=True)[1]
         # what the log refuses to return, verify-log (run before the open) has reported
         assert not read_errors or any(p.severity == "error" for p in problems), (what, problems)
         for target in (T0, T0 + 50, T0 + 10_000):
@@ -143,3 +188,61 @@ def test_index_corruption_is_repaired_and_loses_nothing(tmp_path, seed):
     for t in range(T0 - 1, T0 + n + 1):  # every time-index entry relied on is checked against its batch
         assert log.offset_for_time(t) == ((max(t, T0) - T0, max(t, T0)) if t < T0 + n else None)
     log.close()
+
+
+@pytest.mark.parametrize("kind", OFFSET_KINDS)
+@pytest.mark.parametrize("seed", range(12))
+def test_no_record_under_a_wrong_offset_and_no_silent_skip(tmp_path, kind, seed):
+    """One offset-moving corruption of a closed segment (offsets are contiguous: no compaction)."""
+    rng = random.Random(seed)
+    d = str(tmp_path / "c-0")
+    build(d, rng, clean=True)
+    closed = sorted(f for f in os.listdir(d) if f.endswith(".log"))[:-1]
+    what = mutate_offsets(d, rng, kind, rng.choice(closed))
+    problems = [p for p in verify_data_dir(str(tmp_path)) if p.severity == "error"]
+    assert problems, (what, "verify-log reported nothing")
+    try:
+        log = Log(d, CFG, MockClock(T0))
+    except DOCUMENTED as exc:
+        assert problems, (what, exc)
+        return
+    try:
+        offset, skipped = log.log_start_offset, []
+        while offset < log.log_end_offset:
+            try:
+                recs = log.read(offset, 512)
+            except CorruptRecordError as exc:
+                assert ".log" in str(exc) and "position" in str(exc), exc   # names the file and where
+                skipped.append(offset)
+                offset += 1
+                continue
+            assert recs, (what, offset)
+            for r in recs:
+                assert r.offset == int(r.key[1:]), (what, r)        # never under another offset
+                assert r.value == value_of(r.offset)
+            assert recs[0].offset == offset, (what, f"asked {offset}, got {recs[0].offset}: silent skip")
+            offset = recs[-1].offset + 1
+        assert skipped, (what, "no read reported the corruption")
+        # a second open answers exactly as the first (no shorter index persisted)
+        first = [(o, _first_offset(log, o)) for o in range(log.log_start_offset, log.log_end_offset)]
+    finally:
+        log.close()
+    again = Log(d, CFG, MockClock(T0))
+    try:
+        assert [(o, _first_offset(again, o)) for o in range(again.log_start_offset, again.log_end_offset)] == first
+    finally:
+        again.close()
+    backwards = Log(d, CFG, MockClock(T0))   # a third open, read backwards: no answer depends on order
+    try:
+        got = [(o, _first_offset(backwards, o))
+               for o in reversed(range(backwards.log_start_offset, backwards.log_end_offset))]
+        assert got[::-1] == first
+    finally:
+        backwards.close()
+
+
+def _first_offset(log, o):
+    try:
+        return [r.offset for r in log.read(o, 512)][:1]
+    except CorruptRecordError:
+        return "corrupt"
