@@ -1,5 +1,5 @@
 """Property: however poll, next, seek, pause, resume, commit and a second member joining
-and leaving interleave (on a MockClock), every record is delivered exactly once, in
+and leaving interleave (on a MockClock, eager or cooperative), every record is delivered exactly once, in
 order, per assignment period (unless the user seeks back), positions are exactly what
 was handed out, and a commit never covers a record no one has received."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
@@ -27,7 +27,8 @@ OPS = st.lists(st.one_of(
     st.tuples(st.just("resume"), WHO, st.sampled_from(TPS)),
     st.tuples(st.just("commit"), WHO),
     st.tuples(st.just("advance"), st.integers(0, 3_000)),
-    st.tuples(st.just("toggle_b")),
+    st.tuples(st.just("toggle_b"), st.booleans()),     # b joins or leaves; True: then settle
+    st.tuples(st.just("toggle_b"), st.booleans()),     # (listed twice: rebalances are the point)
     st.tuples(st.just("settle")),
 ), max_size=30)
 
@@ -39,6 +40,7 @@ class Model(ConsumerRebalanceListener):
         self.broker = broker
         self.next: dict[TopicPartition, int] = {}
         self.paused: set[TopicPartition] = set()
+        self.revocations = 0
 
     def on_partitions_assigned(self, tps):
         committed = self.broker.offset_fetch("g", list(tps))
@@ -48,6 +50,7 @@ class Model(ConsumerRebalanceListener):
             self.paused.discard(tp)
 
     def on_partitions_revoked(self, tps):
+        self.revocations += bool(tps)
         for tp in tps:
             self.next.pop(tp, None)
             self.paused.discard(tp)
@@ -74,17 +77,18 @@ def _settle(clock, members, models, steps=50):
         clock.advance(100)
 
 
-def _member(broker, clock, name, model):
+def _member(broker, clock, name, model, strategy):
     c = Consumer(broker, client_id=name, group_id="g", clock=clock, enable_auto_commit=False,
+                 partition_assignment_strategy=[strategy],
                  auto_offset_reset="earliest", consumer_timeout_ms=200, max_poll_records=7,
                  session_timeout_ms=10_000, heartbeat_interval_ms=3_000)
     c.subscribe(["t"], listener=model)
     return c
 
 
-@settings(max_examples=30, deadline=None)
-@given(ops=OPS)
-def test_interleaved_iteration_polls_seeks_pauses_and_rebalances_deliver_exactly_once(ops):
+@settings(max_examples=60, deadline=None)
+@given(ops=OPS, strategy=st.sampled_from(["range", "cooperative-sticky"]))
+def test_interleaved_iteration_polls_seeks_pauses_and_rebalances_deliver_exactly_once(ops, strategy):
     clock = MockClock(1_700_000_000_000)
     with tempfile.TemporaryDirectory() as d, Broker(d, clock=clock) as broker:
         broker.create_topic("t", len(TPS))
@@ -93,7 +97,7 @@ def test_interleaved_iteration_polls_seeks_pauses_and_rebalances_deliver_exactly
                                                       for i in range(N)])
         ever = {tp: set() for tp in TPS}
         models = {"a": Model(broker), "b": Model(broker)}
-        members = {"a": _member(broker, clock, "a", models["a"]), "b": None}
+        members = {"a": _member(broker, clock, "a", models["a"], strategy), "b": None}
         _settle(clock, members, models)
         assert members["a"].assignment() == set(TPS)
         for op in ops:
@@ -102,10 +106,12 @@ def test_interleaved_iteration_polls_seeks_pauses_and_rebalances_deliver_exactly
             if kind == "toggle_b":
                 if members["b"] is None:
                     models["b"] = Model(broker)
-                    members["b"] = _member(broker, clock, "b", models["b"])
+                    members["b"] = _member(broker, clock, "b", models["b"], strategy)
                 else:
                     members["b"].close()         # revokes, so the model forgets
                     members["b"] = None
+                if op[1]:
+                    _settle(clock, members, models)
             elif kind == "settle":
                 _settle(clock, members, models)
             elif kind == "advance":
@@ -158,6 +164,7 @@ def test_interleaved_iteration_polls_seeks_pauses_and_rebalances_deliver_exactly
             for tp, om in broker.offset_fetch("g").items():
                 assert set(range(om.offset)) <= ever[tp], \
                     f"committed {om.offset} for {tp} passes records no one received"
+        event(f"member a saw {min(models['a'].revocations, 3)} revocations (3 = 3 or more)")
         for c in members.values():
             if c is not None:
                 c.close()
