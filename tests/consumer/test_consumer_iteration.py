@@ -108,3 +108,26 @@ def test_iterating_from_an_out_of_range_position_resets_it_and_advances_per_reco
     c.seek(T0, 500)
     assert [r.offset for r in c.poll(update_offsets=False)[T0]][:1] == [0]
     assert c.position(T0) == 0                        # the reset moved it; the records did not
+
+
+def test_after_a_cooperative_rebalance_the_old_owner_yields_nothing_of_the_revoked_partition(broker, clock):
+    cfg = dict(group_id="g", auto_offset_reset="earliest", enable_auto_commit=False,
+               consumer_timeout_ms=500, partition_assignment_strategy=["cooperative-sticky"])
+    a = Consumer(broker, "t", client_id="a", **cfg)
+    for _ in range(40):
+        clock.advance(100)
+        a.poll(timeout_ms=0, max_records=1, update_offsets=False)
+    assert next(a).offset == 0 and a.assignment() == {T0, T1}   # the rest of the batch buffered
+    a.commit()
+    b = Consumer(broker, "t", client_id="b", **cfg)
+    for _ in range(100):                                         # a keeps one, gives one to b
+        clock.advance(100)
+        a.poll(timeout_ms=0, max_records=1, update_offsets=False)
+        b.poll(timeout_ms=0, max_records=1, update_offsets=False)
+    (kept,), (given,) = a.assignment(), b.assignment()
+    rest = list(a)
+    assert {r.partition for r in rest} <= {kept.partition}
+    from_b = list(b)
+    assert {r.partition for r in from_b} == {given.partition}
+    seen = sorted((r.partition, r.offset) for r in rest + from_b)
+    assert len(seen) == len(set(seen))                           # no record processed twice
