@@ -24,6 +24,18 @@ Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default o
 the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
 instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
 
+Positions, as kafka-python: ``position(tp)`` is the offset of the next record the
+application will be handed. ``poll()`` advances it past every record it returns (unless
+``update_offsets=False``: the records are returned, positions stay, and the next poll
+returns them again); iteration (``for record in consumer``) advances it one record at a
+time, as each record is handed out, so ``commit()`` never covers a record the
+application has not received. Iteration and ``poll()`` share one fetch path: the
+iterator polls with ``update_offsets=False`` and keeps the rest of that batch, which it
+drops on ``seek*()``, ``pause()``, ``assign()``, ``subscribe()`` and ``unsubscribe()``;
+a buffered record is handed out only while its partition is still assigned in the same
+assignment (not revoked or lost since it was fetched), not paused, and the record is not
+behind the position (a ``poll()`` in between already returned it).
+
 Positions: a newly assigned partition starts at the group's committed offset, else by
 ``auto_offset_reset`` (``earliest``, ``latest``, or ``none`` → NoOffsetForPartitionError).
 A position that falls outside the log (retention deleted it, or a seek past the end) is
@@ -40,11 +52,12 @@ only serialises the optional heartbeat thread with the caller.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any, Iterable, Iterator, Optional
 
 from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
-from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, SubscriptionState
+from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
 from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
 from kafkasim.clock import Clock, MockClock, SystemClock
@@ -101,7 +114,13 @@ class Consumer:
                 metadata_max_age_ms=cfg["metadata_max_age_ms"],
                 on_commit_needed=self._commit_on_revoke)
         self._next_auto_commit = self._clock.now_ms() + cfg["auto_commit_interval_ms"]
-        self._iter_buffer: list = []
+        # the iterator's rest of a poll batch: (tp, the PartitionState it was fetched for, records)
+        self._iter_batches: deque = deque()
+        # where the fetcher left each partition it served: tp -> (PartitionState, position);
+        # its buffer is valid only while the partition has that state and position (not
+        # after poll(update_offsets=False), a partial iteration, or a reassignment)
+        self._fetch_expect: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        self._keep_positions: Optional[dict] = None   # during a poll(update_offsets=False)
         self._hb_thread: Optional[threading.Thread] = None
         self._hb_stop = threading.Event()
         use_thread = cfg["heartbeat_thread"]
@@ -127,6 +146,7 @@ class Consumer:
             topics = _topics_arg(topics)
             before = self._subs.topics
             self._subs.subscribe(topics)
+            self._iter_batches.clear()
             self._member.listener = listener if listener is not None else self._member.listener
             if self._subs.topics != before:
                 self._member.rejoin_needed = True
@@ -141,6 +161,7 @@ class Consumer:
             parts = _partitions_arg(partitions)
             self._subs.assign_from_user(parts)
             self._fetcher.invalidate()
+            self._iter_batches.clear()
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subs.assignment)
@@ -151,6 +172,7 @@ class Consumer:
                 self._member.close()      # revoke (on_partitions_revoked), then leave
             self._subs.unsubscribe()
             self._fetcher.invalidate()
+            self._iter_batches.clear()
 
     # ------------------------------------------------------------------ poll
     def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None,
@@ -159,7 +181,8 @@ class Consumer:
 
         Never blocks while there is work to do; without records it waits up to
         ``timeout_ms`` on the injected clock (a MockClock just advances).
-        ``update_offsets`` is accepted for kafka-python compatibility; positions always advance.
+        With ``update_offsets=False`` (kafka-python's) the records are returned but the
+        positions do not advance: the next poll returns them again.
         """
         check_arg("timeout_ms", timeout_ms, "number", min=0)
         max_records = check_arg("max_records", max_records, "int", min=1, none_ok=True) \
@@ -177,13 +200,33 @@ class Consumer:
                 self._maybe_auto_commit(now)
                 if self._subs.missing_positions():
                     self._update_positions()
-                records = self._fetcher.fetch(max_records)
+                records = self._fetch(max_records, update_offsets)
             if records:
                 return records
             now = clock.now_ms()
             if now >= deadline:
                 return {}
             clock.sleep(min(deadline - now, self.config["retry_backoff_ms"]))
+
+    def _fetch(self, max_records: int, update_offsets: bool) -> dict:
+        """The one fetch path of poll() and iteration (caller holds the lock)."""
+        assignment = self._subs.assignment
+        for tp, (state, pos) in list(self._fetch_expect.items()):
+            if assignment.get(tp) is not state or state.position != pos:
+                self._fetcher.invalidate(tp)   # its buffer was filled for another position
+                del self._fetch_expect[tp]
+        before = None if update_offsets else {tp: s.position for tp, s in assignment.items()}
+        self._keep_positions = before         # an out-of-range reset updates it (below)
+        try:
+            records = self._fetcher.fetch(max_records)
+        finally:
+            self._keep_positions = None
+        for tp in records:
+            state = assignment[tp]
+            self._fetch_expect[tp] = (state, state.position)
+            if before is not None:
+                state.position = before[tp]
+        return records
 
     def tick(self) -> None:
         """Do what Kafka's background heartbeat thread would do now (for stepped scenarios)."""
@@ -226,26 +269,48 @@ class Consumer:
                 "and auto_offset_reset is none")
         ts = EARLIEST if reset == "earliest" else LATEST
         state.position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+        if self._keep_positions is not None:   # a reset moves the position even then (Kafka's)
+            self._keep_positions[tp] = state.position
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
 
     def __next__(self) -> ConsumerRecord:
-        """Iterate record by record; stops after ``consumer_timeout_ms`` without records."""
-        if self._iter_buffer:
-            return self._iter_buffer.pop()
+        """The next record, advancing its partition's position past it (kafka-python's
+        iterator); stops after ``consumer_timeout_ms`` without records."""
+        rec = self._next_buffered()
+        if rec is not None:
+            return rec
         timeout = self.config["consumer_timeout_ms"]
         deadline = self._clock.now_ms() + timeout if timeout != float("inf") else None
         while True:
             wait = 100 if deadline is None else max(0, min(100, deadline - self._clock.now_ms()))
-            batch = self.poll(timeout_ms=int(wait))
-            if batch:
-                recs = [r for rs in batch.values() for r in rs]
-                recs.reverse()
-                self._iter_buffer = recs
-                return self._iter_buffer.pop()
+            batch = self.poll(timeout_ms=int(wait), update_offsets=False)
+            with self._lock:
+                assignment = self._subs.assignment
+                self._iter_batches = deque((tp, assignment.get(tp), deque(recs))
+                                           for tp, recs in batch.items())
+            rec = self._next_buffered()
+            if rec is not None:
+                return rec
             if deadline is not None and self._clock.now_ms() >= deadline:
                 raise StopIteration
+
+    def _next_buffered(self) -> Optional[ConsumerRecord]:
+        """Hand out the next still-valid buffered record and advance its position past it."""
+        with self._lock:
+            batches = self._iter_batches
+            while batches:
+                tp, state, recs = batches[0]
+                if self._subs.assignment.get(tp) is state and not state.paused:
+                    while recs:
+                        rec = recs.popleft()
+                        if rec.offset < state.position:
+                            continue            # already returned by a poll() in between
+                        state.position = rec.offset + 1
+                        return rec
+                batches.popleft()               # drained, revoked, reassigned or paused
+            return None
 
     # ------------------------------------------------------------------ commits
     def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -331,6 +396,7 @@ class Consumer:
         with self._lock:
             self._subs.state(tp).position = offset
             self._fetcher.invalidate(tp)
+            self._iter_batches.clear()
 
     def _seek_to(self, partitions, ts: int) -> None:
         tps = _partitions_arg(partitions)
@@ -339,6 +405,7 @@ class Consumer:
             for tp in tps:
                 self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
                 self._fetcher.invalidate(tp)
+            self._iter_batches.clear()
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         self._seek_to(partitions, EARLIEST)
@@ -352,6 +419,7 @@ class Consumer:
             for tp in tps:
                 self._subs.state(tp).paused = True
                 self._fetcher.invalidate(tp)
+            self._iter_batches.clear()
 
     def resume(self, *partitions: TopicPartition) -> None:
         tps = _partitions_arg(partitions)
