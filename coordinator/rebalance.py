@@ -43,10 +43,12 @@ class RebalanceMixin:
                 self._advance(g, now)
 
     def _advance(self, g: Group, now: int) -> None:
-        # 1. session expiry: members neither rejoining nor awaiting sync must heartbeat
+        # 1. session expiry: members neither rejoining nor awaiting sync must heartbeat (Kafka's
+        #    shouldKeepAlive: a pending JoinGroup or SyncGroup keeps a member alive; a member that
+        #    has not sent its SyncGroup, e.g. a leader that crashed after the join, expires)
         for m in list(g.members.values()):
             keep_alive = (g.is_(GroupState.PREPARING_REBALANCE) and m.joined) or \
-                         g.is_(GroupState.COMPLETING_REBALANCE)
+                         (g.is_(GroupState.COMPLETING_REBALANCE) and m.synced)
             if not keep_alive and now - m.last_heartbeat_ms >= m.session_timeout_ms:
                 self._remove_member(g, m, now)
         # 2. a leader that does not sync within the rebalance timeout: drop the unsynced, rebalance

@@ -108,3 +108,23 @@ def test_consumers_in_real_threads_share_the_topic(tmp_path):
         for c in consumers:
             c.close()
         assert broker.describe_group("threads")["state"] == "Empty"
+
+
+def test_a_leader_that_crashes_before_its_sync_expires_after_the_session_timeout(shared):
+    """Kafka keeps a member alive during CompletingRebalance only while its SyncGroup is
+    pending: a leader that crashed after the join never syncs, so it expires after
+    session.timeout.ms (45 s) and the follower gets every partition in a new generation,
+    well before the 300 s rebalance timeout. (Hypothesis found the stuck group:
+    ops=[('join', 0, 1), ('crash', 0, 1)], strategy='range'.)"""
+    broker, clock = shared
+    group = f"g{next(_groups)}"
+    sim = GroupSim(broker, clock, step_ms=200)
+    sim.add("m0", group_id=group, partition_assignment_strategy=["range"])
+    sim.add("m1", group_id=group, partition_assignment_strategy=["range"])
+    sim.run(1_000)
+    sim.members[0].alive = False                          # m0, the leader, stops mid-rebalance
+    sim.run(1_000)
+    sim.run_until_stable(max_ms=60_000)
+    (m1,) = [m for m in sim.members if m.alive]
+    assert sorted(m1.consumer.assignment()) == [TopicPartition("t", p) for p in range(PARTITIONS)]
+    assert broker.describe_group(group)["state"] == "Stable"
