@@ -59,22 +59,22 @@ from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
+from kafkasim.consumer.lookups import EARLIEST, LATEST, OffsetLookups, partitions_arg as _partitions_arg, \
+    topics_arg as _topics_arg
 from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
     IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,
-    OffsetOutOfRangeError, UnknownTopicOrPartitionError,
+    OffsetOutOfRangeError,
 )
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceListener"]
 
-EARLIEST = -2
-LATEST = -1
 
 
-class Consumer:
+class Consumer(OffsetLookups):
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
@@ -430,32 +430,6 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, s in self._subs.assignment.items() if s.paused}
 
-    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
-        check_arg("topic", topic, "str")
-        try:
-            return set(range(self._broker.partition_count(topic)))
-        except UnknownTopicOrPartitionError:
-            return None
-
-    def beginning_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {tp: self._broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
-                for tp in _partitions_arg(partitions)}
-
-    def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {tp: self._broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
-                for tp in _partitions_arg(partitions)}
-
-    def offsets_for_times(self, timestamps: dict) -> dict:
-        """{TopicPartition: ts} → {TopicPartition: (offset, timestamp) or None}, as kafka-python."""
-        check_arg("timestamps", timestamps, "mapping", what="a mapping of TopicPartition to timestamp")
-        wanted = [(check_topic_partition(tp), check_arg(f"the timestamp for {tp}", ts, "int", min=0))
-                  for tp, ts in timestamps.items()]
-        out = {}
-        for tp, ts in wanted:
-            off, t = self._broker.list_offsets(tp.topic, tp.partition, ts)
-            out[tp] = None if off < 0 else (off, t)
-        return out
-
     # ------------------------------------------------------------------ group info / close
     @property
     def member_id(self) -> Optional[str]:
@@ -506,14 +480,3 @@ class Consumer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _topics_arg(topics) -> list[str]:
-    if isinstance(topics, (bytes, dict)) or not isinstance(topics, Iterable):
-        raise bad_arg("topics", topics, "a topic name or an iterable of topic names")
-    return [check_arg("topic", t, "str") for t in topics]
-
-
-def _partitions_arg(partitions) -> list[TopicPartition]:
-    if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
-        raise bad_arg("partitions", partitions, "an iterable of TopicPartition")
-    return [check_topic_partition(tp) for tp in partitions]

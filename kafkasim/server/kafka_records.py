@@ -39,12 +39,15 @@ batches are uncompressed, which every client accepts.
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Iterable, NamedTuple, Optional, Sequence
 
 import crc32c as _crc32c
 
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
+from kafkasim.server.compression import (  # noqa: F401  (codec ids re-exported)
+    COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
+    compress as _compress, decompress as _decompress,
+)
 from kafkasim.records import record_batch as rb
 from kafkasim.types import Record
 
@@ -55,8 +58,6 @@ __all__ = [
 ]
 
 MAGIC_V2 = 2
-COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = range(5)
-_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
@@ -70,7 +71,6 @@ _LENGTH_PREFIX = 12                         # baseOffset + batchLength: not coun
 _CRC_START = 21
 _TAIL = struct.Struct(">hiqqqhii")          # attributes .. recordCount (the CRC'd header part)
 _HEAD = struct.Struct(">qiibI")
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
 class KafkaBatch(NamedTuple):
@@ -179,87 +179,6 @@ class _Reader:
         if n < -1:
             raise self.fail(f"negative length {n}")
         return self.take(n)
-
-
-# ---------------------------------------------------------------- compression
-
-def _decompress(codec: int, data: bytes, limit: int, where: str) -> bytes:
-    try:
-        if codec == COMPRESSION_GZIP:
-            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            out = bytearray()
-            while data:
-                out += d.decompress(data, limit + 1 - len(out))
-                if len(out) > limit:
-                    break
-                if d.unconsumed_tail:
-                    data = d.unconsumed_tail
-                    continue
-                if not d.eof:
-                    raise CorruptRecordError(f"{where}: truncated gzip data")
-                data = d.unused_data  # a second gzip member
-                if data:
-                    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            result = bytes(out)
-        else:
-            import cramjam  # imported on first compressed batch only
-
-            if codec == COMPRESSION_SNAPPY:
-                result = _snappy_decompress(cramjam, data, limit, where)
-            elif codec == COMPRESSION_LZ4:
-                result = bytes(cramjam.lz4.decompress(data))
-            elif codec == COMPRESSION_ZSTD:
-                result = bytes(cramjam.zstd.decompress(data))
-            else:
-                raise CorruptRecordError(f"{where}: unknown compression codec {codec}")
-    except CorruptRecordError:
-        raise
-    except Exception as exc:  # zlib.error, cramjam.DecompressionError, ValueError ...
-        raise CorruptRecordError(
-            f"{where}: {_CODEC_NAMES.get(codec, codec)} data does not decompress: {exc}") from exc
-    if len(result) > limit:
-        raise CorruptRecordError(
-            f"{where}: {_CODEC_NAMES[codec]} data inflates past the limit of {limit} bytes")
-    return result
-
-
-def _snappy_decompress(cramjam, data: bytes, limit: int, where: str) -> bytes:
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    # xerial framing (the Java client's SnappyOutputStream): 8-byte magic, two int32
-    # versions, then blocks of [int32 compressed length][raw snappy block]
-    pos, out = 16, bytearray()
-    if len(data) < pos:
-        raise CorruptRecordError(f"{where}: truncated xerial snappy header")
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise CorruptRecordError(f"{where}: truncated xerial snappy block length")
-        (n,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        if n < 0 or pos + n > len(data):
-            raise CorruptRecordError(f"{where}: xerial snappy block of {n} bytes past the end")
-        out += cramjam.snappy.decompress_raw(data[pos:pos + n])
-        pos += n
-        if len(out) > limit:
-            break
-    return bytes(out)
-
-
-def _compress(codec: int, data: bytes) -> bytes:
-    if codec == COMPRESSION_NONE:
-        return data
-    if codec == COMPRESSION_GZIP:
-        c = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
-        return c.compress(data) + c.flush()
-    import cramjam
-
-    if codec == COMPRESSION_SNAPPY:
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise InvalidRecordError(f"unknown compression codec {codec}")
 
 
 # ---------------------------------------------------------------- decode

@@ -1,0 +1,296 @@
+"""The topic and data calls of :class:`kafkasim.server.remote.RemoteBroker` (Metadata,
+CreateTopics, DeleteTopics, CreatePartitions, configs, log dirs, Produce, Fetch,
+ListOffsets, InitProducerId), as a mixin over :class:`RemoteConnection`.
+
+Thread-safety: as the connection (one lock serialises the exchanges).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping, Optional
+
+from kafkasim.errors import (
+    IllegalStateError, InvalidConfigurationError, UnknownTopicOrPartitionError,
+)
+from kafkasim.server import codec
+from kafkasim.types import Record, TopicPartition
+from kafkasim.server.remote_conn import (
+    EARLIEST, LATEST, OP_DELETE, OP_SET, RESOURCE_TOPIC, SOURCE_DYNAMIC_TOPIC, _code, _config_text, _raise,
+)
+
+__all__ = ["TopicCalls"]
+
+
+class TopicCalls:
+    """Topics, configs and the data plane over the wire (mixin; needs ``_call``)."""
+
+    def flush(self) -> None:
+        """No-op: the server flushes its logs by its own policy and when it stops."""
+
+    def tick(self) -> None:
+        """No-op: maintenance runs in the server."""
+        return None
+
+    def log(self, topic: str, partition: int):
+        raise IllegalStateError("Broker.log() is in-process only: the log lives in the server process")
+
+    def run_log_maintenance(self):
+        raise IllegalStateError("run_log_maintenance() is in-process only: the server runs its own maintenance")
+
+    # ------------------------------------------------------------------ metadata and topics
+
+    def _metadata(self, names: Optional[list[str]]):
+        topics = None if names is None else [{"name": n} for n in names]
+        return self._call(3, {"topics": topics, "allow_auto_topic_creation": False})
+
+    def _topic_meta(self, name: str):
+        meta = self._metadata([name])
+        for t in meta.topics:
+            if t.name == name:
+                if _code(t.error_code) == UnknownTopicOrPartitionError.errno:
+                    raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
+                _raise(t.error_code, None, f"topic {name!r}")
+                return t
+        raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        meta = self._metadata(None)
+        return sorted(t.name for t in meta.topics
+                      if not _code(t.error_code) and (include_internal or not t.is_internal))
+
+    def partition_count(self, topic: str) -> int:
+        return len(self._topic_meta(topic).partitions)
+
+    def partitions(self) -> list[TopicPartition]:
+        meta = self._metadata(None)
+        return sorted(TopicPartition(t.name, p.partition_index) for t in meta.topics
+                      if not _code(t.error_code) for p in t.partitions)
+
+    def _config_rows(self, name: str):
+        answer = self._call(32, {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name,
+                                                "configuration_keys": None}],
+                                 "include_synonyms": False, "include_documentation": False})
+        r = answer.results[0]
+        if _code(r.error_code) == UnknownTopicOrPartitionError.errno:
+            raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
+        _raise(r.error_code, r.error_message, f"configs of topic {name!r}")
+        return r.configs
+
+    def topic_config(self, topic: str):
+        """The effective :class:`~kafkasim.config.LogConfig` of ``topic`` (DescribeConfigs)."""
+        from kafkasim.config import LogConfig
+
+        return LogConfig.from_overrides({c.name: c.value for c in self._config_rows(topic)
+                                         if c.value is not None})
+
+    def _overrides(self, name: str) -> dict:
+        from kafkasim.config import LogConfig
+
+        raw = {c.name: c.value for c in self._config_rows(name)
+               if _code(c.config_source) == SOURCE_DYNAMIC_TOPIC and c.value is not None}
+        kafka = LogConfig.from_overrides(raw).to_kafka()   # the broker's canonical values
+        return {k: kafka.get(k, v) for k, v in raw.items()}
+
+    def _log_sizes(self, name: str, partitions: list[int]) -> tuple[Optional[str], dict[int, int]]:
+        """``(log dir, {partition: bytes})`` from DescribeLogDirs (``(None, {})`` if not served)."""
+        if 35 not in self._versions:
+            return None, {}
+        answer = self._call(35, {"topics": [{"topic": name, "partitions": partitions}]})
+        sizes: dict[int, int] = {}
+        log_dir = None
+        for result in answer.results:
+            if _code(result.error_code):
+                continue
+            log_dir = result.log_dir
+            for t in result.topics:
+                if t.name == name:
+                    for p in t.partitions:
+                        sizes[p.partition_index] = p.partition_size
+        return log_dir, sizes
+
+    def describe_topic(self, name: str) -> dict:
+        """The embedded broker's description, from Metadata, ListOffsets, DescribeConfigs
+        and DescribeLogDirs (see the module docstring for what differs)."""
+        from kafkasim.storage.layout import list_segments, partition_dir_name
+
+        t = self._topic_meta(name)
+        parts = sorted(t.partitions, key=lambda p: p.partition_index)
+        ids = [p.partition_index for p in parts]
+        starts = self._list_offsets_many(name, ids, EARLIEST)
+        ends = self._list_offsets_many(name, ids, LATEST)
+        configs = self._overrides(name)
+        log_dir, sizes = self._log_sizes(name, ids)
+        out = []
+        for p in parts:
+            i = p.partition_index
+            segments = None
+            if log_dir and os.path.isdir(log_dir):
+                path = os.path.join(log_dir, partition_dir_name(name, i))
+                if os.path.isdir(path):
+                    segments = len(list_segments(path))
+            out.append({"partition": i, "leader": p.leader_id, "replicas": list(p.replica_nodes),
+                        "isr": list(p.isr_nodes), "log_start_offset": starts[i][0],
+                        "log_end_offset": ends[i][0], "high_watermark": ends[i][0],
+                        "size_bytes": sizes.get(i), "segments": segments})
+        return {"name": t.name, "topic_id": t.topic_id.hex if t.topic_id else None,
+                "internal": bool(t.is_internal),
+                "replication_factor": len(parts[0].replica_nodes) if parts else 0,
+                "configs": configs, "partitions": out}
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: Optional[Mapping[str, Any]] = None) -> dict:
+        answer = self._call(19, {"topics": [{
+            "name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+            "assignments": [], "configs": [{"name": k, "value": _config_text(v)}
+                                           for k, v in (configs or {}).items()]}],
+            "timeout": int(self.timeout_s * 1000), "validate_only": False})
+        r = answer.topics[0]
+        _raise(r.error_code, r.error_message, f"topic {name!r}")
+        return self.describe_topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        if self._versions.get(20, 0) >= 6:
+            answer = self._call(20, {"topics": [{"name": name, "topic_id": None}], "timeout": 30_000})
+        else:
+            answer = self._call(20, {"topic_names": [name], "timeout": 30_000})
+        r = answer.responses[0]
+        if _code(r.error_code) == UnknownTopicOrPartitionError.errno and not getattr(r, "error_message", None):
+            raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
+        _raise(r.error_code, getattr(r, "error_message", None), f"topic {name!r}")
+
+    def create_partitions(self, name: str, total_count: int) -> dict:
+        answer = self._call(37, {"topics": [{"name": name, "count": total_count, "assignments": None}],
+                                 "timeout": 30_000, "validate_only": False})
+        r = answer.results[0]
+        _raise(r.error_code, r.error_message, f"topic {name!r}")
+        return self.describe_topic(name)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, Any]) -> dict:
+        """Set overrides; a value of None removes one (IncrementalAlterConfigs SET/DELETE)."""
+        answer = self._call(44, {"resources": [{
+            "resource_type": RESOURCE_TOPIC, "resource_name": name,
+            "configs": [{"name": k, "config_operation": OP_DELETE if v is None else OP_SET,
+                         "value": None if v is None else _config_text(v)} for k, v in configs.items()]}],
+            "validate_only": False})
+        r = answer.responses[0]
+        _raise(r.error_code, r.error_message, f"topic {name!r}")
+        return self.describe_topic(name)
+
+    # ------------------------------------------------------------------ data
+
+    def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1):
+        """Append one kafkasim batch: re-encoded as a Kafka v2 batch (producer id, epoch, base
+        sequence, offset deltas and timestamps kept) in one Produce request."""
+        from kafkasim.broker import ProduceResult
+        from kafkasim.errors import InvalidRequiredAcksError
+        from kafkasim.records import record_batch as rb
+        from kafkasim.server import kafka_records
+
+        if acks not in (0, 1, -1, "all", "0", "1", "-1"):
+            raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+        acks = -1 if acks == "all" else int(acks)
+        h = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
+        rows = rb.decode_records(batch, 0, h, where=f"produce to {topic}-{partition}")
+        records = [(d, h.base_timestamp + ts, k, v, tuple(tuple(x) for x in (hs or ())))
+                   for d, ts, k, v, hs in rows]
+        wire = kafka_records.encode_batch(
+            0, records, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence, attributes=h.attributes & kafka_records.ATTR_TIMESTAMP_TYPE,
+            last_offset_delta=h.last_offset_delta)
+        answer = self._call(0, {"transactional_id": None, "acks": acks, "timeout": int(self.timeout_s * 1000),
+                                "topic_data": [{"name": topic, "partition_data": [
+                                    {"index": partition, "records": wire}]}]},
+                            expect_response=acks != 0)
+        if answer is None:
+            return ProduceResult(-1, -1, -1, False)
+        p = answer.responses[0].partition_responses[0]
+        _raise(p.error_code, getattr(p, "error_message", None), f"produce to {topic}-{partition}")
+        append_time = codec.ms(p.log_append_time) if p.log_append_time is not None else -1
+        return ProduceResult(p.base_offset, append_time, getattr(p, "log_start_offset", -1), False)
+
+    def append_records(self, topic: str, partition: int, records, **producer):
+        from kafkasim.records import record_batch as rb
+
+        recs = [(i, ts, k, v, h or ()) for i, (ts, k, v, h) in enumerate(records)]
+        return self.produce(topic, partition, rb.encode_batch(0, recs, **producer))
+
+    def init_producer_id(self) -> tuple[int, int]:
+        answer = self._call(22, {"transactional_id": None, "transaction_timeout": 60_000,
+                                 "producer_id": -1, "producer_epoch": -1})
+        _raise(answer.error_code, None, "InitProducerId")
+        return answer.producer_id, answer.producer_epoch
+
+    def _fetch_records(self, topic: str, partition: int, offset: int, max_bytes: int):
+        from kafkasim.server import kafka_records
+
+        answer = self._call(1, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max(1, max_bytes),
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max(1, max_bytes)}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        _raise(answer.error_code, None, "Fetch")
+        p = answer.responses[0].partitions[0]
+        code = _code(p.error_code)
+        if code:
+            from kafkasim.errors import OffsetOutOfRangeError
+
+            if code == OffsetOutOfRangeError.errno:
+                raise OffsetOutOfRangeError(
+                    f"Fetch offset {offset} is out of range for partition {topic}-{partition} "
+                    f"(log start {p.log_start_offset}, log end {p.high_watermark})")
+            _raise(code, None, f"{topic}-{partition}")
+        records = []
+        if p.records:
+            for b in kafka_records.decode_batches(p.records, where=f"fetch from {topic}-{partition}"):
+                for delta, ts, key, value, headers in b.records:
+                    off = b.base_offset + delta
+                    if off < offset:
+                        continue
+                    seq = b.base_sequence + delta if b.base_sequence >= 0 else -1
+                    records.append(Record(off, ts, key, value, headers, b.producer_id, b.producer_epoch, seq))
+        return records, p.high_watermark, p.log_start_offset
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
+        from kafkasim.broker import FetchResult
+
+        records, hw, start = self._fetch_records(topic, partition, offset, max_bytes)
+        return FetchResult(records, hw, start, hw)
+
+    def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
+        from kafkasim.broker import ColumnFetchResult
+        from kafkasim.storage.fetch import RecordColumns
+
+        records, hw, start = self._fetch_records(topic, partition, offset, max_bytes)
+        cols = RecordColumns([r.offset for r in records], [r.timestamp for r in records],
+                             [r.key for r in records], [r.value for r in records],
+                             [r.headers for r in records])
+        return ColumnFetchResult(cols, hw, start, hw)
+
+    def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int) -> dict:
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        answer = self._call(2, {"replica_id": -1, "isolation_level": 0, "topics": [{
+            "name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                           "timestamp": timestamp} for p in partitions]}]})
+        out = {}
+        for t in answer.topics:
+            for p in t.partitions:
+                if _code(p.error_code) == UnknownTopicOrPartitionError.errno:
+                    self._topic_meta(topic)      # the embedded broker's message for a missing topic
+                    raise UnknownTopicOrPartitionError(
+                        f"This server does not host this topic-partition: {topic}-{p.partition_index}")
+                _raise(p.error_code, None, f"{topic}-{p.partition_index}")
+                out[p.partition_index] = (p.offset, p.timestamp)
+        return out
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        if not isinstance(timestamp, int) or timestamp < EARLIEST:
+            raise InvalidConfigurationError(
+                f"list_offsets timestamp must be -2 (earliest), -1 (latest) or >= 0, got {timestamp!r}")
+        return self._list_offsets_many(topic, [partition], timestamp)[partition]
+
+    # ------------------------------------------------------------------ groups
