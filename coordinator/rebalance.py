@@ -145,7 +145,8 @@ class RebalanceMixin:
             meta = m.metadata_for(g.protocol_name) if g.protocol_name else None
             topics = list(meta.get("topics", [])) if isinstance(meta, dict) else []
             members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                            "client_id": m.client_id, "session_timeout_ms": m.session_timeout_ms,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "session_timeout_ms": m.session_timeout_ms,
                             "rebalance_timeout_ms": m.rebalance_timeout_ms, "subscription": topics,
                             "assignment": [[tp.topic, tp.partition] for tp in m.assignment]})
         return {"protocol_type": g.protocol_type or "", "generation": g.generation_id,

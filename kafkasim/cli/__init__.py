@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
     "kafkasim.cli.serve",
+    "kafkasim.cli.view",
 ]
 
 

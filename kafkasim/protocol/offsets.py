@@ -14,7 +14,7 @@ Keys and values are msgpack (``use_bin_type=True``)::
                     value = {"protocol_type": str, "generation": int, "protocol": str | None,
                              "leader": str | None, "state_timestamp": int,
                              "members": [{"member_id", "group_instance_id", "client_id",
-                                          "session_timeout_ms", "rebalance_timeout_ms",
+                                          "client_host" (str | None), "session_timeout_ms", "rebalance_timeout_ms",
                                           "subscription": [topic, ...],
                                           "assignment": [[topic, partition], ...]}, ...]}
     tombstone       value = None (msgpack is not involved: the record's value is nil)

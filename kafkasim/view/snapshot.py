@@ -8,7 +8,7 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   partition count); per partition the records, log start/end offsets and segments from the
   segment files (:class:`kafkasim.view.tail.PartitionTail`), and the append rate: log end
   offset growth per second over the last ``rate_window_ms`` of the watcher's clock;
-- ``recent``: the last records appended, each with its key, the partition the log holds it
+- ``recent``: the last records read, newest timestamp first, each with its key, the partition the log holds it
   in, and ``hash_partition``: Kafka's default routing ``murmur2(key) mod N`` for the topic's
   partition count now (None for a null key), so a record routed otherwise shows it;
 - ``producers``: who wrote the records, from the batch headers (producer id, for idempotent
@@ -276,7 +276,7 @@ class DataDirWatcher:
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],
-            "recent": list(reversed(self._recent)),
+            "recent": sorted(reversed(self._recent), key=lambda r: r["timestamp"], reverse=True),
             "groups": self._groups.to_json(leos),
             "rebalances": list(reversed(self._groups.rebalances)),
             "problems": problems,
