@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh
+$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@$(BIN)/python -c "from kafkasim.records import record_batch as rb; rb.C_CODEC or print('kafkasim: C codec not built (no compiler?); using the pure-Python record codec: same results, slower')"
 	bash scripts/ensure_java.sh
 	bash scripts/ensure_promtool.sh || echo "kafkasim: promtool missing: the alert-rule tests skip (and fail under CI=true)"
+	bash scripts/ensure_chromium.sh || echo "kafkasim: chromium missing: the live-view browser test skips (and fails under CI=true)"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,197 @@
+"""The live view's snapshot: what DataDirWatcher reads from a data dir the real Broker,
+Producer and Consumer wrote (in-process, on a MockClock), and what it must never do."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from kafkasim.broker import Broker
+from kafkasim.consumer import Consumer
+from kafkasim.errors import InvalidArgumentError
+from kafkasim.partitioning.base import murmur2_partition
+from kafkasim.producer import Producer
+from kafkasim.records import record_batch as rb
+from kafkasim.view.snapshot import DataDirWatcher
+
+
+def partitions(snap, topic="orders"):
+    t = next(t for t in snap["topics"] if t["name"] == topic)
+    return {p["partition"]: p for p in t["partition_stats"]}
+
+
+def tree_state(root):
+    """Every file under ``root`` with its size and mtime: what a read-only reader must not change."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            st = os.stat(os.path.join(d, f))
+            out[os.path.join(d, f)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture
+def data(tmp_path, clock):
+    b = Broker(tmp_path / "data", clock=clock)
+    b.create_topic("orders", 4)
+    yield b, str(tmp_path / "data")
+    b.close()
+
+
+def produce(broker, n, client_id="shop", prefix="k", **kw):
+    p = Producer(broker, client_id=client_id, stamp_headers=True, **kw)
+    metas = [p.send("orders", key=f"{prefix}{i}".encode(), value=b"v") for i in range(n)]
+    p.flush()
+    return [m.get() for m in metas]
+
+
+def test_counts_offsets_routing_and_producers_match_what_the_broker_wrote(data, clock):
+    broker, d = data
+    metas = produce(broker, 60)
+    snap = DataDirWatcher(d, clock=clock).poll()
+    parts = partitions(snap)
+    for p in range(4):
+        leo = broker.list_offsets("orders", p, -1)[0]
+        assert parts[p]["log_end_offset"] == leo
+        assert parts[p]["records"] == sum(1 for m in metas if m.partition == p)
+    assert [t["name"] for t in snap["topics"]] == ["orders"]      # __consumer_offsets is not a topic shown
+    for r in snap["recent"]:
+        assert r["hash_partition"] == murmur2_partition(r["key"].encode(), 4) == r["partition"]
+        assert r["producer"] == "shop"
+    (shop,) = snap["producers"]
+    assert shop["client_id"] == "shop" and shop["records"] == 60
+    assert shop["by_partition"] == {f"orders-{p}": parts[p]["records"] for p in range(4) if parts[p]["records"]}
+    assert snap["brokers"] == [{"id": 0, "rack": None, "log_dir": os.path.abspath(d), "state": "not running",
+                                "listener": None}]
+    assert snap["problems"] == []
+
+
+def test_a_record_routed_against_the_hash_shows_the_log_partition_not_the_hash(data, clock):
+    broker, d = data
+    key = b"merchant-7"
+    elsewhere = (murmur2_partition(key, 4) + 1) % 4
+    p = Producer(broker, client_id="manual")
+    p.send("orders", key=key, value=b"v", partition=elsewhere).get()
+    (r,) = DataDirWatcher(d, clock=clock).poll()["recent"]
+    assert (r["partition"], r["hash_partition"]) == (elsewhere, murmur2_partition(key, 4))
+    assert r["producer"] != "manual"          # not stamped: identified by producer id, or not at all
+
+
+def test_new_records_are_counted_once_and_rates_follow_the_clock(data, clock):
+    broker, d = data
+    w = DataDirWatcher(d, clock=clock, rate_window_ms=10_000)
+    produce(broker, 20)
+    first = partitions(w.poll())
+    assert sum(p["records"] for p in first.values()) == 20
+    assert all(p["rate"] == 0 for p in first.values())       # one sample: no rate yet
+    clock.advance(4_000)
+    metas = produce(broker, 40, prefix="later")
+    second = partitions(w.poll())
+    assert sum(p["records"] for p in second.values()) == 60
+    for p in range(4):
+        added = sum(1 for m in metas if m.partition == p)
+        assert second[p]["records"] == first[p]["records"] + added
+        assert second[p]["rate"] == pytest.approx(added / 4.0)
+    clock.advance(20_000)                 # nothing new for longer than the window: the rate falls to 0
+    w.poll()
+    clock.advance(1_000)
+    assert all(p["rate"] == 0 for p in partitions(w.poll()).values())
+
+
+def test_segments_rolled_and_deleted_are_followed(tmp_path, clock):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=clock) as broker:
+        broker.create_topic("orders", 1, configs={"segment.bytes": 1024})
+        w = DataDirWatcher(d, clock=clock)
+        for i in range(30):
+            broker.append_records("orders", 0, [(clock.now_ms(), b"k%d" % i, b"x" * 100, ())])
+        snap = partitions(w.poll())[0]
+        assert snap["segments"] > 1 and snap["records"] == 30 and snap["log_end_offset"] == 30
+        broker.alter_topic_configs("orders", {"retention.bytes": "1024"})
+        broker.run_log_maintenance()
+        after = partitions(w.poll())[0]
+        start = broker.list_offsets("orders", 0, -2)[0]
+        assert start > 0 and after["log_start_offset"] == start
+        assert after["records"] == 30 - start and after["log_end_offset"] == 30
+
+
+def test_a_torn_tail_is_not_counted_and_a_corrupt_batch_is_reported_without_writing(tmp_path, clock):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=clock) as broker:
+        broker.create_topic("orders", 1)
+        broker.append_records("orders", 0, [(clock.now_ms(), b"k", b"v", ())] * 3)
+    seg = os.path.join(d, "orders-0", "00000000000000000000.log")
+    batch = rb.encode_batch(3, [(0, clock.now_ms(), b"k", b"v", ())])
+    w = DataDirWatcher(d, clock=clock)
+    assert partitions(w.poll())[0]["records"] == 3
+    with open(seg, "ab") as f:                # a writer in the middle of a batch
+        f.write(batch[:30])
+    before = tree_state(d)
+    snap = w.poll()
+    assert partitions(snap)[0]["records"] == 3 and snap["problems"] == []
+    with open(seg, "ab") as f:                # ... finishes it
+        f.write(batch[30:])
+    assert partitions(w.poll())[0]["log_end_offset"] == 4
+    bad = bytearray(rb.encode_batch(4, [(0, clock.now_ms(), b"k", b"v", ())]))
+    bad[-1] ^= 0xFF                           # whole, but its CRC does not match
+    with open(seg, "ab") as f:
+        f.write(bytes(bad))
+    snap = w.poll()
+    assert partitions(snap)[0]["records"] == 4
+    assert len(snap["problems"]) == 1 and "CRC mismatch" in snap["problems"][0] and seg in snap["problems"][0]
+    assert {k: v for k, v in tree_state(d).items() if k != seg} == {k: v for k, v in before.items() if k != seg}
+
+
+def test_groups_members_ownership_and_rebalances_come_from_consumer_offsets(data, clock):
+    broker, d = data
+    produce(broker, 8)
+    w = DataDirWatcher(d, clock=clock)
+    a = Consumer(broker, "orders", group_id="g", client_id="a")
+    for _ in range(40):
+        clock.advance(100)
+        a.poll()
+    (g1,) = w.poll()["groups"]
+    assert g1["state"] == "Stable" and [m["client_id"] for m in g1["members"]] == ["a"]
+    assert g1["members"][0]["assignment"] == [["orders", p] for p in range(4)]
+    color_a = g1["members"][0]["color"]
+    b = Consumer(broker, "orders", group_id="g", client_id="b")
+    for _ in range(80):
+        clock.advance(100)
+        a.poll()
+        b.poll()
+    a.commit()
+    snap = w.poll()
+    (g2,) = snap["groups"]
+    owners = {tp[1]: m["client_id"] for m in g2["members"] for tp in m["assignment"]}
+    truth = broker.describe_group("g")
+    assert g2["generation"] == truth["generation"] == g1["generation"] + 1
+    assert owners == {tp.partition: m["client_id"] for m in truth["members"] for tp in m["assignment"]}
+    assert set(owners.values()) == {"a", "b"}
+    colors = {m["client_id"]: m["color"] for m in g2["members"]}
+    assert colors["a"] == color_a != colors["b"]       # a keeps its colour; b gets another
+    latest = snap["rebalances"][0]
+    assert latest["generation"] == g2["generation"] and [x.split(" ")[0] for x in latest["joined"]] == ["b"]
+    assert {m["partition"] for m in latest["moved"]} == {p for p, c in owners.items() if c == "b"}
+    committed = {c["partition"]: c for c in g2["committed"]}
+    for p, owner in owners.items():
+        if owner == "a":
+            assert committed[p]["lag"] == 0
+
+
+def test_a_cluster_data_dir_lists_each_broker_and_the_replicas_it_holds(data, clock):
+    broker, d = data
+    produce(broker, 12)
+    for bid in (0, 1):
+        shutil.copytree(os.path.join(d, "orders-0"), os.path.join(d, f"broker-{bid}", "orders-0"))
+    snap = DataDirWatcher(d, clock=clock).poll()
+    assert [b["id"] for b in snap["brokers"]] == [0, 1]
+    p0 = partitions(snap)[0]
+    assert p0["replicas"] == [0, 1] and p0["log_end_offset"] == broker.list_offsets("orders", 0, -1)[0]
+    assert partitions(snap)[1]["replicas"] == []            # held by no broker dir
+
+
+def test_a_missing_data_dir_is_an_error_naming_it(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="nowhere"):
+        DataDirWatcher(str(tmp_path / "nowhere"))
