@@ -190,7 +190,7 @@ function render(s) {
   drawRecent(s);
   drawRebalances(s, group);
   document.getElementById("summary").textContent = t
-    ? `${t.partitions} partitions · ${t.records} records · ${s.producers.length} producer(s) · ` +
+    ? `${t.partitions} partitions · ${t.records} record${t.records === 1 ? "" : "s"} · ${s.producers.length} producer(s) · ` +
       `${group ? group.members.length : 0} member(s)` : "";
   const box = document.getElementById("problems-box");
   box.hidden = s.problems.length === 0;
