@@ -8,11 +8,14 @@ const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
 const UNOWNED = "#d9d9d9";
 const SVG_NS = "http://www.w3.org/2000/svg";
-const ROW = 38, TOP = 40;
+const TOP = 40;
+let ROW = 38;                     // row pitch; 20 when a topic has many partitions
 const X = { prod: 10, prodW: 210, route: 270, routeW: 170, part: 490, partW: 330, mem: 880, memW: 230 };
 
 let snapshot = null;
 let lastGeneration = {};          // group -> generation seen, to flash on a new one
+
+function fit(text, n) { return text.length <= n ? text : text.slice(0, n - 1) + "…"; }
 
 function colorOf(index) { return index == null ? UNOWNED : PALETTE[index % PALETTE.length]; }
 
@@ -70,8 +73,11 @@ function drawDiagram(s, topic, group) {
   const members = group ? group.members : [];
   const owner = {};
   for (const m of members) for (const [tt, p] of m.assignment) if (tt === topic) owner[p] = m;
-  const rows = Math.max(parts.length, producers.length, members.length, 3);
-  const height = TOP + rows * ROW + 20;
+  ROW = parts.length > 16 ? 22 : 38;
+  const compact = ROW < 38;
+  const cellH = compact ? 18 : 30;
+  const span = Math.max(parts.length * ROW, producers.length * 38, members.length * 57, 3 * 38);
+  const height = TOP + span + 20;
   svg.setAttribute("height", height);
   const nodes = [];
   nodes.push(el("text", { x: X.prod, y: 20, class: "title" }, "producers"));
@@ -80,20 +86,20 @@ function drawDiagram(s, topic, group) {
   nodes.push(el("text", { x: X.mem, y: 20, class: "title" },
                 group ? `group ${group.group_id} · generation ${group.generation}` : "no consumer group"));
   // routing box in the middle of the height
-  const routeY = TOP + (rows * ROW) / 2 - 30;
+  const routeY = TOP + span / 2 - 30;
   const n = t ? t.partitions : 0;
   nodes.push(el("rect", { x: X.route, y: routeY, width: X.routeW, height: 60, rx: 8, class: "route" }));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 25, class: "title" }, `murmur2(key) mod ${n}`));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 44, class: "small" }, "Kafka's default partitioner"));
   const latest = s.recent.find(r => r.topic === topic);
   producers.forEach((p, i) => {
-    const y = TOP + i * ROW;
+    const y = TOP + i * 38;
     const hot = latest && latest.producer === p.id;
     nodes.push(el("path", { d: `M${X.prod + X.prodW},${y + 15} C${X.route - 20},${y + 15} ${X.prod + X.prodW + 20},${routeY + 30} ${X.route},${routeY + 30}`,
                             class: hot ? "link hot" : "link" }));
     const g = el("g", { "data-producer": p.id });
     g.append(el("rect", { x: X.prod, y, width: X.prodW, height: 30, rx: 5, class: "box" }));
-    g.append(el("text", { x: X.prod + 8, y: y + 13 }, p.id));
+    g.append(el("text", { x: X.prod + 8, y: y + 13 }, fit(p.id, 30)));
     const count = Object.entries(p.by_partition).filter(([k]) => k.startsWith(topic + "-"))
       .reduce((a, [, v]) => a + v, 0);
     g.append(el("text", { x: X.prod + 8, y: y + 26, class: "small" },
@@ -104,38 +110,48 @@ function drawDiagram(s, topic, group) {
     const y = TOP + i * ROW;
     const m = owner[p.partition];
     const hot = latest && latest.partition === p.partition;
-    nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + 15} ${X.part},${y + 15}`,
+    nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
                             class: hot ? "link hot" : "link" }));
     const g = el("g", { "data-partition": `${topic}-${p.partition}`, "data-records": p.records,
                         "data-leo": p.log_end_offset, "data-owner": m ? m.label : "",
                         "data-owner-color": colorOf(m ? m.color : null) });
     const fill = colorOf(m ? m.color : null);
-    g.append(el("rect", { x: X.part, y, width: X.partW, height: 30, rx: 4, fill, "fill-opacity": 0.28,
+    g.append(el("rect", { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
                           stroke: fill }));
-    g.append(el("rect", { x: X.part, y, width: 16, height: 30, fill, class: "owner-bar" }));
-    g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
-    g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, `${p.records} record${p.records === 1 ? "" : "s"}`));
-    g.append(el("text", { x: X.part + 24, y: y + 26, class: "small" },
-                `LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · replicas ${p.replicas.join(",") || "–"}`));
+    g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
+    const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
+    if (compact) {
+      g.append(el("text", { x: X.part + 24, y: y + cellH - 2, class: "count" },
+                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s`));
+      g.lastChild.setAttribute("y", y + cellH - 5);
+    } else {
+      g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
+      g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, recs));
+      g.append(el("text", { x: X.part + 24, y: y + 26, class: "small" },
+                  `LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · replicas ${p.replicas.join(",") || "–"}`));
+    }
+    g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
+                             `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
     nodes.push(g);
     if (m) {
       const j = members.indexOf(m);
-      nodes.push(el("path", { d: `M${X.part + X.partW},${y + 15} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${TOP + j * ROW * 1.5 + 20} ${X.mem},${TOP + j * ROW * 1.5 + 20}`,
+      nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${TOP + j * 57 + 20} ${X.mem},${TOP + j * 57 + 20}`,
                               class: "own", stroke: colorOf(m.color) }));
     }
   });
   members.forEach((m, j) => {
-    const y = TOP + j * ROW * 1.5;
+    const y = TOP + j * 57;
     const owned = m.assignment.filter(tp => tp[0] === topic).map(tp => "P" + tp[1]);
     const g = el("g", { "data-member": m.member_id, "data-color": colorOf(m.color) });
     g.append(el("rect", { x: X.mem, y, width: X.memW, height: 48, rx: 6, fill: colorOf(m.color), "fill-opacity": 0.35,
                           stroke: colorOf(m.color) }));
-    g.append(el("text", { x: X.mem + 8, y: y + 15, class: "title" }, m.label));
+    g.append(el("text", { x: X.mem + 8, y: y + 15, class: "title" }, fit(m.label, 30)));
+    g.append(el("title", {}, `${m.label}: member id ${m.member_id}` +
+                             (m.group_instance_id ? `, static instance ${m.group_instance_id}` : "")));
     g.append(el("text", { x: X.mem + 8, y: y + 30, class: "small" }, `host ${m.client_host || "in-process"}`));
-    g.append(el("text", { x: X.mem + 8, y: y + 43, class: "small" }, `owns ${owned.join(", ") || "nothing"}`));
+    g.append(el("text", { x: X.mem + 8, y: y + 43, class: "small" }, fit(`owns ${owned.join(", ") || "nothing"}`, 40)));
     nodes.push(g);
   });
-  svg.setAttribute("height", Math.max(height, TOP + members.length * ROW * 1.5 + 20));
   svg.replaceChildren(...nodes);
   return t;
 }
@@ -156,7 +172,12 @@ function drawRebalances(s, group) {
   const list = document.getElementById("rebalances");
   list.replaceChildren(...s.rebalances.map(r => {
     const li = h("li");
-    const moved = r.moved.map(x => `${x.topic}-${x.partition}: ${x.from || "none"} → ${x.to || "none"}`);
+    const byPair = new Map();      // "from → to" -> partitions, so each hand-over is one phrase
+    for (const x of r.moved) {
+      const pair = `${x.from || "no owner"} → ${x.to || "no owner"}`;
+      byPair.set(pair, (byPair.get(pair) || []).concat(`${x.topic}-${x.partition}`));
+    }
+    const moved = [...byPair].map(([pair, tps]) => `${tps.join(", ")}: ${pair}`);
     li.textContent = `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, ` +
       `${r.members.length} member${r.members.length === 1 ? "" : "s"})` +
       (r.joined.length ? `; joined ${r.joined.join(", ")}` : "") +
