@@ -18,8 +18,9 @@ Invariants:
   (recovery truncated a torn tail) is forgotten and read again from position 0; a segment
   that disappears (retention, topic deletion) is forgotten; so the counts always describe
   the files as they are now;
-- at most ``budget`` bytes are read per segment per poll, so one poll stays short on a large
-  data dir: a tail that has more to read says so (``behind``) and catches up over polls.
+- at most ``budget`` bytes are read per partition per poll (more only to take one batch larger
+  than that whole), so one poll stays short on a large data dir: a tail that has more to read
+  says so (``behind``) and catches up over polls, oldest segment first.
 
 Thread-safety: not thread-safe; one owner (the view's poller thread) calls :meth:`poll`.
 """
@@ -40,7 +41,7 @@ from kafkasim.storage.files import storage_errors
 __all__ = ["PartitionTail", "DEFAULT_BUDGET"]
 
 DEFAULT_BUDGET = 4 * 1024 * 1024
-"""Bytes read per segment per poll at most."""
+"""Bytes read per partition per poll at most."""
 
 OnBatch = Callable[[BatchHeader, Optional[tuple]], None]
 """Called for each new batch: its header and, when asked for, its decoded columns
@@ -67,6 +68,7 @@ class PartitionTail:
         self._segments: dict[int, _Segment] = {}
         self.behind = False
         self.problems: list[str] = []
+        self._left = budget
 
     # -- what the files hold now ----------------------------------------------------------------
     @property
@@ -112,6 +114,7 @@ class PartitionTail:
         for base in [b for b in self._segments if b not in seen]:
             del self._segments[base]
         new = 0
+        self._left = self.budget
         for base, seg_path in listing:
             try:
                 st = os.stat(seg_path)
@@ -125,11 +128,14 @@ class PartitionTail:
                 self.problems.append(s.stuck)
                 continue
             if st.st_size > s.position:
+                if self._left <= 0:
+                    self.behind = True
+                    continue
                 new += self._read(s, seg_path, st.st_size, on_batch, decode)
         return new
 
     def _read(self, s: _Segment, path: str, size: int, on_batch: Optional[OnBatch], decode: bool) -> int:
-        end = min(size, s.position + self.budget)
+        end = min(size, s.position + self._left)
         if size - s.position >= rb.HEADER_SIZE:   # one batch larger than the budget is read whole
             try:
                 with open(path, "rb") as f:
@@ -143,6 +149,7 @@ class PartitionTail:
                     data = os.pread(f.fileno(), end - s.position, s.position)
         except (FileNotFoundError, KafkaStorageError):
             return 0                # deleted between the listing and the read: next poll forgets it
+        self._left -= len(data)
         walk = BatchIterator(data, where=path, at=s.position)
         count = 0
         for pos, h in walk:

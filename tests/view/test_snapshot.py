@@ -195,3 +195,22 @@ def test_a_cluster_data_dir_lists_each_broker_and_the_replicas_it_holds(data, cl
 def test_a_missing_data_dir_is_an_error_naming_it(tmp_path):
     with pytest.raises(InvalidArgumentError, match="nowhere"):
         DataDirWatcher(str(tmp_path / "nowhere"))
+
+
+def test_a_large_backlog_is_read_in_bounded_polls_and_catches_up_in_order(tmp_path, clock):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=clock) as broker:
+        broker.create_topic("orders", 1, configs={"segment.bytes": 2048})
+        for i in range(40):
+            broker.append_records("orders", 0, [(clock.now_ms() + i, b"k%d" % i, b"x" * 100, ())])
+        w = DataDirWatcher(d, clock=clock, budget=600, recent=100)
+        snap = w.poll()
+        first = partitions(snap)[0]["records"]
+        assert snap["behind"] and 0 < first < 40
+        polls = 1
+        while snap["behind"]:
+            snap = w.poll()
+            polls += 1
+            assert polls < 40
+        assert partitions(snap)[0]["records"] == 40 and partitions(snap)[0]["log_end_offset"] == 40
+        assert [r["offset"] for r in snap["recent"]] == list(range(39, -1, -1))   # each once, in order
