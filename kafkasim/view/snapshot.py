@@ -60,6 +60,14 @@ def _text(b: Optional[bytes]) -> Optional[str]:
     return s if len(s) <= _KEY_CHARS else s[:_KEY_CHARS - 1] + "…"
 
 
+def _client_of(headers) -> Optional[str]:
+    """The client id a record's ``kafkasim.producer`` header carries, if any."""
+    for hk, hv in headers or ():
+        if hk == PRODUCER_HEADER and hv is not None:
+            return bytes(hv).decode("utf-8", errors="backslashreplace")
+    return None
+
+
 def _pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -202,33 +210,39 @@ class DataDirWatcher:
 
         def on_batch(h, cols) -> None:
             deltas, tsds, keys, _, headers = cols
-            n = self._topic_sizes.get(topic)
+            count = len(deltas)
             pid = h.producer_id if h.producer_id >= 0 else None
-            for d, t, k, hdrs in zip(deltas, tsds, keys, headers):
-                client = None
-                for hk, hv in hdrs or ():
-                    if hk == PRODUCER_HEADER and hv is not None:
-                        client = bytes(hv).decode("utf-8", errors="backslashreplace")
-                        break
-                ident = client if client is not None else (f"producer id {pid}" if pid is not None
-                                                           else "unidentified")
-                self._count_producer(ident, client, pid, topic, partition, h.base_timestamp + t)
+            fallback = f"producer id {pid}" if pid is not None else "unidentified"
+            if any(headers):               # some records carry headers: look for the client id
+                idents = [_client_of(hdrs) for hdrs in headers]
+                per: dict[tuple[str, Optional[str]], int] = {}
+                for client in idents:
+                    k = (client or fallback, client)
+                    per[k] = per.get(k, 0) + 1
+                for (ident, client), c in per.items():
+                    self._count_producer(ident, client, pid, topic, partition, h.max_timestamp, c)
+            else:                          # the common case: one count per batch, no loop per record
+                idents = None
+                self._count_producer(fallback, None, pid, topic, partition, h.max_timestamp, count)
+            n = self._topic_sizes.get(topic)
+            for i in range(max(0, count - (self._recent.maxlen or 0)), count):   # only what the list keeps
+                k = keys[i]
                 self._recent.append({
-                    "topic": topic, "partition": partition, "offset": h.base_offset + d,
-                    "timestamp": h.base_timestamp + t, "key": _text(k),
+                    "topic": topic, "partition": partition, "offset": h.base_offset + deltas[i],
+                    "timestamp": h.base_timestamp + tsds[i], "key": _text(k),
                     "hash_partition": murmur2_partition(bytes(k), n) if k is not None and n else None,
-                    "partitions": n, "producer": ident})
+                    "partitions": n, "producer": (idents[i] if idents else None) or fallback})
         tail.poll(on_batch, decode=True)
 
     def _count_producer(self, ident: str, client: Optional[str], pid: Optional[int], topic: str,
-                        partition: int, timestamp: int) -> None:
+                        partition: int, timestamp: int, count: int = 1) -> None:
         p = self._producers.get(ident)
         if p is None:
             p = self._producers[ident] = {"id": ident, "client_id": client, "producer_id": pid,
                                           "records": 0, "by_partition": {}, "last_timestamp": None}
-        p["records"] += 1
+        p["records"] += count
         tp = f"{topic}-{partition}"
-        p["by_partition"][tp] = p["by_partition"].get(tp, 0) + 1
+        p["by_partition"][tp] = p["by_partition"].get(tp, 0) + count
         if pid is not None:
             p["producer_id"] = pid
         p["last_timestamp"] = timestamp if p["last_timestamp"] is None else max(p["last_timestamp"], timestamp)
