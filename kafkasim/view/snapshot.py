@@ -16,9 +16,12 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   record with neither is counted under ``unidentified``;
 - ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`);
 - ``brokers``: broker 0 (the data dir) for one broker, with ``serving`` when its
-  ``.server.json`` names a live process; one entry per ``broker-<id>/`` log dir when the
-  data dir holds a cluster (each partition then lists the brokers that hold a replica, and
-  its numbers are the replica with the largest log end offset).
+  ``.server.json`` names a live process, and it leads every partition. A cluster data dir
+  (``broker-<id>/`` log dirs, the controller's ``meta/cluster.json``) lists every broker with
+  its rack and state (``alive``, ``stopped``, ``isolated``) and each partition's replicas,
+  leader (-1: offline) and ISR as the controller recorded them; a partition's numbers are
+  its leader's log (the replica with the largest log end offset when the leader's is not
+  there), and ``held_by`` lists the brokers whose log dir holds a replica.
 
 Nothing is invented: every number is counted from the files as they are at the poll. The
 watcher only reads (plain ``open``/``pread``, never a ``Log``, never the data dir's lock).
@@ -49,6 +52,7 @@ __all__ = ["DataDirWatcher", "SNAPSHOT_VERSION", "ADDRESS_FILE"]
 
 SNAPSHOT_VERSION = 1
 ADDRESS_FILE = ".server.json"   # written by `kafkasim serve` (kafkasim/server/address.py)
+CLUSTER_FILE = "cluster.json"   # meta/cluster.json: a cluster's controller state (broker/controller.py)
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KEY_CHARS = 60
 
@@ -78,6 +82,18 @@ def _pid_alive(pid: Any) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _placement(cluster: Optional[dict], topic: str, partition: int, log_dirs) -> dict[str, Any]:
+    """Replicas, leader and ISR of a partition: the controller's for a cluster; broker 0 for one broker."""
+    if cluster is None:
+        only = log_dirs[0][0] if len(log_dirs) == 1 else None
+        return {"replicas": [only] if only is not None else [], "leader": only,
+                "isr": [only] if only is not None else []}
+    plist = cluster["partitions"].get(topic) or []
+    if partition < len(plist):
+        return dict(plist[partition])
+    return {"replicas": [], "leader": None, "isr": []}
 
 
 class DataDirWatcher:
@@ -140,7 +156,26 @@ class DataDirWatcher:
             topics[topic] = n
         return topics
 
-    def _brokers(self, log_dirs: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    def _read_cluster(self, problems: list[str]) -> Optional[dict[str, Any]]:
+        """The controller's ``meta/cluster.json`` of a cluster data dir (brokers with rack and
+        state; per partition replicas, leader, ISR), or None for a one-broker data dir."""
+        path = os.path.join(self.data_dir, layout.META_DIR, CLUSTER_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                raw = json.load(f)
+            brokers = {int(b["id"]): {"rack": b.get("rack"), "state": str(b.get("state"))}
+                       for b in raw["brokers"]}
+            partitions = {str(t): [{"replicas": [int(r) for r in p["replicas"]], "leader": int(p["leader"]),
+                                    "isr": [int(r) for r in p["isr"]]} for p in plist]
+                          for t, plist in (raw.get("partitions") or {}).items()}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"unreadable cluster metadata {path}: {exc}")
+            return None
+        return {"brokers": brokers, "partitions": partitions}
+
+    def _brokers(self, log_dirs: list[tuple[int, str]], cluster: Optional[dict]) -> list[dict[str, Any]]:
         address = None
         try:
             with open(os.path.join(self.data_dir, ADDRESS_FILE), encoding="utf-8") as f:
@@ -148,14 +183,15 @@ class DataDirWatcher:
         except (OSError, ValueError):
             address = None
         serving = isinstance(address, dict) and _pid_alive(address.get("pid"))
-        out = []
-        for broker_id, path in log_dirs:
-            entry = {"id": broker_id, "rack": None, "log_dir": path,
-                     "state": "serving" if serving else "not running", "listener": None}
-            if serving:
-                entry["listener"] = f"{address.get('host')}:{address.get('port')}"
-            out.append(entry)
-        return out
+        listener = f"{address.get('host')}:{address.get('port')}" if serving else None
+        if cluster is not None:           # the controller's view: every broker, its rack and state
+            dirs = dict(log_dirs)
+            return [{"id": bid, "rack": info["rack"], "state": info["state"],
+                     "log_dir": dirs.get(bid, os.path.join(self.data_dir, f"broker-{bid}")), "listener": listener}
+                    for bid, info in sorted(cluster["brokers"].items())]
+        return [{"id": broker_id, "rack": None, "log_dir": path,
+                 "state": "serving" if serving else "not running", "listener": listener}
+                for broker_id, path in log_dirs]
 
     # -- one look -------------------------------------------------------------------------------
     def poll(self) -> dict[str, Any]:
@@ -188,7 +224,7 @@ class DataDirWatcher:
         for key in [k for k in self._tails if k not in present]:
             del self._tails[key]
         self.polls += 1
-        return self._snapshot(now, topics, log_dirs, behind, problems)
+        return self._snapshot(now, topics, log_dirs, self._read_cluster(problems), behind, problems)
 
     def _follow(self, key: tuple[int, str, int], tail: PartitionTail, first_replica: bool) -> None:
         _, topic, partition = key
@@ -258,7 +294,7 @@ class DataDirWatcher:
             return 0.0
         return round(max(leo - o0, 0) * 1000.0 / (now - t0), 3)
 
-    def _snapshot(self, now: int, topics: dict[str, int], log_dirs, behind: bool,
+    def _snapshot(self, now: int, topics: dict[str, int], log_dirs, cluster: Optional[dict], behind: bool,
                   problems: list[str]) -> dict[str, Any]:
         replicas: dict[tuple[str, int], list[tuple[int, PartitionTail]]] = {}
         for (broker_id, topic, partition), tail in sorted(self._tails.items()):
@@ -273,20 +309,26 @@ class DataDirWatcher:
             parts = []
             for p in range(count):
                 held = replicas.get((name, p), [])
-                best = max(held, key=lambda bt: bt[1].log_end_offset)[1] if held else None
+                placed = _placement(cluster, name, p, log_dirs)
+                by_broker = dict(held)
+                if placed["leader"] in by_broker:       # the leader's log is the partition's log
+                    best = by_broker[placed["leader"]]
+                else:
+                    best = max(held, key=lambda bt: bt[1].log_end_offset)[1] if held else None
                 leo = best.log_end_offset if best else 0
                 leos[(name, p)] = leo
                 parts.append({"partition": p, "records": best.records if best else 0,
                               "log_start_offset": best.log_start_offset if best else 0,
                               "log_end_offset": leo, "segments": best.segment_count if best else 0,
                               "rate": self._rate((name, p), now, leo),
-                              "replicas": [b for b, _ in held]})
+                              "replicas": placed["replicas"], "leader": placed["leader"],
+                              "isr": placed["isr"], "held_by": [b for b, _ in held]})
             out_topics.append({"name": name, "partitions": topics.get(name, count),
                                "partition_stats": parts, "records": sum(x["records"] for x in parts)})
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,
-            "brokers": self._brokers(log_dirs),
+            "brokers": self._brokers(log_dirs, cluster),
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],

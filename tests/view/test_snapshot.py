@@ -3,6 +3,7 @@ Producer and Consumer wrote (in-process, on a MockClock), and what it must never
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -180,16 +181,35 @@ def test_groups_members_ownership_and_rebalances_come_from_consumer_offsets(data
             assert committed[p]["lag"] == 0
 
 
-def test_a_cluster_data_dir_lists_each_broker_and_the_replicas_it_holds(data, clock):
+def test_a_cluster_data_dir_shows_racks_states_leaders_and_the_leaders_log(data, clock):
     broker, d = data
     produce(broker, 12)
-    for bid in (0, 1):
-        shutil.copytree(os.path.join(d, "orders-0"), os.path.join(d, f"broker-{bid}", "orders-0"))
+    older = broker.list_offsets("orders", 0, -1)[0]
+    shutil.copytree(os.path.join(d, "orders-0"), os.path.join(d, "broker-0", "orders-0"))
+    produce(broker, 40, prefix="more")
+    newer = broker.list_offsets("orders", 0, -1)[0]
+    assert newer > older
+    shutil.copytree(os.path.join(d, "orders-0"), os.path.join(d, "broker-1", "orders-0"))
+    cluster = {"version": 1, "seed": 0, "placements": 1, "lost_records": [],
+               "brokers": [{"id": 0, "rack": "r1", "state": "alive", "delay_ms": 0},
+                           {"id": 1, "rack": "r2", "state": "stopped", "delay_ms": 0}],
+               "partitions": {"orders": [{"replicas": [0, 1], "leader": 0, "isr": [0], "leader_epoch": 2}]
+                              + [{"replicas": [1, 0], "leader": -1, "isr": [], "leader_epoch": 1}] * 3}}
+    with open(os.path.join(d, "meta", "cluster.json"), "w") as f:
+        json.dump(cluster, f)
     snap = DataDirWatcher(d, clock=clock).poll()
-    assert [b["id"] for b in snap["brokers"]] == [0, 1]
-    p0 = partitions(snap)[0]
-    assert p0["replicas"] == [0, 1] and p0["log_end_offset"] == broker.list_offsets("orders", 0, -1)[0]
-    assert partitions(snap)[1]["replicas"] == []            # held by no broker dir
+    assert [(b["id"], b["rack"], b["state"]) for b in snap["brokers"]] == [(0, "r1", "alive"), (1, "r2", "stopped")]
+    p0, p1 = partitions(snap)[0], partitions(snap)[1]
+    assert (p0["replicas"], p0["leader"], p0["isr"], p0["held_by"]) == ([0, 1], 0, [0], [0, 1])
+    assert p0["log_end_offset"] == older          # the leader's log, not the longer copy
+    assert (p1["leader"], p1["held_by"], p1["records"]) == (-1, [], 0)   # offline, held by no broker dir
+
+
+def test_a_one_broker_data_dir_has_broker_0_leading_everything(data, clock):
+    broker, d = data
+    snap = DataDirWatcher(d, clock=clock).poll()
+    assert all((p["replicas"], p["leader"], p["isr"], p["held_by"]) == ([0], 0, [0], [0])
+               for p in partitions(snap).values())
 
 
 def test_a_missing_data_dir_is_an_error_naming_it(tmp_path):

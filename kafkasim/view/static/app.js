@@ -15,6 +15,12 @@ const X = { prod: 10, prodW: 210, route: 270, routeW: 170, part: 490, partW: 330
 let snapshot = null;
 let lastGeneration = {};          // group -> generation seen, to flash on a new one
 
+function leadership(p) {
+  if (p.leader === -1) return `OFFLINE · replicas ${p.replicas.join(",")}`;
+  return `leader ${p.leader == null ? "–" : p.leader} · isr ${p.isr.join(",") || "–"}` +
+    (p.replicas.length > 1 ? ` of ${p.replicas.join(",")}` : "");
+}
+
 function fit(text, n) { return text.length <= n ? text : text.slice(0, n - 1) + "…"; }
 
 function colorOf(index) { return index == null ? UNOWNED : PALETTE[index % PALETTE.length]; }
@@ -50,7 +56,9 @@ function chosenTopic(s) {
 function chosenGroup(s, topic) {
   const owning = s.groups.filter(g => g.members.some(m => m.assignment.some(tp => tp[0] === topic)));
   const names = s.groups.map(g => g.group_id);
-  const pick = fillSelect(document.getElementById("group"), names, owning.length ? owning[0].group_id : names[0]);
+  const select = document.getElementById("group");
+  select.parentElement.hidden = names.length === 0;
+  const pick = fillSelect(select, names, owning.length ? owning[0].group_id : names[0]);
   return s.groups.find(g => g.group_id === pick) || null;
 }
 
@@ -117,18 +125,18 @@ function drawDiagram(s, topic, group) {
                         "data-owner-color": colorOf(m ? m.color : null) });
     const fill = colorOf(m ? m.color : null);
     g.append(el("rect", { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
-                          stroke: fill }));
+                          stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 }));
     g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
       g.append(el("text", { x: X.part + 24, y: y + cellH - 2, class: "count" },
-                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s`));
+                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
       g.lastChild.setAttribute("y", y + cellH - 5);
     } else {
       g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
       g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, recs));
       g.append(el("text", { x: X.part + 24, y: y + 26, class: "small" },
-                  `LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · replicas ${p.replicas.join(",") || "–"}`));
+                  `LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
     }
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
                              `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
