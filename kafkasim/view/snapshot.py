@@ -15,6 +15,8 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   producers) and the ``kafkasim.producer`` record header (the client id, when stamped); a
   record with neither is counted under ``unidentified``;
 - ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`);
+- ``cluster_events``: a broker's state or a partition's leader changing between two polls
+  (the controller's file is a state, not a log: the view notes the change when it sees it);
 - ``brokers``: broker 0 (the data dir) for one broker, with ``serving`` when its
   ``.server.json`` names a live process, and it leads every partition. A cluster data dir
   (``broker-<id>/`` log dirs, the controller's ``meta/cluster.json``) lists every broker with
@@ -55,6 +57,7 @@ ADDRESS_FILE = ".server.json"   # written by `kafkasim serve` (kafkasim/server/a
 CLUSTER_FILE = "cluster.json"   # meta/cluster.json: a cluster's controller state (broker/controller.py)
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KEY_CHARS = 60
+MAX_EVENTS = 30
 
 
 def _text(b: Optional[bytes]) -> Optional[str]:
@@ -115,6 +118,9 @@ class DataDirWatcher:
         self._producers: dict[str, dict] = {}
         self._groups = GroupsModel()
         self._topic_sizes: dict[str, int] = {}
+        self._events: deque = deque(maxlen=MAX_EVENTS)
+        self._last_states: Optional[dict] = None
+        self._last_leaders: dict = {}
         self.polls = 0
 
     # -- the sources ----------------------------------------------------------------------------
@@ -294,6 +300,22 @@ class DataDirWatcher:
             return 0.0
         return round(max(leo - o0, 0) * 1000.0 / (now - t0), 3)
 
+    def _note_changes(self, now: int, brokers: list[dict], topics: list[dict]) -> None:
+        """Broker state and partition leader changes since the previous poll, as events."""
+        states = {b["id"]: b["state"] for b in brokers}
+        leaders = {(t["name"], p["partition"]): p["leader"] for t in topics for p in t["partition_stats"]}
+        if self._last_states is not None:
+            for bid in sorted(set(states) | set(self._last_states)):
+                before, after = self._last_states.get(bid), states.get(bid)
+                if before != after:
+                    self._events.append({"at_ms": now, "kind": "broker", "broker": bid,
+                                         "from": before, "to": after})
+            for tp in sorted(set(leaders) & set(self._last_leaders)):
+                if leaders[tp] != self._last_leaders[tp]:
+                    self._events.append({"at_ms": now, "kind": "leader", "topic": tp[0], "partition": tp[1],
+                                         "from": self._last_leaders[tp], "to": leaders[tp]})
+        self._last_states, self._last_leaders = states, leaders
+
     def _snapshot(self, now: int, topics: dict[str, int], log_dirs, cluster: Optional[dict], behind: bool,
                   problems: list[str]) -> dict[str, Any]:
         replicas: dict[tuple[str, int], list[tuple[int, PartitionTail]]] = {}
@@ -325,10 +347,13 @@ class DataDirWatcher:
                               "isr": placed["isr"], "held_by": [b for b, _ in held]})
             out_topics.append({"name": name, "partitions": topics.get(name, count),
                                "partition_stats": parts, "records": sum(x["records"] for x in parts)})
+        brokers = self._brokers(log_dirs, cluster)
+        self._note_changes(now, brokers, out_topics)
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,
-            "brokers": self._brokers(log_dirs, cluster),
+            "brokers": brokers,
+            "cluster_events": list(reversed(self._events)),
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],

@@ -197,12 +197,26 @@ def test_a_cluster_data_dir_shows_racks_states_leaders_and_the_leaders_log(data,
                               + [{"replicas": [1, 0], "leader": -1, "isr": [], "leader_epoch": 1}] * 3}}
     with open(os.path.join(d, "meta", "cluster.json"), "w") as f:
         json.dump(cluster, f)
-    snap = DataDirWatcher(d, clock=clock).poll()
+    w = DataDirWatcher(d, clock=clock)
+    snap = w.poll()
     assert [(b["id"], b["rack"], b["state"]) for b in snap["brokers"]] == [(0, "r1", "alive"), (1, "r2", "stopped")]
     p0, p1 = partitions(snap)[0], partitions(snap)[1]
     assert (p0["replicas"], p0["leader"], p0["isr"], p0["held_by"]) == ([0, 1], 0, [0], [0, 1])
     assert p0["log_end_offset"] == older          # the leader's log, not the longer copy
     assert (p1["leader"], p1["held_by"], p1["records"]) == (-1, [], 0)   # offline, held by no broker dir
+    assert snap["cluster_events"] == []
+    cluster["brokers"][0]["state"] = "stopped"          # broker 0 fails; broker 1 is back and leads
+    cluster["brokers"][1]["state"] = "alive"
+    cluster["partitions"]["orders"][0].update(leader=1, isr=[1])
+    with open(os.path.join(d, "meta", "cluster.json"), "w") as f:
+        json.dump(cluster, f)
+    clock.advance(500)
+    snap = w.poll()
+    assert partitions(snap)[0]["log_end_offset"] == newer      # now the new leader's log
+    assert sorted((e["kind"], e.get("broker", e.get("partition")), e["from"], e["to"])
+                  for e in snap["cluster_events"]) == [
+        ("broker", 0, "alive", "stopped"), ("broker", 1, "stopped", "alive"), ("leader", 0, 0, 1)]
+    assert {e["at_ms"] for e in snap["cluster_events"]} == {clock.now_ms()}
 
 
 def test_a_one_broker_data_dir_has_broker_0_leading_everything(data, clock):

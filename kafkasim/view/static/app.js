@@ -209,6 +209,18 @@ function drawRebalances(s, group) {
   }
 }
 
+function drawClusterEvents(s) {
+  const list = document.getElementById("cluster-events");
+  list.parentElement.hidden = s.cluster_events.length === 0;
+  list.replaceChildren(...s.cluster_events.map(e => {
+    const when = new Date(e.at_ms).toLocaleTimeString();
+    const li = h("li", e.kind === "broker"
+      ? `${when}: broker ${e.broker} ${e.from || "unknown"} → ${e.to || "gone"}`
+      : `${when}: ${e.topic}-${e.partition} leader ${e.from} → ${e.to === -1 ? "none (offline)" : e.to}`);
+    return li;
+  }));
+}
+
 function render(s) {
   snapshot = s;
   document.getElementById("datadir").textContent = s.data_dir + (s.behind ? " (catching up…)" : "");
@@ -218,6 +230,7 @@ function render(s) {
   const t = drawDiagram(s, topic, group);
   drawRecent(s);
   drawRebalances(s, group);
+  drawClusterEvents(s);
   document.getElementById("summary").textContent = t
     ? `${t.partitions} partitions · ${t.records} record${t.records === 1 ? "" : "s"} · ${s.producers.length} producer(s) · ` +
       `${group ? group.members.length : 0} member(s)` : "";
