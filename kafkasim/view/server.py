@@ -174,6 +174,10 @@ def _handler_for(published: _Published, heartbeat_s: float) -> type:
                 self._send(text.encode(), "application/json", head_only)
             elif path == "/events" and not head_only:
                 self._events()
+            elif path == "/favicon.ico":              # no icon: say so without a 404 in the console
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             else:
                 self._send(b"not found\n", "text/plain; charset=utf-8", head_only, status=404)
 

@@ -94,7 +94,8 @@ def run_view(*args):
                             stderr=subprocess.PIPE, text=True)
 
 
-def test_kafkasim_view_prints_its_url_serves_and_stops_on_sigterm(broker_dir):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_kafkasim_view_prints_its_url_serves_and_stops_cleanly(broker_dir, stop):
     _, d = broker_dir
     proc = run_view("--data-dir", d, "--json")
     try:
@@ -102,8 +103,9 @@ def test_kafkasim_view_prints_its_url_serves_and_stops_on_sigterm(broker_dir):
         assert info["host"] == "127.0.0.1" and info["url"] == f"http://127.0.0.1:{info['port']}/"
         snap = json.loads(get(info["url"] + "snapshot.json")[2])
         assert snap["data_dir"] == os.path.abspath(d) and [t["name"] for t in snap["topics"]] == ["orders"]
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         assert proc.wait(15) == 0
+        assert "Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
