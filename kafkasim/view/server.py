@@ -105,6 +105,9 @@ class ViewServer:
         except (KafkaSimError, OSError) as exc:     # keep serving the last snapshot; say why
             log.warning("kafkasim view: reading %s failed: %s", self.watcher.data_dir, exc)
             return last, False
+        except Exception:   # a bug must not freeze the page silently: log it, keep the last snapshot
+            log.exception("kafkasim view: reading %s failed", self.watcher.data_dir)
+            return last, False
         stable = json.dumps({k: v for k, v in snap.items() if k not in ("now_ms", "poll")}, sort_keys=True)
         if force or stable != last:
             self._published.publish(json.dumps(snap))
@@ -131,7 +134,8 @@ class ViewServer:
         """Stop polling, end every event stream, close the listener."""
         self._stop.set()
         self._published.close()
-        self._httpd.shutdown()
+        if self._threads:                 # shutdown() waits for serve_forever: only once it runs
+            self._httpd.shutdown()
         self._httpd.server_close()
         for t in self._threads:
             t.join(timeout=5)

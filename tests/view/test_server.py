@@ -89,6 +89,14 @@ def test_close_ends_open_event_streams(broker_dir):
     stream.close()
 
 
+def test_a_view_closed_before_it_started_does_not_hang(broker_dir):
+    _, d = broker_dir
+    view = ViewServer(DataDirWatcher(d))
+    started = time.monotonic()
+    view.close()
+    assert time.monotonic() - started < 2
+
+
 def run_view(*args):
     return subprocess.Popen([sys.executable, "-m", "kafkasim", "view", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
