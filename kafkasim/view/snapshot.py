@@ -347,6 +347,8 @@ class DataDirWatcher:
                               "isr": placed["isr"], "held_by": [b for b, _ in held]})
             out_topics.append({"name": name, "partitions": topics.get(name, count),
                                "partition_stats": parts, "records": sum(x["records"] for x in parts)})
+        for tp in [tp for tp in self._samples if tp not in leos]:    # deleted partitions
+            del self._samples[tp]
         brokers = self._brokers(log_dirs, cluster)
         self._note_changes(now, brokers, out_topics)
         return {

@@ -125,3 +125,17 @@ def test_kafkasim_view_refuses_a_missing_data_dir_naming_it(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1 and "typo" in err and "does not exist" in err and out == ""
     assert not (tmp_path / "typo").exists()
+
+
+def test_every_file_the_page_needs_ships_as_package_data():
+    """The editable install finds static/ anyway; a real install ships only what pyproject names."""
+    import fnmatch
+    import tomllib
+
+    from kafkasim.view.server import STATIC_FILES
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["kafkasim.view"]
+    for name, _ in STATIC_FILES.values():
+        assert any(fnmatch.fnmatch(f"static/{name}", g) for g in globs), name
