@@ -186,7 +186,8 @@ function drawRebalances(s, group) {
       byPair.set(pair, (byPair.get(pair) || []).concat(`${x.topic}-${x.partition}`));
     }
     const moved = [...byPair].map(([pair, tps]) => `${tps.join(", ")}: ${pair}`);
-    li.textContent = `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, ` +
+    li.textContent = `${new Date(r.timestamp).toLocaleTimeString()}: ` +
+      `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, ` +
       `${r.members.length} member${r.members.length === 1 ? "" : "s"})` +
       (r.joined.length ? `; joined ${r.joined.join(", ")}` : "") +
       (r.left.length ? `; left ${r.left.join(", ")}` : "") +
