@@ -139,3 +139,16 @@ def test_every_file_the_page_needs_ships_as_package_data():
         globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["kafkasim.view"]
     for name, _ in STATIC_FILES.values():
         assert any(fnmatch.fnmatch(f"static/{name}", g) for g in globs), name
+
+
+def test_kafkasim_view_on_a_port_in_use_says_so(broker_dir):
+    import socket
+
+    _, d = broker_dir
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = run_view("--data-dir", d, "--port", str(port))
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in err and out == ""

@@ -100,6 +100,8 @@ function drawDiagram(s, topic, group) {
   nodes.push(el("text", { x: X.route + 10, y: routeY + 25, class: "title" }, `murmur2(key) mod ${n}`));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 44, class: "small" }, "Kafka's default partitioner"));
   const latest = s.recent.find(r => r.topic === topic);
+  if (!producers.length)
+    nodes.push(el("text", { x: X.prod, y: TOP + 15, class: "small" }, "no records in this topic yet"));
   producers.forEach((p, i) => {
     const y = TOP + i * 38;
     const hot = latest && latest.producer === p.id;
