@@ -28,7 +28,6 @@ Thread-safety: not thread-safe; one owner (the view's poller thread) calls :meth
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -136,19 +135,18 @@ class PartitionTail:
 
     def _read(self, s: _Segment, path: str, size: int, on_batch: Optional[OnBatch], decode: bool) -> int:
         end = min(size, s.position + self._left)
-        if size - s.position >= rb.HEADER_SIZE:   # one batch larger than the budget is read whole
-            try:
-                with open(path, "rb") as f:
-                    head = os.pread(f.fileno(), rb.HEADER_SIZE, s.position)
-                end = min(size, max(end, s.position + rb.batch_size_of(head)))
-            except (OSError, struct.error):
-                pass
         try:
             with storage_errors("read", path):
                 with open(path, "rb") as f:
+                    if size - s.position >= rb.HEADER_SIZE:   # one batch larger than the budget is read whole
+                        head = os.pread(f.fileno(), rb.HEADER_SIZE, s.position)
+                        if len(head) == rb.HEADER_SIZE:
+                            end = min(size, max(end, s.position + rb.batch_size_of(head)))
                     data = os.pread(f.fileno(), end - s.position, s.position)
-        except (FileNotFoundError, KafkaStorageError):
-            return 0                # deleted between the listing and the read: next poll forgets it
+        except KafkaStorageError as exc:
+            if not isinstance(exc.__cause__, FileNotFoundError):   # deleted meanwhile: next poll forgets it
+                self.problems.append(str(exc))
+            return 0
         self._left -= len(data)
         walk = BatchIterator(data, where=path, at=s.position)
         count = 0
