@@ -81,6 +81,9 @@ function drawDiagram(s, topic, group) {
   const members = group ? group.members : [];
   const owner = {};
   for (const m of members) for (const [tt, p] of m.assignment) if (tt === topic) owner[p] = m;
+  const lag = {};                   // the selected group's lag per partition, from its commits
+  for (const c of group ? group.committed : []) if (c.topic === topic) lag[c.partition] = c.lag;
+  const lagText = p => (p in lag && lag[p] != null) ? ` · lag ${lag[p]}` : "";
   ROW = parts.length > 16 ? 22 : 38;
   const compact = ROW < 38;
   const cellH = compact ? 18 : 30;
@@ -109,6 +112,7 @@ function drawDiagram(s, topic, group) {
                             class: hot ? "link hot" : "link" }));
     const g = el("g", { "data-producer": p.id });
     g.append(el("rect", { x: X.prod, y, width: X.prodW, height: 30, rx: 5, class: "box" }));
+    g.append(el("title", {}, `${p.id}: ` + Object.entries(p.by_partition).map(([k, v]) => `${k} ${v}`).join(", ")));
     g.append(el("text", { x: X.prod + 8, y: y + 13 }, fit(p.id, 30)));
     const count = Object.entries(p.by_partition).filter(([k]) => k.startsWith(topic + "-"))
       .reduce((a, [, v]) => a + v, 0);
@@ -132,13 +136,14 @@ function drawDiagram(s, topic, group) {
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
       g.append(el("text", { x: X.part + 24, y: y + cellH - 2, class: "count" },
-                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
+                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` +
+                  leadership(p)));
       g.lastChild.setAttribute("y", y + cellH - 5);
     } else {
       g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
       g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, recs));
       g.append(el("text", { x: X.part + 24, y: y + 26, class: "small" },
-                  `LEO ${p.log_end_offset} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
+                  `LEO ${p.log_end_offset}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
     }
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
                              `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
