@@ -1,21 +1,28 @@
 """A small integer min-cost flow (successive shortest paths), the engine of the planners.
 
 ``MinCostFlow(n)`` holds a directed graph on nodes ``0..n-1``; ``add_edge(u, v, cap,
-cost)`` adds an arc and its residual twin. Callers may ``push`` an initial flow along
-arcs (conserving flow at every inner node) as a warm start, then ``augment(s, t)``
-routes more units along cheapest residual paths (queue-based Bellman–Ford, which
-accepts negative costs) until no path is left or ``limit`` units were routed.
+cost)`` adds an arc and its residual twin. Nodes may also drain into the implicit sink
+through a **convex** charge: ``set_drain(u, charge)`` where ``charge(k)`` is the cost of
+the ``k+1``-th unit drained at ``u`` (non-decreasing in ``k``) — one function instead
+of one arc per unit, which keeps per-broker balance penalties cheap to scan.
+
+Callers may ``push`` an initial flow along arcs and ``drain`` units at nodes (conserving
+flow) as a warm start, then ``augment(s, limit)`` routes more units from ``s`` to the
+sink one at a time along cheapest residual paths (queue-based Bellman–Ford, which
+accepts negative costs). A drained unit is never un-drained: that is only optimal
+because charges are convex and the warm start keeps the invariant below.
 
 Invariant the caller must keep: the warm-start flow is a minimum-cost flow for its own
 value (its residual graph has no negative cycle). Successive shortest paths then keeps
 that invariant, so the result is a minimum-cost flow of the final value.
-Deterministic: arcs are scanned in insertion order. Thread-safety: an instance is
-mutable; use one per computation.
+Deterministic: arcs are scanned in insertion order, ties go to the first node found.
+Thread-safety: an instance is mutable; use one per computation.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Callable
 
 __all__ = ["MinCostFlow"]
 
@@ -29,6 +36,8 @@ class MinCostFlow:
         self.to: list[int] = []
         self.cap: list[int] = []
         self.cost: list[int] = []
+        self.charge: dict[int, Callable[[int], int]] = {}
+        self.drained = [0] * n
 
     def add_edge(self, u: int, v: int, cap: int, cost: int) -> int:
         """Add arc ``u → v``; returns its id (for :meth:`push` and :meth:`flow`)."""
@@ -40,6 +49,10 @@ class MinCostFlow:
         self.adj[v].append(e + 1)
         return e
 
+    def set_drain(self, u: int, charge: Callable[[int], int]) -> None:
+        """Let ``u`` drain into the sink; the ``k+1``-th unit costs ``charge(k)`` (convex)."""
+        self.charge[u] = charge
+
     def push(self, e: int, units: int = 1) -> None:
         """Put ``units`` of flow on arc ``e`` (warm start)."""
         if units > self.cap[e]:
@@ -47,16 +60,20 @@ class MinCostFlow:
         self.cap[e] -= units
         self.cap[e ^ 1] += units
 
+    def drain(self, u: int) -> None:
+        """Drain one unit at ``u`` (warm start)."""
+        self.drained[u] += 1
+
     def flow(self, e: int) -> int:
         """Units currently on arc ``e``."""
         return self.cap[e ^ 1]
 
-    def augment(self, s: int, t: int, limit: int) -> int:
-        """Route up to ``limit`` more units from ``s`` to ``t``, cheapest path first; returns how many."""
+    def augment(self, s: int, limit: int) -> int:
+        """Route up to ``limit`` more units from ``s`` to the sink, cheapest first; returns how many."""
         routed = 0
-        to, cap, cost, adj = self.to, self.cap, self.cost, self.adj
+        to, cap, cost, adj, charge, drained = self.to, self.cap, self.cost, self.adj, self.charge, self.drained
         while routed < limit:
-            dist = [None] * self.n
+            dist: list = [None] * self.n
             via = [-1] * self.n
             queued = [False] * self.n
             dist[s] = 0
@@ -75,18 +92,20 @@ class MinCostFlow:
                             if not queued[v]:
                                 queued[v] = True
                                 queue.append(v)
-            if dist[t] is None:
+            best, end = None, -1
+            for u, fn in charge.items():
+                if dist[u] is not None:
+                    total = dist[u] + fn(drained[u])
+                    if best is None or total < best:
+                        best, end = total, u
+            if end < 0:
                 break
-            units, v = limit - routed, t
+            drained[end] += 1
+            v = end
             while v != s:
                 e = via[v]
-                units = min(units, cap[e])
+                cap[e] -= 1
+                cap[e ^ 1] += 1
                 v = to[e ^ 1]
-            v = t
-            while v != s:
-                e = via[v]
-                cap[e] -= units
-                cap[e ^ 1] += units
-                v = to[e ^ 1]
-            routed += units
+            routed += 1
         return routed

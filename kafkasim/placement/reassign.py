@@ -20,14 +20,15 @@ Algorithm (numbered):
 2. Replicas as a min-cost flow: source → partition (RF units) → [partition × rack, at
    most one unit per rack when RF ≤ racks, else one *mandatory* unit per rack fed
    straight from the source] → broker (one unit; cost 0 if the broker holds it now,
-   else 1) → sink through three arcs per broker: ``floor`` units at cost ``-M``,
-   ``ceil - floor`` at 0, the rest at ``+M`` (``M`` > any move count, so balance comes
-   first, moves second; when racks make balance impossible the result is the most
-   balanced one). Warm start: each broker keeps up to ``floor`` of its current
-   replicas (leaders first), which is a min-cost flow of its value; successive
-   shortest paths route the rest, so the result is optimal.
+   else 1) → sink, each broker's ``k``-th unit charged ``-M`` up to ``floor``, 0 up to
+   ``ceil``, ``+M`` beyond (``M`` > any move count), so balance comes first and moves
+   second. When uneven racks make balance impossible the plan minimises the total
+   distance to ``[floor, ceil]``, which need not spread that excess evenly. Warm start: each
+   broker keeps up to ``floor`` of its current replicas (leaders first), which is a
+   min-cost flow of its value; successive shortest paths route the rest, so the result
+   is optimal.
 3. Leaders as a second flow over the chosen replica sets: cost 0 for the current
-   leader, 1 for another kept replica, 2 for a newly added one; per-broker arcs as in 2.
+   leader, 1 for another kept replica, 2 for a newly added one; per-broker penalty as in 2.
 4. Order: the leader, then the kept replicas in their current order, then new ones.
 
 ``lower_bound_moves`` is the counting bound (see its docstring); it equals the optimum
@@ -60,6 +61,18 @@ def balance_bounds(total: int, n_brokers: int) -> tuple[int, int]:
     return lo, lo + (total % n_brokers > 0)
 
 
+def _balance_charge(lo: int, hi: int, unit: int):
+    """The cost of a broker's ``k+1``-th unit: ``-unit`` up to ``lo``, 0 up to ``hi``, then ``+unit``.
+
+    Flat steps (not a squared penalty): with them, keeping up to ``lo`` current
+    replicas per broker is a min-cost warm start (no negative cycle can trade one
+    broker's unit below ``lo`` for another's), which a strictly convex penalty breaks.
+    """
+    def charge(k: int) -> int:
+        return -unit if k < lo else 0 if k < hi else unit
+    return charge
+
+
 def _validate(current: Mapping[TopicPartition, Sequence[int]],
               brokers: Mapping[int, Optional[str]]) -> Optional[dict[int, str]]:
     if current and not brokers:
@@ -88,15 +101,11 @@ def _choose_replicas(tps, current, live, racks) -> dict[TopicPartition, set[int]
     brokers_of = {r: [b for b in live if (racks[b] if racks else None) == r] for r in rack_names}
     n_racks = len(rack_names)
     node = iter(range(10**9))
-    s, t = next(node), next(node)
+    s = next(node)
     broker_node = {b: next(node) for b in live}
-    g = MinCostFlow(2 + len(live) + len(tps) * (1 + n_racks))
-    to_sink = {}
+    g = MinCostFlow(1 + len(live) + len(tps) * (1 + n_racks))
     for b in live:
-        to_sink[b] = g.add_edge(broker_node[b], t, lo, -big) if lo else None
-        if hi > lo:
-            g.add_edge(broker_node[b], t, hi - lo, 0)
-        g.add_edge(broker_node[b], t, total, big)
+        g.set_drain(broker_node[b], _balance_charge(lo, hi, big))
     arcs = {}  # tp -> {"src": arc, "rack": {r: (feed arc, mandatory arc)}, "broker": {b: arc}}
     for tp in tps:
         rf = len(current[tp])
@@ -133,11 +142,12 @@ def _choose_replicas(tps, current, live, racks) -> dict[TopicPartition, set[int]
             path = [a["src"]] + ([feed] if feed is not None else [])
         else:
             continue
-        for e in path + [a["broker"][b], to_sink[b]]:
+        for e in path + [a["broker"][b]]:
             g.push(e)
+        g.drain(broker_node[b])
         kept[b] += 1
         routed += 1
-    if g.augment(s, t, total - routed) != total - routed:
+    if g.augment(s, total - routed) != total - routed:
         raise IllegalStateError("reassignment flow could not place every replica")  # pragma: no cover
     return {tp: {b for b, e in arcs[tp]["broker"].items() if g.flow(e)} for tp in tps}
 
@@ -146,28 +156,25 @@ def _choose_leaders(tps, current, chosen, live) -> dict[TopicPartition, int]:
     """Step 3 of the module docstring."""
     lo, hi = balance_bounds(len(tps), len(live))
     big = 2 * len(tps) + 1
-    index = {b: 2 + i for i, b in enumerate(live)}
-    g = MinCostFlow(2 + len(live) + len(tps))
-    to_sink = {}
+    index = {b: 1 + i for i, b in enumerate(live)}
+    g = MinCostFlow(1 + len(live) + len(tps))
     for b in live:
-        to_sink[b] = g.add_edge(index[b], 1, lo, -big) if lo else None
-        if hi > lo:
-            g.add_edge(index[b], 1, hi - lo, 0)
-        g.add_edge(index[b], 1, len(tps), big)
+        g.set_drain(index[b], _balance_charge(lo, hi, big))
     arcs, counts, routed = {}, Counter(), 0
     for i, tp in enumerate(tps):
-        p = 2 + len(live) + i
+        p = 1 + len(live) + i
         src = g.add_edge(0, p, 1, 0)
         now = current[tp]
         arcs[tp] = {b: g.add_edge(p, index[b], 1, 0 if b == now[0] else 1 if b in now else 2)
                     for b in sorted(chosen[tp])}
         leader = now[0]
         if leader in arcs[tp] and counts[leader] < lo:
-            for e in (src, arcs[tp][leader], to_sink[leader]):
+            for e in (src, arcs[tp][leader]):
                 g.push(e)
+            g.drain(index[leader])
             counts[leader] += 1
             routed += 1
-    g.augment(0, 1, len(tps) - routed)
+    g.augment(0, len(tps) - routed)
     return {tp: next(b for b, e in arcs[tp].items() if g.flow(e)) for tp in tps}
 
 
