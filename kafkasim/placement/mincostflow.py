@@ -68,44 +68,83 @@ class MinCostFlow:
         """Units currently on arc ``e``."""
         return self.cap[e ^ 1]
 
+    def _shortest(self, src: int) -> tuple[list, list[int]]:
+        """Cheapest residual distances and incoming arcs from ``src`` (queue Bellman–Ford)."""
+        to, cap, cost, adj = self.to, self.cap, self.cost, self.adj
+        dist: list = [None] * self.n
+        via = [-1] * self.n
+        queued = [False] * self.n
+        dist[src] = 0
+        queue = deque([src])
+        while queue:
+            u = queue.popleft()
+            queued[u] = False
+            du = dist[u]
+            for e in adj[u]:
+                if cap[e] > 0:
+                    v = to[e]
+                    nd = du + cost[e]
+                    if dist[v] is None or nd < dist[v]:
+                        dist[v] = nd
+                        via[v] = e
+                        if not queued[v]:
+                            queued[v] = True
+                            queue.append(v)
+        return dist, via
+
+    def _flip(self, src: int, end: int, via: list[int]) -> None:
+        v = end
+        while v != src:
+            e = via[v]
+            self.cap[e] -= 1
+            self.cap[e ^ 1] += 1
+            v = self.to[e ^ 1]
+
     def augment(self, s: int, limit: int) -> int:
         """Route up to ``limit`` more units from ``s`` to the sink, cheapest first; returns how many."""
         routed = 0
-        to, cap, cost, adj, charge, drained = self.to, self.cap, self.cost, self.adj, self.charge, self.drained
         while routed < limit:
-            dist: list = [None] * self.n
-            via = [-1] * self.n
-            queued = [False] * self.n
-            dist[s] = 0
-            queue = deque([s])
-            while queue:
-                u = queue.popleft()
-                queued[u] = False
-                du = dist[u]
-                for e in adj[u]:
-                    if cap[e] > 0:
-                        v = to[e]
-                        nd = du + cost[e]
-                        if dist[v] is None or nd < dist[v]:
-                            dist[v] = nd
-                            via[v] = e
-                            if not queued[v]:
-                                queued[v] = True
-                                queue.append(v)
+            dist, via = self._shortest(s)
             best, end = None, -1
-            for u, fn in charge.items():
+            for u, fn in self.charge.items():
                 if dist[u] is not None:
-                    total = dist[u] + fn(drained[u])
+                    total = dist[u] + fn(self.drained[u])
                     if best is None or total < best:
                         best, end = total, u
             if end < 0:
                 break
-            drained[end] += 1
-            v = end
-            while v != s:
-                e = via[v]
-                cap[e] -= 1
-                cap[e ^ 1] += 1
-                v = to[e ^ 1]
+            self.drained[end] += 1
+            self._flip(s, end, via)
             routed += 1
         return routed
+
+    def recharge(self, charges: dict[int, Callable[[int], int]]) -> int:
+        """Switch to new convex ``charges`` and cancel every negative cycle through the sink.
+
+        A cycle un-drains one unit at ``b`` and drains it at ``b2`` along a cheapest residual
+        path ``b → b2``. Valid because arc costs are unchanged, so the only negative cycles
+        left pass through the sink; when none is left the flow is optimal for the new
+        charges. Returns the number of cycles cancelled.
+        """
+        self.charge = dict(charges)
+        cancelled = 0
+        while True:
+            for b in sorted(self.charge, key=lambda u: -self.drained[u]):
+                if self.drained[b] == 0:
+                    continue
+                dist, via = self._shortest(b)
+                refund = -self.charge[b](self.drained[b] - 1)
+                best, end = 0, -1
+                for u, fn in self.charge.items():
+                    if u != b and dist[u] is not None:
+                        total = refund + dist[u] + fn(self.drained[u])
+                        if total < best:
+                            best, end = total, u
+                if end >= 0:
+                    self.drained[b] -= 1
+                    self.drained[end] += 1
+                    self._flip(b, end, via)
+                    cancelled += 1
+                    break
+            else:
+                return cancelled

@@ -21,12 +21,15 @@ Algorithm (numbered):
    most one unit per rack when RF ≤ racks, else one *mandatory* unit per rack fed
    straight from the source] → broker (one unit; cost 0 if the broker holds it now,
    else 1) → sink, each broker's ``k``-th unit charged ``-M`` up to ``floor``, 0 up to
-   ``ceil``, ``+M`` beyond (``M`` > any move count), so balance comes first and moves
-   second. When uneven racks make balance impossible the plan minimises the total
-   distance to ``[floor, ceil]``, which need not spread that excess evenly. Warm start: each
-   broker keeps up to ``floor`` of its current replicas (leaders first), which is a
-   min-cost flow of its value; successive shortest paths route the rest, so the result
-   is optimal.
+   ``ceil``, ``+M`` beyond (``M`` above any move count), so balance comes first and
+   moves second. Warm start: each broker keeps up to ``floor`` of its current replicas
+   (leaders first), a min-cost flow of its value; successive shortest paths route the
+   rest, so the result is optimal.
+2b. When uneven racks make balance impossible, the total distance to ``[floor, ceil]``
+   can be reached in many ways (even by leaving a broker idle), so the charges then
+   gain a squared term and every negative cycle through the sink is cancelled: the
+   result minimises, in this order, the distance to the range, the squared distance
+   (the excess spread evenly), and the moves.
 3. Leaders as a second flow over the chosen replica sets: cost 0 for the current
    leader, 1 for another kept replica, 2 for a newly added one; per-broker penalty as in 2.
 4. Order: the leader, then the kept replicas in their current order, then new ones.
@@ -61,15 +64,21 @@ def balance_bounds(total: int, n_brokers: int) -> tuple[int, int]:
     return lo, lo + (total % n_brokers > 0)
 
 
-def _balance_charge(lo: int, hi: int, unit: int):
-    """The cost of a broker's ``k+1``-th unit: ``-unit`` up to ``lo``, 0 up to ``hi``, then ``+unit``.
+def _balance_charge(lo: int, hi: int, unit: int, spread: int = 0):
+    """The cost of a broker's ``k+1``-th unit: ``unit`` per unit of distance to ``[lo, hi]``
+    (``-unit`` up to ``lo``, 0 up to ``hi``, then ``+unit``), plus, when ``spread`` is
+    given, ``spread`` per unit of *squared* distance (the marginal ``2d ± 1``).
 
-    Flat steps (not a squared penalty): with them, keeping up to ``lo`` current
-    replicas per broker is a min-cost warm start (no negative cycle can trade one
-    broker's unit below ``lo`` for another's), which a strictly convex penalty breaks.
+    The flat part alone makes keeping up to ``lo`` current replicas per broker a
+    min-cost warm start; the squared part (applied afterwards by
+    :meth:`MinCostFlow.recharge`) spreads an excess that racks make unavoidable evenly.
     """
     def charge(k: int) -> int:
-        return -unit if k < lo else 0 if k < hi else unit
+        if k < lo:
+            return -unit - spread * (2 * (lo - k) - 1)
+        if k < hi:
+            return 0
+        return unit + spread * (2 * (k - hi) + 1)
     return charge
 
 
@@ -96,7 +105,6 @@ def _choose_replicas(tps, current, live, racks) -> dict[TopicPartition, set[int]
     """Step 2 of the module docstring."""
     total = sum(len(current[tp]) for tp in tps)
     lo, hi = balance_bounds(total, len(live))
-    big = 2 * total + 1
     rack_names = sorted(set(racks.values())) if racks else [None]
     brokers_of = {r: [b for b in live if (racks[b] if racks else None) == r] for r in rack_names}
     n_racks = len(rack_names)
@@ -104,6 +112,8 @@ def _choose_replicas(tps, current, live, racks) -> dict[TopicPartition, set[int]
     s = next(node)
     broker_node = {b: next(node) for b in live}
     g = MinCostFlow(1 + len(live) + len(tps) * (1 + n_racks))
+    spread = total + 1                     # above any move count
+    big = spread * (2 * total * total + 1)  # above any move count plus squared spread
     for b in live:
         g.set_drain(broker_node[b], _balance_charge(lo, hi, big))
     arcs = {}  # tp -> {"src": arc, "rack": {r: (feed arc, mandatory arc)}, "broker": {b: arc}}
@@ -149,15 +159,17 @@ def _choose_replicas(tps, current, live, racks) -> dict[TopicPartition, set[int]
         routed += 1
     if g.augment(s, total - routed) != total - routed:
         raise IllegalStateError("reassignment flow could not place every replica")  # pragma: no cover
+    g.recharge({broker_node[b]: _balance_charge(lo, hi, big, spread) for b in live})
     return {tp: {b for b, e in arcs[tp]["broker"].items() if g.flow(e)} for tp in tps}
 
 
 def _choose_leaders(tps, current, chosen, live) -> dict[TopicPartition, int]:
     """Step 3 of the module docstring."""
     lo, hi = balance_bounds(len(tps), len(live))
-    big = 2 * len(tps) + 1
     index = {b: 1 + i for i, b in enumerate(live)}
     g = MinCostFlow(1 + len(live) + len(tps))
+    spread = 2 * len(tps) + 1
+    big = spread * (2 * len(tps) ** 2 + 1)
     for b in live:
         g.set_drain(index[b], _balance_charge(lo, hi, big))
     arcs, counts, routed = {}, Counter(), 0
@@ -175,6 +187,7 @@ def _choose_leaders(tps, current, chosen, live) -> dict[TopicPartition, int]:
             counts[leader] += 1
             routed += 1
     g.augment(0, len(tps) - routed)
+    g.recharge({index[b]: _balance_charge(lo, hi, big, spread) for b in live})
     return {tp: next(b for b, e in arcs[tp].items() if g.flow(e)) for tp in tps}
 
 
