@@ -32,10 +32,10 @@ def register(sub) -> None:
     p.add_argument("--partitions", type=int, metavar="N")
     p.add_argument("--replication-factor", type=int, metavar="R")
     p.add_argument("--policy", choices=["admin-utils", "striped"], default="admin-utils",
-                   help="admin-utils: AdminUtils.assignReplicasToBrokers, used by ZooKeeper-mode Kafka (< 3.3 "
-                        "KRaft GA, removed in 4.0) and by kafka-reassign-partitions --generate; striped: the KRaft "
-                        "controller's StripedReplicaPlacer, which places new topics in Kafka >= 3 "
-                        "(default: admin-utils)")
+                   help="admin-utils: AdminUtils.assignReplicasToBrokers, which creates topics in ZooKeeper "
+                        "mode (Kafka < 4.0) and which kafka-reassign-partitions --generate uses; striped: the "
+                        "StripedReplicaPlacer of the KRaft controller, which creates topics in KRaft mode "
+                        "(Kafka >= 3.0, the only mode of Kafka 4) (default: admin-utils)")
     p.add_argument("--start-index", type=int, default=-1, metavar="I",
                    help="admin-utils only: Kafka's fixedStartIndex (default: random, from --seed)")
     p.add_argument("--start-partition", type=int, default=-1, metavar="P",

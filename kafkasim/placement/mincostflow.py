@@ -9,8 +9,10 @@ of one arc per unit, which keeps per-broker balance penalties cheap to scan.
 Callers may ``push`` an initial flow along arcs and ``drain`` units at nodes (conserving
 flow) as a warm start, then ``augment(s, limit)`` routes more units from ``s`` to the
 sink one at a time along cheapest residual paths (queue-based Bellman–Ford, which
-accepts negative costs). A drained unit is never un-drained: that is only optimal
-because charges are convex and the warm start keeps the invariant below.
+accepts negative costs); a path never needs to leave the sink again, as that would close
+a cycle, and there is no negative cycle (invariant below). ``recharge(charges)`` then
+swaps in new convex charges and cancels the negative cycles through the sink that they
+create (un-drain one unit here, drain it there), which is optimal for the new charges.
 
 Invariant the caller must keep: the warm-start flow is a minimum-cost flow for its own
 value (its residual graph has no negative cycle). Successive shortest paths then keeps

@@ -77,6 +77,19 @@ def test_seed_example_add_a_fourth_broker():
             assert plan[tp] == current[tp]
 
 
+def test_far_fewer_moves_than_kafkas_generate():
+    # kafka-reassign-partitions --generate re-places everything with assignReplicasToBrokers
+    old = [BrokerMetadata(b) for b in range(6)]
+    current = {TP("t", p): r for p, r in assign_replicas_to_brokers(old, 60, 3, 0).items()}
+    brokers = {b: None for b in range(7)}
+    generated = {TP("t", p): r for p, r in assign_replicas_to_brokers(
+        [BrokerMetadata(b) for b in range(7)], 60, 3, 0).items()}
+    assert replica_moves(current, generated) == 92
+    plan = plan_reassignment(current, brokers)
+    assert_valid(current, brokers, plan)
+    assert replica_moves(current, plan) == lower_bound_moves(current, brokers) == 25
+
+
 def test_balanced_cluster_is_left_alone():
     current = seed_cluster()
     brokers = {0: None, 1: None, 2: None}
