@@ -36,7 +36,7 @@ Run it: ``kafkasim scenario run add_partitions``.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
@@ -45,7 +45,10 @@ from kafkasim.producer import Producer
 from kafkasim.partitioning.partitioners import murmur2_partition
 from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run", "make_keys"]
+__all__ = ["PARAMS", "CLAIM", "run", "make_keys"]
+
+CLAIM = ("Growing a topic's partition count mid-stream moves most keys to another partition, so a consumer sees a key's records out of order and a per-key total goes wrong, while mirroring to a new topic with the new count keeps every key on one partition.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "keys": 400,
@@ -64,7 +67,7 @@ def make_keys(seed: int, n: int) -> list[bytes]:
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return moved-key and order figures."""
     cfg = {**PARAMS, **params}
     n0, n1 = cfg["before"], cfg["after"]
