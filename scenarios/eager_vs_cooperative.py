@@ -231,7 +231,8 @@ def _rounds(rounds: list[int]) -> str:
 
 def _explain(event: str, t: int, e: dict, c: dict, cfg: dict) -> str:
     """Why cooperative paused longer than eager in this trial, from the trial's numbers."""
-    worst = max(c["paused_per_partition_s"], key=lambda p: c["paused_per_partition_s"][p])
+    per = c["paused_per_partition_s"]
+    worst = max(range(len(per)), key=lambda p: per[p])
     why = (f"In the {event} trial {t}, cooperative paused {c['paused_partition_seconds']:.1f} "
            f"partition-s, more than eager's {e['paused_partition_seconds']:.1f}. Eager stopped "
            f"all partitions, but its longest pause was only {e['longest_pause_s']:.1f} s: the "
