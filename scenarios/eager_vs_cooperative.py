@@ -179,7 +179,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
             r = runs[event][a][0]
             echo(f"{a}, trial 0: before {fmt_assignment(r['before'])}")
             echo(f"{' ' * len(a)}           after  {fmt_assignment(r['after'])}; revoked "
-                 f"{r['revoked_count']} partition(s), {r['rebalance_rounds']} round(s)")
+                 f"{_count(r['revoked_count'], 'partition')} in "
+                 f"{_count(r['rebalance_rounds'], 'round')}")
         echo(table(["trial", f"{eager}: paused partition-s", "longest pause", "rounds",
                     "cooperative-sticky: paused partition-s", "longest pause", "rounds"],
                    [[t] + [x for a in assignors for x in (
@@ -224,6 +225,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     return result
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _rounds(rounds: list[int]) -> str:
     text = " or ".join(str(r) for r in rounds)
     return f"{text} round{'s' if rounds != [1] else ''}"
@@ -237,7 +242,7 @@ def _explain(event: str, t: int, e: dict, c: dict, cfg: dict) -> str:
            f"partition-s, more than eager's {e['paused_partition_seconds']:.1f}. Eager stopped "
            f"all partitions, but its longest pause was only {e['longest_pause_s']:.1f} s: the "
            f"barrier closed quickly because the slow c0 happened to be near the end of its "
-           f"batch. Cooperative stopped only {len(c['moved_partitions'])} partition(s), yet "
+           f"batch. Cooperative stopped only {_count(len(c['moved_partitions']), 'partition')}, yet "
            f"partition {worst} waited {c['paused_per_partition_s'][worst]:.1f} s: it moves in a "
            f"second round ({c['rebalance_rounds']} rounds here), which starts only after its old "
            f"owner has revoked it and rejoined, the others notice it at their next heartbeat "
