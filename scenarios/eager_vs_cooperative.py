@@ -194,7 +194,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         echo(f"Mean: cooperative paused {sc['mean_paused_partition_seconds']:.1f} partition-s "
              f"(longest pause {sc['mean_longest_pause_s']:.1f} s) against eager's "
              f"{se['mean_paused_partition_seconds']:.1f} (longest {se['mean_longest_pause_s']:.1f} s); "
-             f"it revoked {sc['mean_revoked']:g} partitions instead of {se['mean_revoked']:g}, "
+             f"it revoked {sc['mean_revoked']:g} instead of {se['mean_revoked']:g} partitions, "
              f"{rounds}.")
         if sc["mean_longest_pause_s"] > se["mean_longest_pause_s"]:
             text = (f"Against the grain: cooperative's longest pause ({sc['mean_longest_pause_s']:.1f} s "
@@ -241,8 +241,8 @@ def _explain(event: str, t: int, e: dict, c: dict, cfg: dict) -> str:
     why = (f"In the {event} trial {t}, cooperative paused {c['paused_partition_seconds']:.1f} "
            f"partition-s, more than eager's {e['paused_partition_seconds']:.1f}. Eager stopped "
            f"all partitions, but its longest pause was only {e['longest_pause_s']:.1f} s: the "
-           f"barrier closed quickly because the slow c0 happened to be near the end of its "
-           f"batch. Cooperative stopped only {_count(len(c['moved_partitions']), 'partition')}, yet "
+           f"barrier closed quickly, since every member, slow c0 included, reached poll() "
+           f"soon after the join was announced. Cooperative stopped only {_count(len(c['moved_partitions']), 'partition')}, yet "
            f"partition {worst} waited {c['paused_per_partition_s'][worst]:.1f} s: it moves in a "
            f"second round ({c['rebalance_rounds']} rounds here), which starts only after its old "
            f"owner has revoked it and rejoined, the others notice it at their next heartbeat "
