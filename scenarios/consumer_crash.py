@@ -39,7 +39,7 @@ from collections import Counter
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
-from kafkasim.errors import CommitFailedError
+from kafkasim.errors import CommitFailedError, InvalidArgumentError
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
@@ -90,6 +90,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     """Run the lab (see the module docstring); return eviction, re-delivery and fencing facts."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]
+    if cfg["consumers"] < 2:
+        raise InvalidArgumentError(f"consumer-crash needs at least 2 consumers (one crashes, "
+                                   f"the others take over), got consumers={cfg['consumers']}")
     rng = random.Random(seed)
     clock = MockClock(START_MS)
     group = "workers"
@@ -139,7 +142,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                 break
             driver.step()
         else:
-            raise AssertionError(f"the survivors did not finish the topic: {len(done)} of {total}")
+            check_claim(False, CLAIM, f"the survivors did not finish the topic: {len(done)} of "
+                                      f"{total} records processed")
         end_ms = clock.now_ms()
         pauses = log.pauses(n, crash_ms, end_ms)
 
