@@ -19,8 +19,9 @@ _EXPORTS = {
     "Producer": "kafkasim.producer.producer",
     "LOST_REQUEST": "kafkasim.producer.faults",
     "LOST_RESPONSE": "kafkasim.producer.faults",
-    "RecordMetadata": "kafkasim.producer.batch",
-    "FutureRecordMetadata": "kafkasim.producer.batch",
+    "RecordMetadata": "kafkasim.producer.future",
+    "FutureRecordMetadata": "kafkasim.producer.future",
+    "Future": "kafkasim.producer.future",
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
