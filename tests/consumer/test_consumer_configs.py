@@ -14,7 +14,7 @@ from kafkasim.types import TopicPartition
 
 NETWORK_ONLY = {
     "bootstrap_servers": ["kafka-1:9092", "kafka-2:9092"], "fetch_min_bytes": 1024,
-    "fetch_max_wait_ms": 100, "isolation_level": "read_committed", "client_rack": "rack-a",
+    "fetch_max_wait_ms": 100, "isolation_level": "read_committed",
     "request_timeout_ms": 305_000, "security_protocol": "SSL", "ssl_certfile": "/etc/c.pem",
     "sasl_mechanism": "SCRAM-SHA-512", "api_version": (2, 8), "check_crcs": False,
 }
@@ -65,3 +65,12 @@ def test_one_list_of_ignored_kafka_python_configs_serves_both_clients():
         assert not PRODUCER_CONFIGS[name].applied and not CONSUMER_CONFIGS[name].applied
     assert CONSUMER_CONFIGS["fetch_min_bytes"].default == 1 and not CONSUMER_CONFIGS["fetch_min_bytes"].applied
     assert "fetch_min_bytes" not in PRODUCER_CONFIGS and "max_block_ms" not in CONSUMER_CONFIGS
+
+
+def test_client_rack_is_a_real_config_stored_without_a_warning(broker):
+    """client_rack (Kafka's client.rack) is kept for rack-aware fetching and assignment."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = Consumer(broker, client_rack="rack-a")
+    assert c.config["client_rack"] == "rack-a"
+    assert Consumer(broker).config["client_rack"] == "" and CONSUMER_CONFIGS["client_rack"].applied
