@@ -17,6 +17,7 @@ from kafkasim._lazy import lazy_exports
 
 _EXPORTS = {
     "Producer": "kafkasim.producer.producer",
+    "KafkaProducer": "kafkasim.producer.producer",
     "LOST_REQUEST": "kafkasim.producer.faults",
     "LOST_RESPONSE": "kafkasim.producer.faults",
     "RecordMetadata": "kafkasim.producer.future",

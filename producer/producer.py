@@ -71,7 +71,7 @@ from kafkasim.producer.sender import Sender
 from kafkasim.partitioning.hashing import murmur2
 from kafkasim.partitioning.partitioners import DefaultPartitioner, make_partitioner
 
-__all__ = ["Producer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
+__all__ = ["Producer", "KafkaProducer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
 
 _KEY_CACHE_SIZE = 1 << 16
 
@@ -344,6 +344,10 @@ class Producer:
         batches = m["batch-total"]
         m["records-per-batch-avg"] = (m["record-send-total"] / batches) if batches else 0.0
         return {"producer-metrics": m}
+
+
+KafkaProducer = Producer
+"""kafka-python's name: ``KafkaProducer(broker, linger_ms=5)`` is :class:`Producer`."""
 
 
 def _check_broker(broker: Any) -> None:
