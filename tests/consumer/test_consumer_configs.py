@@ -74,3 +74,23 @@ def test_client_rack_is_a_real_config_stored_without_a_warning(broker):
         c = Consumer(broker, client_rack="rack-a")
     assert c.config["client_rack"] == "rack-a"
     assert Consumer(broker).config["client_rack"] == "" and CONSUMER_CONFIGS["client_rack"].applied
+
+
+# kafka-python 2.x KafkaConsumer.DEFAULT_CONFIG (kafka/consumer/group.py), names only
+KAFKA_PYTHON_CONSUMER_CONFIGS = """bootstrap_servers client_id group_id group_instance_id key_deserializer
+value_deserializer enable_incremental_fetch_sessions fetch_max_wait_ms fetch_min_bytes fetch_max_bytes
+max_partition_fetch_bytes request_timeout_ms retry_backoff_ms reconnect_backoff_ms reconnect_backoff_max_ms
+max_in_flight_requests_per_connection auto_offset_reset enable_auto_commit auto_commit_interval_ms
+default_offset_commit_callback check_crcs isolation_level allow_auto_create_topics metadata_max_age_ms
+partition_assignment_strategy max_poll_records max_poll_interval_ms session_timeout_ms
+heartbeat_interval_ms receive_buffer_bytes send_buffer_bytes socket_options sock_chunk_bytes
+sock_chunk_buffer_count consumer_timeout_ms security_protocol ssl_context ssl_check_hostname ssl_cafile
+ssl_certfile ssl_keyfile ssl_crlfile ssl_password ssl_ciphers api_version api_version_auto_timeout_ms
+connections_max_idle_ms metric_reporters metrics_enabled metrics_num_samples metrics_sample_window_ms
+metric_group_prefix selector exclude_internal_topics sasl_mechanism sasl_plain_username
+sasl_plain_password sasl_kerberos_name sasl_kerberos_service_name sasl_kerberos_domain_name
+sasl_oauth_token_provider socks5_proxy kafka_client client_rack legacy_iterator""".split()
+
+
+def test_every_kafka_python_consumer_config_is_known():
+    assert [n for n in KAFKA_PYTHON_CONSUMER_CONFIGS if n not in CONSUMER_CONFIGS] == []
