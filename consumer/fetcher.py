@@ -169,9 +169,10 @@ class Fetcher:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            ksizes = [-1 if k is None else len(k) for k in keys]
-            vsizes = [-1 if v is None else len(v) for v in values]
-            hsizes = [_header_size(h) if h else -1 for h in headers]
+            # serialized sizes, in C loops when no key/value is None (or empty) and no record has headers
+            ksizes = list(map(len, keys)) if all(keys) else [-1 if k is None else len(k) for k in keys]
+            vsizes = list(map(len, values)) if all(values) else [-1 if v is None else len(v) for v in values]
+            hsizes = [_header_size(h) if h else -1 for h in headers] if any(headers) else repeat(-1)
             if kd is not None:
                 keys = [None if k is None else kd(k) for k in keys]
             if vd is not None:
