@@ -10,6 +10,7 @@ from kafkasim._lazy import lazy_exports
 
 _EXPORTS = {
     "Consumer": "kafkasim.consumer.consumer",
+    "KafkaConsumer": "kafkasim.consumer.consumer",
     "DEFAULT_CONFIG": "kafkasim.consumer.config",
     "ConsumerRecord": "kafkasim.consumer.fetcher",
     "ConsumerRebalanceListener": "kafkasim.consumer.group_member",

@@ -55,6 +55,9 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="None: Kafka's background heartbeat thread on a real clock, none on a MockClock"),
 ]}
 CONSUMER_CONFIGS.update(unapplied_configs("consumer"))
+CONSUMER_CONFIGS["client_rack"] = _D(
+    "client_rack", "string", "",
+    doc="rack of this consumer (Kafka's client.rack): for rack-aware fetching and assignment")
 
 DEFAULT_CONFIG: dict[str, Any] = {name: d.default for name, d in CONSUMER_CONFIGS.items()}
 """Every config's default (kafka-python's ``KafkaConsumer.DEFAULT_CONFIG`` counterpart)."""

@@ -1,10 +1,25 @@
-"""Library side of ``kafkasim consume`` (Kafka's kafka-console-consumer): a bounded read loop.
+"""Library side of ``kafkasim consume`` (Kafka's kafka-console-consumer): the read loop and
+the record formatter.
 
-:func:`consume` yields records of one topic: without a group it assigns itself every
-partition and never commits; with a group it subscribes (auto-commit on, as the
-console consumer) and commits on exit. It stops after ``max_records`` records or when
-no record arrived for ``timeout_ms`` once the consumer had its partitions.
-:func:`record_to_json` renders one record as the JSON-lines object the CLI prints.
+:func:`consume` yields records of one topic until ``max_records`` records, or until no
+record arrived for ``timeout_ms`` (then it raises :class:`KafkaTimeoutError`, as Kafka's
+``--timeout-ms``), or until the caller stops iterating (Ctrl-C); without a ``timeout_ms``
+it runs until then. Where it reads:
+
+- ``partition`` (Kafka's ``--partition``): that partition only, no group; from ``offset``
+  (``"earliest"``, ``"latest"`` or a non-negative offset), else from the beginning with
+  ``from_beginning``, else from the end;
+- ``group_id``: subscribes as a member of the group (auto-commit on, as the console
+  consumer), committing on exit; ``from_beginning`` applies without a committed offset;
+- neither: every partition, no group, nothing committed.
+
+:class:`MessageFormatter` is Kafka's DefaultMessageFormatter: properties ``print.timestamp``,
+``print.partition``, ``print.offset``, ``print.headers``, ``print.key``, ``print.value``
+(default: the value only), ``key.separator`` (between every column; default tab),
+``line.separator``, ``headers.separator`` (","), ``null.literal`` ("null"); columns in
+Kafka's order: ``CreateTime:<ts>``, ``Partition:<p>``, ``Offset:<o>``, headers
+(``k:v,k2:v2`` or ``NO_HEADERS``), key, value. Bytes are written as they are.
+:func:`record_to_json` renders one record as the JSON-lines object of ``--json``.
 
 Thread-safety: a generator owning one Consumer; use it from one thread.
 """
@@ -12,26 +27,61 @@ Thread-safety: a generator owning one Consumer; use it from one thread.
 from __future__ import annotations
 
 import base64
-from typing import Iterator, Optional
+import difflib
+from typing import Iterator, Mapping, Optional, Union
 
 from kafkasim.consumer.consumer import Consumer
-from kafkasim.consumer.fetcher import ConsumerRecord
+from kafkasim.consumer.fetcher import LOG_APPEND_TIME, ConsumerRecord
+from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 from kafkasim.types import TopicPartition
 
-__all__ = ["consume", "record_to_json", "text_or_base64"]
+__all__ = ["consume", "parse_offset", "MessageFormatter", "record_to_json", "text_or_base64"]
+
+_BOOLEANS = ("print.timestamp", "print.partition", "print.offset", "print.headers", "print.key", "print.value")
+_SEPARATORS = {"key.separator": "\t", "line.separator": "\n", "headers.separator": ",", "null.literal": "null"}
 
 
-def consume(broker, topic: str, *, group_id: Optional[str] = None, from_beginning: bool = False,
-            max_records: Optional[int] = None, timeout_ms: int = 1_000,
+def parse_offset(text: str) -> Union[str, int]:
+    """``--offset``: ``earliest``, ``latest`` or a non-negative offset, with Kafka's message otherwise."""
+    low = text.lower()
+    if low in ("earliest", "latest"):
+        return low
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidArgumentError(f"The provided offset value '{text}' is incorrect. Valid values are "
+                                   "'earliest', 'latest', or a non-negative long.")
+    return value
+
+
+def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Optional[int] = None,
+            offset: Union[None, str, int] = None, from_beginning: bool = False,
+            max_records: Optional[int] = None, timeout_ms: Optional[int] = None,
             client_id: str = "kafkasim-console-consumer") -> Iterator[ConsumerRecord]:
-    """Yield records of ``topic`` until ``max_records`` or ``timeout_ms`` without records."""
+    """Yield records of ``topic`` (see the module docstring for where from and until when)."""
     reset = "earliest" if from_beginning else "latest"
     clock = broker.clock
-    if group_id is None:
+    count = broker.partition_count(topic)     # UnknownTopicOrPartitionError before anything else
+    if partition is not None:
+        if not 0 <= partition < count:
+            raise InvalidArgumentError(f"partition {partition} of topic {topic} does not exist "
+                                       f"(it has partitions 0..{count - 1})")
         c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock)
-        c.assign([TopicPartition(topic, p) for p in range(broker.partition_count(topic))])
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        start = offset if offset is not None else reset
+        if start == "earliest":
+            c.seek_to_beginning(tp)
+        elif start == "latest":
+            c.seek_to_end(tp)
+        else:
+            c.seek(tp, start)
+    elif group_id is None:
+        c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock)
+        c.assign([TopicPartition(topic, p) for p in range(count)])
     else:
-        broker.partition_count(topic)   # UnknownTopicOrPartitionError before joining anything
         c = Consumer(broker, topic, group_id=group_id, auto_offset_reset=reset, client_id=client_id,
                      clock=clock)
     n = 0
@@ -39,13 +89,14 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, from_beginnin
         last = clock.now_ms()
         while max_records is None or n < max_records:
             want = None if max_records is None else max_records - n
-            batch = c.poll(timeout_ms=min(100, timeout_ms), max_records=want)
+            wait = 100 if timeout_ms is None else min(100, timeout_ms)
+            batch = c.poll(timeout_ms=wait, max_records=want)
             now = clock.now_ms()
             if c.rebalance_pending:
                 last = now        # the timeout counts only once the consumer has its partitions
             if not batch:
-                if now - last >= timeout_ms:
-                    return
+                if timeout_ms is not None and now - last >= timeout_ms:
+                    raise KafkaTimeoutError(f"no message for {timeout_ms} ms (--timeout-ms)")
                 continue
             last = now
             for recs in batch.values():
@@ -54,6 +105,48 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, from_beginnin
                     n += 1
     finally:
         c.close()
+
+
+class MessageFormatter:
+    """Kafka's DefaultMessageFormatter over ``properties`` (see the module docstring)."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        known = list(_BOOLEANS) + list(_SEPARATORS)
+        for name in properties:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=2)
+                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                raise InvalidArgumentError(f"unknown --property {name!r}{hint}; known: {', '.join(known)}")
+        flags = {name: False for name in _BOOLEANS}
+        flags["print.value"] = True
+        for name in _BOOLEANS:
+            if name in properties:
+                flags[name] = properties[name].strip().lower() == "true"
+        self._flags = flags
+        sep = {name: properties.get(name, default).encode("utf-8") for name, default in _SEPARATORS.items()}
+        self._key_sep, self._line_sep = sep["key.separator"], sep["line.separator"]
+        self._headers_sep, self._null = sep["headers.separator"], sep["null.literal"]
+
+    def format(self, r: ConsumerRecord) -> bytes:
+        """One record as the bytes Kafka's formatter writes for it (line separator included)."""
+        f, null = self._flags, self._null
+        cols: list[bytes] = []
+        if f["print.timestamp"]:
+            kind = "LogAppendTime" if r.timestamp_type == LOG_APPEND_TIME else "CreateTime"
+            cols.append(f"{kind}:{r.timestamp}".encode())
+        if f["print.partition"]:
+            cols.append(f"Partition:{r.partition}".encode())
+        if f["print.offset"]:
+            cols.append(f"Offset:{r.offset}".encode())
+        if f["print.headers"]:
+            cols.append(self._headers_sep.join(k.encode("utf-8") + b":" + (null if v is None else v)
+                                               for k, v in r.headers) if r.headers else b"NO_HEADERS")
+        if f["print.key"]:
+            cols.append(null if r.key is None else r.key)
+        if f["print.value"]:
+            cols.append(null if r.value is None else r.value)
+        # Kafka writes the column separator after each column but the last, the line separator after it
+        return self._key_sep.join(cols) + self._line_sep if cols else b""
 
 
 def text_or_base64(data: Optional[bytes]) -> tuple[Optional[str], bool]:

@@ -24,6 +24,12 @@ Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default o
 the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
 instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
 
+Without a ``group_id`` (kafka-python's default) there is no group and no commit:
+``Consumer(broker, "orders")`` or ``subscribe()`` assigns this consumer every partition of
+the subscribed topics (partitions added later are picked up on the next metadata refresh,
+every ``metadata_max_age_ms``), as kafka-python does; ``assign()`` works as with a group.
+``subscribe(pattern="^orders-.*")`` follows the topics the regex matches, refreshed the same way.
+
 Positions, as kafka-python: ``position(tp)`` is the offset of the next record the
 application will be handed. ``poll()`` advances it past every record it returns (unless
 ``update_offsets=False``: the records are returned, positions stay, and the next poll
@@ -51,6 +57,7 @@ only serialises the optional heartbeat thread with the caller.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from typing import Any, Iterable, Iterator, Optional
@@ -59,22 +66,19 @@ from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
-from kafkasim.consumer.lookups import EARLIEST, LATEST, OffsetLookups, partitions_arg as _partitions_arg, \
+from kafkasim.consumer.lookups import OffsetLookups, partitions_arg as _partitions_arg, timeout_arg, \
     topics_arg as _topics_arg
-from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
+from kafkasim.consumer.positions import Positions
+from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
-from kafkasim.errors import (
-    IllegalStateError, InvalidConfigurationError, KafkaSimError, NoOffsetForPartitionError,
-    OffsetOutOfRangeError,
-)
+from kafkasim.errors import IllegalStateError, InvalidConfigurationError, KafkaSimError, UnknownTopicOrPartitionError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["Consumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceListener"]
+__all__ = ["Consumer", "KafkaConsumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceListener"]
 
 
-
-class Consumer(OffsetLookups):
+class Consumer(Positions, OffsetLookups):
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
     def __init__(self, broker, *topics: str, **configs: Any) -> None:
@@ -114,6 +118,8 @@ class Consumer(OffsetLookups):
                 metadata_max_age_ms=cfg["metadata_max_age_ms"],
                 on_commit_needed=self._commit_on_revoke)
         self._next_auto_commit = self._clock.now_ms() + cfg["auto_commit_interval_ms"]
+        self._next_metadata_ms: Optional[int] = None   # topics mode: when to refresh metadata next
+        self._m = {"records-consumed-total": 0, "commit-total": 0}
         # the iterator's rest of a poll batch: (tp, the PartitionState it was fetched for, records)
         self._iter_batches: deque = deque()
         # where the fetcher left each partition it served: tp -> (PartitionState, position);
@@ -135,23 +141,62 @@ class Consumer(OffsetLookups):
         warn_ignored("consumer", ignored)
 
     # ------------------------------------------------------------------ subscription
-    def subscribe(self, topics: Iterable[str] = (), listener: Optional[ConsumerRebalanceListener] = None) -> None:
-        """Subscribe to ``topics`` (replacing any previous subscription); the group assigns partitions."""
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None,
+                  listener: Optional[ConsumerRebalanceListener] = None) -> None:
+        """Subscribe to ``topics``, or to every topic matching the regex ``pattern`` (checked
+        again on each metadata refresh, every ``metadata_max_age_ms``), replacing any
+        previous subscription. With a group_id the group assigns the partitions; without
+        one this consumer takes every partition of them (kafka-python's) and commits nothing."""
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise TypeError("listener must be a ConsumerRebalanceListener")
+        if topics and pattern is not None:
+            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+        regex = None
+        if pattern is not None:
+            check_arg("pattern", pattern, "str")
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise bad_arg("pattern", pattern, f"a regular expression ({exc})") from None
+        else:
+            topics = _topics_arg([topics] if isinstance(topics, str) else topics)
         with self._lock:
             self._check_open()
-            if self._member is None:
-                raise IllegalStateError("subscribe() needs a group_id; use assign() without a group")
-            if isinstance(topics, str):
-                topics = [topics]
-            topics = _topics_arg(topics)
-            before = self._subs.topics
-            self._subs.subscribe(topics)
+            before = (self._subs.topics, self._subs.pattern)
+            if regex is not None:
+                self._subs.subscribe_pattern(regex)
+            else:
+                self._subs.subscribe(topics)
             self._iter_batches.clear()
-            self._member.listener = listener if listener is not None else self._member.listener
-            if self._subs.topics != before:
-                self._member.rejoin_needed = True
+            self._next_metadata_ms = None            # refresh (match / assign) on the next poll
+            if self._member is not None:
+                self._member.listener = listener if listener is not None else self._member.listener
+                if (self._subs.topics, self._subs.pattern) != before:
+                    self._member.rejoin_needed = True
+
+    def _refresh_metadata(self, now: int) -> None:
+        """Topics mode, every ``metadata_max_age_ms``: match the pattern against the broker's
+        topics; without a group, assign every partition of the subscribed topics (caller
+        holds the lock)."""
+        if self._next_metadata_ms is not None and now < self._next_metadata_ms:
+            return
+        self._next_metadata_ms = now + self.config["metadata_max_age_ms"]
+        if self._subs.pattern is not None and self._subs.match_topics(self._broker.list_topics()) \
+                and self._member is not None:
+            self._member.rejoin_needed = True
+        if self._member is None:
+            parts = [TopicPartition(t, p) for t in self._subs.topics for p in range(self._count(t))]
+            if set(parts) != set(self._subs.assignment):
+                self._subs.set_assignment(parts)   # positions of partitions that stay are kept
+
+    def _count(self, topic: str) -> int:
+        try:
+            return self._broker.partition_count(topic)
+        except UnknownTopicOrPartitionError:
+            return 0      # not created yet: kafka-python waits for it in metadata too
 
     def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: those it matched at the last refresh)."""
         return set(self._subs.topics)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -195,8 +240,10 @@ class Consumer(OffsetLookups):
                 if self._subs.mode not in (AUTO_TOPICS, USER_ASSIGNED):
                     raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
                 now = clock.now_ms()
-                if self._member is not None and self._subs.mode == AUTO_TOPICS:
-                    self._member.poll(now)
+                if self._subs.mode == AUTO_TOPICS:
+                    self._refresh_metadata(now)
+                    if self._member is not None:
+                        self._member.poll(now)
                 self._maybe_auto_commit(now)
                 if self._subs.missing_positions():
                     self._update_positions()
@@ -221,11 +268,13 @@ class Consumer(OffsetLookups):
             records = self._fetcher.fetch(max_records)
         finally:
             self._keep_positions = None
-        for tp in records:
+        for tp, recs in records.items():
             state = assignment[tp]
             self._fetch_expect[tp] = (state, state.position)
             if before is not None:
                 state.position = before[tp]
+            else:
+                self._m["records-consumed-total"] += len(recs)
         return records
 
     def tick(self) -> None:
@@ -241,36 +290,6 @@ class Consumer(OffsetLookups):
                 self.tick()
             except KafkaSimError:
                 pass   # surfaced to the application by its next poll()
-
-    def _update_positions(self) -> None:
-        missing = self._subs.missing_positions()
-        committed = {}
-        if self._member is not None:
-            committed = self._broker.offset_fetch(self.config["group_id"], missing)
-        reset = self.config["auto_offset_reset"]
-        for tp in missing:
-            om = committed.get(tp)
-            if om is not None:
-                self._subs.state(tp).position = om.offset
-                continue
-            if reset == "none":
-                raise NoOffsetForPartitionError(
-                    f"Undefined offset with no reset policy for partition: {tp}")
-            ts = EARLIEST if reset == "earliest" else LATEST
-            self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
-
-    def _reset_out_of_range(self, tp: TopicPartition) -> None:
-        """Kafka's fetcher on OFFSET_OUT_OF_RANGE: reset by auto_offset_reset, or raise."""
-        reset = self.config["auto_offset_reset"]
-        state = self._subs.state(tp)
-        if reset == "none":
-            raise OffsetOutOfRangeError(
-                f"Fetch position {state.position} is out of range for partition {tp} "
-                "and auto_offset_reset is none")
-        ts = EARLIEST if reset == "earliest" else LATEST
-        state.position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
-        if self._keep_positions is not None:   # a reset moves the position even then (Kafka's)
-            self._keep_positions[tp] = state.position
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -308,6 +327,7 @@ class Consumer(OffsetLookups):
                         if rec.offset < state.position:
                             continue            # already returned by a poll() in between
                         state.position = rec.offset + 1
+                        self._m["records-consumed-total"] += 1
                         return rec
                 batches.popleft()               # drained, revoked, reassigned or paused
             return None
@@ -317,11 +337,13 @@ class Consumer(OffsetLookups):
         return {tp: OffsetAndMetadata(s.position) for tp, s in self._subs.assignment.items()
                 if s.position is not None}
 
-    def commit(self, offsets: Optional[dict] = None) -> None:
+    def commit(self, offsets: Optional[dict] = None, timeout_ms: Optional[int] = None) -> None:
         """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata | int}, the *next* offset to
         read), default: the position of every assigned partition. CommitFailedError if this
-        member is no longer in the group's generation."""
+        member is no longer in the group's generation. ``timeout_ms``: kafka-python's; the
+        in-process commit completes before it could expire."""
         offsets = None if offsets is None else check_commit_offsets(offsets)
+        timeout_arg(timeout_ms)
         with self._lock:
             self._check_open()
             if self.config["group_id"] is None:
@@ -335,6 +357,7 @@ class Consumer(OffsetLookups):
                 self._member.commit(offsets)
             else:
                 self._broker.offset_commit(self.config["group_id"], "", -1, offsets)
+            self._m["commit-total"] += 1
 
     def commit_async(self, offsets: Optional[dict] = None, callback=None) -> None:
         """Commit without raising: the outcome goes to ``callback(offsets, exception_or_None)``.
@@ -371,64 +394,6 @@ class Consumer(OffsetLookups):
                 and self._subs.mode == AUTO_TOPICS:
             return
         self.commit_async()
-
-    def committed(self, partition: TopicPartition) -> Optional[int]:
-        """The group's committed offset for ``partition`` (None if there is none)."""
-        tp = check_topic_partition(partition)
-        if self.config["group_id"] is None:
-            raise IllegalStateError("committed() needs a group_id")
-        om = self._broker.offset_fetch(self.config["group_id"], [tp]).get(tp)
-        return None if om is None else om.offset
-
-    # ------------------------------------------------------------------ positions
-    def position(self, partition: TopicPartition) -> int:
-        """The offset of the next record this consumer will return for ``partition``."""
-        tp = check_topic_partition(partition)
-        with self._lock:
-            state = self._subs.state(tp)
-            if state.position is None:
-                self._update_positions()
-            return state.position
-
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        tp = check_topic_partition(partition)
-        offset = check_arg("offset", offset, "int", min=0)
-        with self._lock:
-            self._subs.state(tp).position = offset
-            self._fetcher.invalidate(tp)
-            self._iter_batches.clear()
-
-    def _seek_to(self, partitions, ts: int) -> None:
-        tps = _partitions_arg(partitions)
-        with self._lock:
-            tps = tps or self._subs.assigned()
-            for tp in tps:
-                self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
-                self._fetcher.invalidate(tp)
-            self._iter_batches.clear()
-
-    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._seek_to(partitions, EARLIEST)
-
-    def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._seek_to(partitions, LATEST)
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        tps = _partitions_arg(partitions)
-        with self._lock:
-            for tp in tps:
-                self._subs.state(tp).paused = True
-                self._fetcher.invalidate(tp)
-            self._iter_batches.clear()
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        tps = _partitions_arg(partitions)
-        with self._lock:
-            for tp in tps:
-                self._subs.state(tp).paused = False
-
-    def paused(self) -> set[TopicPartition]:
-        return {tp for tp, s in self._subs.assignment.items() if s.paused}
 
     # ------------------------------------------------------------------ group info / close
     @property
@@ -480,3 +445,7 @@ class Consumer(OffsetLookups):
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+
+KafkaConsumer = Consumer
+"""kafka-python's name: ``KafkaConsumer(broker, 'topic', group_id=...)`` is :class:`Consumer`."""

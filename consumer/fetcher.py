@@ -38,21 +38,37 @@ LOG_APPEND_TIME = 1
 
 
 class ConsumerRecord(NamedTuple):
-    """One record as ``poll()`` returns it (kafka-python's ConsumerRecord, trimmed)."""
+    """One record as ``poll()`` returns it: kafka-python's ConsumerRecord, its fields in its order.
+
+    ``serialized_key_size``/``serialized_value_size`` are the byte lengths before
+    deserialization (-1 for None); ``serialized_header_size`` is the UTF-8 header keys'
+    plus the values' bytes (-1 without headers); ``checksum`` is None (v2 batches carry
+    no per-record CRC); ``leader_epoch`` is the batch's partition leader epoch (-1: the
+    single-broker log never stamps one)."""
 
     topic: str
     partition: int
+    leader_epoch: int
     offset: int
     timestamp: int
     timestamp_type: int
     key: Any
     value: Any
     headers: Sequence
+    checksum: Optional[int]
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
 
 
 _tuple_new = tuple.__new__
 _CR = ConsumerRecord
 _NO_BUFFER = (None, 0)
+_NO_EPOCH = -1
+
+
+def _header_size(headers) -> int:
+    return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in headers)
 
 
 class Fetcher:
@@ -118,6 +134,7 @@ class Fetcher:
                     self._on_out_of_range(tp)     # resets the position or raises
                     res = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want)
                 cols = res.columns
+                state.highwater = res.high_watermark     # Consumer.highwater()
                 idx = bisect_left(cols[0], state.position)   # offsets increase: skip those below
                 if idx >= len(cols[0]):
                     self._buffers.pop(tp, None)
@@ -152,12 +169,17 @@ class Fetcher:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
+            # serialized sizes, in C loops when no key/value is None (or empty) and no record has headers
+            ksizes = list(map(len, keys)) if all(keys) else [-1 if k is None else len(k) for k in keys]
+            vsizes = list(map(len, values)) if all(values) else [-1 if v is None else len(v) for v in values]
+            hsizes = [_header_size(h) if h else -1 for h in headers] if any(headers) else repeat(-1)
             if kd is not None:
                 keys = [None if k is None else kd(k) for k in keys]
             if vd is not None:
                 values = [None if v is None else vd(v) for v in values]
             return list(map(_tuple_new, repeat(_CR), zip(
-                repeat(topic), repeat(part), offs, tss, repeat(tst), keys, values, headers)))
+                repeat(topic), repeat(part), repeat(_NO_EPOCH), offs, tss, repeat(tst), keys, values,
+                headers, repeat(None), ksizes, vsizes, hsizes)))
         finally:
             if gc_was_enabled:
                 gc.enable()

@@ -4,6 +4,7 @@ Everything imports as ``kafkasim.<part>``. The short public API is here, lazily 
 ``import kafkasim.errors`` stays cheap and free of side effects)::
 
     from kafkasim import Broker, Producer, Consumer, TopicPartition, MockClock
+    from kafkasim import KafkaProducer, KafkaConsumer     # kafka-python's names, same classes
 
     broker = Broker("./kafkasim-data", clock=MockClock())
     broker.create_topic("orders", partitions=6)
@@ -23,11 +24,14 @@ _EXPORTS = {
     "Broker": "kafkasim.broker.broker",
     "Producer": "kafkasim.producer.producer",
     "Consumer": "kafkasim.consumer.consumer",
+    "KafkaConsumer": "kafkasim.consumer.consumer",
+    "KafkaProducer": "kafkasim.producer.producer",
     "ConsumerRecord": "kafkasim.consumer.fetcher",
     "ConsumerRebalanceListener": "kafkasim.consumer.group_member",
-    "RecordMetadata": "kafkasim.producer.batch",
+    "RecordMetadata": "kafkasim.producer.future",
     "TopicPartition": "kafkasim.types",
     "OffsetAndMetadata": "kafkasim.types",
+    "OffsetAndTimestamp": "kafkasim.types",
     "MockClock": "kafkasim.clock",
     "SystemClock": "kafkasim.clock",
     "KafkaSimError": "kafkasim.errors",

@@ -255,6 +255,8 @@ KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
         ("max_block_ms", "int", 60_000, None, "send() never blocks on metadata or buffer space", _PRODUCER),
         ("compression_type", "string", None, ("gzip", "snappy", "lz4", "zstd"),
          "batches are stored uncompressed", _PRODUCER),
+        ("buffer_memory", "int", 33_554_432, None, "send() never blocks on buffer space", _PRODUCER),
+        ("bootstrap_topics_filter", "object", None, None, _NET, _PRODUCER),
         # -- consumer
         ("request_timeout_ms", "int", 305_000, None, "a fetch returns at once (no network wait)", _CONSUMER),
         ("fetch_min_bytes", "int", 1, None, "a fetch returns what the log has, at once", _CONSUMER),
@@ -270,8 +272,8 @@ KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
          "commit_async() takes its callback as an argument", _CONSUMER),
         ("max_in_flight_requests_per_connection", "int", 5, None, _NET, _CONSUMER),
         ("metric_group_prefix", "string", "consumer", None, "metrics() returns plain counters", _CONSUMER),
-        ("sock_chunk_bytes", "int", 4096, None, _NET, _CONSUMER),
-        ("sock_chunk_buffer_count", "int", 1000, None, _NET, _CONSUMER),
+        ("sock_chunk_bytes", "int", 4096, None, _NET, _BOTH),
+        ("sock_chunk_buffer_count", "int", 1000, None, _NET, _BOTH),
         ("legacy_iterator", "boolean", False, None, "one iterator implementation", _CONSUMER),
     ])
 """The one list of kafka-python configs that have no meaning in-process: (def, clients).

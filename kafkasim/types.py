@@ -1,4 +1,4 @@
-"""Small value types shared by every layer: TopicPartition, OffsetAndMetadata, Record.
+"""Small value types shared by every layer: TopicPartition, OffsetAndMetadata, OffsetAndTimestamp, Record.
 
 Invariants: all are immutable (NamedTuples) and compare/sort by field order, so
 ``sorted(tps)`` orders by topic then partition, as Kafka's assignors do.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "Record", "Header"]
+__all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "Record", "Header"]
 
 Header = tuple  # (key: str, value: bytes | None)
 
@@ -29,6 +29,15 @@ class OffsetAndMetadata(NamedTuple):
 
     offset: int
     metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """``offsets_for_times()``'s answer for one partition (kafka-python's fields): the first
+    offset whose timestamp is at or after the one asked for, and that record's timestamp."""
+
+    offset: int
+    timestamp: int
     leader_epoch: int = -1
 
 

@@ -17,10 +17,12 @@ from kafkasim._lazy import lazy_exports
 
 _EXPORTS = {
     "Producer": "kafkasim.producer.producer",
+    "KafkaProducer": "kafkasim.producer.producer",
     "LOST_REQUEST": "kafkasim.producer.faults",
     "LOST_RESPONSE": "kafkasim.producer.faults",
-    "RecordMetadata": "kafkasim.producer.batch",
-    "FutureRecordMetadata": "kafkasim.producer.batch",
+    "RecordMetadata": "kafkasim.producer.future",
+    "FutureRecordMetadata": "kafkasim.producer.future",
+    "Future": "kafkasim.producer.future",
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

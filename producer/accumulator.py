@@ -91,7 +91,7 @@ class RecordAccumulator:
         batch.size += size
         if batch.size >= self.batch_size:
             self._close(slots, p, batch)
-        return FutureRecordMetadata((batch, delta))
+        return FutureRecordMetadata(batch, delta)
 
     def _close(self, slots: list, p: int, batch: ProducerBatch) -> None:
         slots[p] = None

@@ -4,10 +4,9 @@
   ``(offset_delta, timestamp_ms, key, value, headers)`` tuples; encoded **once**
   (``kafkasim.records.record_batch.encode_trusted_batch``) when first sent, and the same bytes (same
   producer id, epoch and base sequence) are re-sent on a retry.
-- :class:`FutureRecordMetadata` — kafka-python's future: ``get(timeout)``,
-  ``is_done``, ``succeeded()``, ``failed()``, ``exception``, ``add_callback``,
-  ``add_errback``. It resolves to a :class:`RecordMetadata` (topic, partition, offset,
-  timestamp, ...) when its batch is acknowledged.
+- the futures of its records (:class:`~kafkasim.producer.future.FutureRecordMetadata`,
+  kafka-python's API, in ``producer/future.py``) resolve to a
+  :class:`~kafkasim.producer.future.RecordMetadata` when the batch is acknowledged.
 
 A batch the broker refuses as too large (``RecordTooLargeError``) with more than one
 record is **split** (Kafka's ``ProducerBatch.split``): :meth:`ProducerBatch.split` makes
@@ -30,28 +29,13 @@ waited on from any thread.
 from __future__ import annotations
 
 import threading
-from operator import itemgetter
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
-from kafkasim.errors import KafkaTimeoutError
 from kafkasim.records.validation import record_size
 from kafkasim.types import TopicPartition
+from kafkasim.producer.future import FutureRecordMetadata, RecordMetadata
 
 __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch"]
-
-
-class RecordMetadata(NamedTuple):
-    """Where a record landed (kafka-python's ``RecordMetadata`` fields)."""
-
-    topic: str
-    partition: int
-    topic_partition: TopicPartition
-    offset: int
-    timestamp: int
-    log_start_offset: int
-    serialized_key_size: int
-    serialized_value_size: int
-    serialized_header_size: int
 
 
 class ProducerBatch:
@@ -148,14 +132,8 @@ class ProducerBatch:
         if event is not None:
             event.set()
         if callbacks:
-            results = self.results
-            for fut, fn, args, on_error in callbacks:
-                err = error if results is None else results[fut[1]][3]
-                if (err is None) != on_error:
-                    try:
-                        fn(*args, fut.value if err is None else err)
-                    except Exception:  # a user callback must not break the sender
-                        pass
+            for fut, on_success, on_error in callbacks:
+                fut._fire(on_success, on_error)   # a failing callback is logged, never breaks the sender
         if self.parent is not None:
             self.parent._piece_done(self)
 
@@ -170,86 +148,3 @@ class ProducerBatch:
                 self._event = threading.Event()
             event = self._event
         return event.wait(timeout)
-
-
-class FutureRecordMetadata(tuple):
-    """The result of ``send()``; resolves to :class:`RecordMetadata` or an error.
-
-    Built as ``FutureRecordMetadata((batch, offset_delta))`` — a 2-tuple underneath, the
-    cheapest object Python can allocate per ``send()``.
-    """
-
-    __slots__ = ()
-    _batch = property(itemgetter(0))
-    _delta = property(itemgetter(1))
-
-    def _error(self) -> Optional[BaseException]:
-        b = self[0]
-        return b.error if b.results is None else b.results[self[1]][3]
-
-    @property
-    def is_done(self) -> bool:
-        return self._batch.done
-
-    def succeeded(self) -> bool:
-        return self._batch.done and self._error() is None
-
-    def failed(self) -> bool:
-        return self._batch.done and self._error() is not None
-
-    @property
-    def exception(self) -> Optional[BaseException]:
-        return self._error() if self._batch.done else None
-
-    @property
-    def value(self) -> Optional[RecordMetadata]:
-        b = self._batch
-        if not b.done:
-            return None
-        offset, append_time, log_start, error = b.outcome(self._delta)
-        if error is not None:
-            return None
-        _, ts, key, value, headers = b.records[self._delta]
-        if append_time >= 0:
-            ts = append_time
-        hsize = sum(len(k) + (len(v) if v is not None else 0) for k, v in headers)
-        return RecordMetadata(b.tp.topic, b.tp.partition, b.tp, offset, ts, log_start,
-                              -1 if key is None else len(key), -1 if value is None else len(value), hsize)
-
-    def get(self, timeout: Optional[float] = None) -> RecordMetadata:
-        """Wait for the record's batch (sending it now if it is still lingering) and return its metadata.
-
-        Raises the record's error (its batch's, or — for a split batch — its piece's), or
-        :class:`KafkaTimeoutError` after ``timeout`` seconds.
-        """
-        if not self._batch.wait(timeout):
-            raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs for {self._batch.tp}")
-        error = self._error()
-        if error is not None:
-            raise error
-        return self.value
-
-    def add_callback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
-        """Call ``fn(*args, record_metadata)`` on success (at once if already done)."""
-        return self._add(fn, args, False)
-
-    def add_errback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
-        """Call ``fn(*args, exception)`` on failure (at once if already failed)."""
-        return self._add(fn, args, True)
-
-    def _add(self, fn, args, on_error: bool) -> "FutureRecordMetadata":
-        b = self._batch
-        with b._cb_lock:
-            if not b.done:
-                if b.callbacks is None:
-                    b.callbacks = []
-                b.callbacks.append((self, fn, args, on_error))
-                return self
-        error = self._error()
-        if (error is None) != on_error:
-            fn(*args, self.value if error is None else error)
-        return self
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.is_done else ("failed" if self.failed() else "done")
-        return f"<FutureRecordMetadata {self._batch.tp} delta={self._delta} {state}>"

@@ -71,12 +71,11 @@ from kafkasim.producer.sender import Sender
 from kafkasim.partitioning.hashing import murmur2
 from kafkasim.partitioning.partitioners import DefaultPartitioner, make_partitioner
 
-__all__ = ["Producer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
+__all__ = ["Producer", "KafkaProducer", "DEFAULT_CONFIG", "LOST_REQUEST", "LOST_RESPONSE"]
 
 _KEY_CACHE_SIZE = 1 << 16
 
 _client_ids = itertools.count(1)
-_tuple_new = tuple.__new__   # FutureRecordMetadata is a 2-tuple: skip the type call
 
 
 class Producer:
@@ -240,7 +239,7 @@ class Producer:
                 delta = len(records)
                 records.append((delta, ts, key, value, headers or ()))
                 batch.size += size
-                fut = _tuple_new(FutureRecordMetadata, (batch, delta))
+                fut = FutureRecordMetadata(batch, delta)
             else:
                 fut = self._append(meta[4], meta[2][partition], now, ts, key, value, headers or (), size)
             self._sends += 1
@@ -347,6 +346,10 @@ class Producer:
         return {"producer-metrics": m}
 
 
+KafkaProducer = Producer
+"""kafka-python's name: ``KafkaProducer(broker, linger_ms=5)`` is :class:`Producer`."""
+
+
 def _check_broker(broker: Any) -> None:
     """The producer needs the broker API (broker/API.md): produce, partition_count, init_producer_id."""
     if not all(callable(getattr(broker, name, None))
@@ -355,7 +358,8 @@ def _check_broker(broker: Any) -> None:
 
 
 def _to_bytes(what: str, v: Any) -> bytes:
+    """bytes of a bytes-like key/value; anything else is kafka-python's TypeError."""
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
-    raise InvalidArgumentError(
-        f"{what} must be bytes (or set {what}_serializer), got {type(v).__name__}: {v!r:.60}")
+    raise TypeError(f"Not supported type for {what}: {type(v)} "
+                    f"(set {what}_serializer, e.g. {what}_serializer=str.encode)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
 from kafkasim.records import record_batch as rb
@@ -95,12 +95,16 @@ def _batch_dict(pos: int, h: rb.BatchHeader, crc_valid: bool) -> dict[str, Any]:
     }
 
 
-def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
+def dump_segment(path: str, records: bool = False,
+                 decoder: Optional[Callable[[Optional[bytes], Optional[bytes]], tuple]] = None) -> Iterator[dict[str, Any]]:
     """Yield what a segment file holds, like kafka-dump-log.
 
     ``.log``: one dict per batch (position, base/last offset, count, size, CRC and whether
     it is valid, timestamps, producer id/epoch/sequences; with ``records`` a ``records``
-    list of offset, timestamp, key, value, headers). A corrupt batch — including one whose
+    list of offset, timestamp, key, value, headers, and ``key_size``/``value_size``: the stored
+    byte lengths, -1 for None; ``decoder(key, value) -> (key text, value text)`` renders
+    key and value instead of :func:`render_bytes`, e.g. kafka-dump-log's
+    ``--offsets-decoder``). A corrupt batch — including one whose
     offsets fail FORMAT.md §2.4, judged from the file's name, its directory's next segment
     and cleaner checkpoint — yields a dict with an ``error`` and ends the dump.
     ``.index``: ``{offset, position}`` per entry; ``.timeindex``: ``{timestamp, offset}``
@@ -129,9 +133,12 @@ def dump_segment(path: str, records: bool = False) -> Iterator[dict[str, Any]]:
         d = _batch_dict(pos, h, True)
         if records:
             try:
+                render = decoder or (lambda k, v: (render_bytes(k), render_bytes(v)))
                 d["records"] = [
-                    {"offset": r.offset, "timestamp": r.timestamp, "key": render_bytes(r.key),
-                     "value": render_bytes(r.value), "sequence": r.sequence,
+                    {"offset": r.offset, "timestamp": r.timestamp,
+                     **dict(zip(("key", "value"), render(r.key, r.value))),
+                     "key_size": -1 if r.key is None else len(r.key),
+                     "value_size": -1 if r.value is None else len(r.value), "sequence": r.sequence,
                      "headers": [[k, render_bytes(v)] for k, v in r.headers]}
                     for r in rb.iter_records(data, pos, h, where=path)]
             except CorruptRecordError as exc:

@@ -1,30 +1,50 @@
-"""``kafkasim consume TOPIC``: read records like kafka-console-consumer (thin over consumer.console)."""
+"""``kafkasim consume TOPIC``: read records like kafka-console-consumer (thin over consumer.console).
+
+Runs until Ctrl-C, ``--max-messages`` or ``--timeout-ms`` without a message; then prints
+``Processed a total of N messages`` to stderr and exits 0, as Kafka's tool does. Option
+rules are Kafka's (``--offset`` needs ``--partition``; ``--partition`` excludes ``--group``;
+``--offset`` excludes ``--from-beginning``).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from kafkasim.cli.common import add_broker_options, command, non_negative_int, open_broker, positive_int
+from kafkasim.cli.common import add_broker_options, command, key_values, non_negative_int, open_broker, \
+    positive_int
+from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 
 __all__ = ["register"]
 
 
 def register(sub) -> None:
     p = command(sub, "consume",
-                help="read records of a topic (every partition, or as a member of --group)",
-                example="kafkasim consume orders --group billing --from-beginning --max 10 --json",
+                help="read records of a topic until Ctrl-C, as kafka-console-consumer does",
+                example="kafkasim consume orders --from-beginning --property print.key=true "
+                        "--property print.offset=true --max-messages 10",
                 handler=_consume)
     p.add_argument("topic")
     p.add_argument("--group", default=None,
                    help="consume as a member of this group (commits on exit); without it every "
                         "partition is read and nothing is committed")
+    p.add_argument("--partition", type=non_negative_int, default=None, metavar="P",
+                   help="read only partition P (no group); starts at --offset, else the end "
+                        "(the beginning with --from-beginning)")
+    p.add_argument("--offset", default=None, metavar="OFFSET",
+                   help="with --partition: earliest, latest or an offset to start at")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the log start when there is no committed offset (default: the end)")
     p.add_argument("--max-messages", "--max", dest="max", type=positive_int, default=None, metavar="N",
                    help="exit after N records (kafka-console-consumer's --max-messages)")
-    p.add_argument("--timeout-ms", type=non_negative_int, default=1000, metavar="T",
-                   help="exit when no record arrives for T ms once partitions are assigned (default 1000)")
+    p.add_argument("--timeout-ms", type=non_negative_int, default=None, metavar="T",
+                   help="exit when no record arrives for T ms once partitions are assigned "
+                        "(default: run until Ctrl-C)")
+    p.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
+                   help="formatter property, as kafka-console-consumer's: print.timestamp, "
+                        "print.partition, print.offset, print.headers, print.key, print.value (true/false), "
+                        "key.separator, line.separator, headers.separator, null.literal "
+                        "(default: the value only)")
     add_broker_options(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per record (JSON lines): topic, partition, offset, timestamp, "
@@ -32,16 +52,44 @@ def register(sub) -> None:
 
 
 def _consume(args) -> int:
-    from kafkasim.consumer.console import consume, record_to_json, text_or_base64
+    from kafkasim.consumer.console import MessageFormatter, consume, parse_offset, record_to_json
 
+    # Kafka's option rules, checked before any I/O
+    offset = None
+    if args.partition is not None:
+        if args.group is not None:
+            raise InvalidArgumentError("Options group and partition cannot be specified together.")
+        if args.from_beginning and args.offset is not None:
+            raise InvalidArgumentError("Options from-beginning and offset cannot be specified together.")
+        if args.offset is not None:
+            offset = parse_offset(args.offset)
+    elif args.offset is not None:
+        raise InvalidArgumentError("The partition is required when offset is specified.")
+    formatter = MessageFormatter(key_values(args.property, "--property"))
+    out = getattr(sys.stdout, "buffer", None)
+    n = 0
     with open_broker(args) as broker:
-        for r in consume(broker, args.topic, group_id=args.group, from_beginning=args.from_beginning,
-                         max_records=args.max, timeout_ms=args.timeout_ms):
-            if args.json:
-                sys.stdout.write(json.dumps(record_to_json(r)) + "\n")
-            else:
-                key, _ = text_or_base64(r.key)
-                value, _ = text_or_base64(r.value)
-                sys.stdout.write(f"{r.partition}@{r.offset}\t{key if key is not None else ''}\t"
-                                 f"{value if value is not None else ''}\n")
+        records = consume(broker, args.topic, group_id=args.group, partition=args.partition, offset=offset,
+                          from_beginning=args.from_beginning, max_records=args.max,
+                          timeout_ms=args.timeout_ms)
+        try:
+            for r in records:
+                if args.json:
+                    sys.stdout.write(json.dumps(record_to_json(r)) + "\n")
+                elif out is not None:
+                    out.write(formatter.format(r))
+                else:
+                    sys.stdout.write(formatter.format(r).decode("utf-8", "backslashreplace"))
+                n += 1
+                if n % 100 == 0 or args.max is not None:
+                    sys.stdout.flush()
+        except KafkaTimeoutError as exc:
+            print(f"ERROR Error processing message, terminating consumer process: "
+                  f"TimeoutException: {exc}", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass                          # Ctrl-C: a clean exit, as Kafka's shutdown hook
+        finally:
+            records.close()               # leaves the group (commits first with --group)
+            sys.stdout.flush()
+            print(f"Processed a total of {n} messages", file=sys.stderr)
     return 0

@@ -1,13 +1,15 @@
 """``kafkasim dump-log`` and ``kafkasim verify-log``: thin calls into kafkasim.storage.inspection.
 
-``dump-log PATH`` prints a segment's batches (``--records``: and their records), or an
-index file's entries, like Kafka's kafka-dump-log; exit 1 if the file holds a corrupt
-batch. ``verify-log`` checks every partition of the data dir and exits 1 on any
+``dump-log PATH`` prints a segment's batches (``--records``: and their records, with
+their stored key and value sizes in bytes; ``--offsets-decoder``: ``__consumer_offsets``
+records decoded), or an index file's entries, like Kafka's kafka-dump-log; exit 1 if the
+file holds a corrupt batch. ``verify-log`` checks every partition of the data dir and exits 1 on any
 corruption, naming file and position.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 from kafkasim.cli.common import add_data_dir, add_json, command, emit, existing_data_dir
@@ -21,6 +23,9 @@ def register(sub) -> None:
                 handler=_dump)
     p.add_argument("path", help="a .log, .index or .timeindex file")
     p.add_argument("--records", action="store_true", help="also print every record of each batch")
+    p.add_argument("--offsets-decoder", action="store_true",
+                   help="decode __consumer_offsets records as kafka-dump-log does "
+                        "(offset_commit::group=G,partition=T-P / group_metadata::group=G); implies --records")
     add_json(p)
 
     p = command(sub, "verify-log", help="check CRCs, offsets and indexes of every partition; exit 1 on corruption",
@@ -31,7 +36,8 @@ def register(sub) -> None:
 
 def _dump(args) -> int:
     from kafkasim.storage.inspection import dump_segment
-    entries = list(dump_segment(args.path, records=args.records))
+    decoder = _offsets_decoder if args.offsets_decoder else None
+    entries = list(dump_segment(args.path, records=args.records or args.offsets_decoder, decoder=decoder))
     emit(args, entries, lambda es: _dump_text(args.path, es))
     return 1 if any("error" in e for e in entries) else 0
 
@@ -51,8 +57,7 @@ def _dump_text(path: str, entries: list) -> str:
                 keys = ",".join(k for k, _ in r["headers"])
                 lines.append(
                     f"| offset: {r['offset']} {e['timestamp_type']}: {r['timestamp']} "
-                    f"keySize: {-1 if r['key'] is None else len(r['key'])} "
-                    f"valueSize: {-1 if r['value'] is None else len(r['value'])} sequence: {r['sequence']} "
+                    f"keySize: {r['key_size']} valueSize: {r['value_size']} sequence: {r['sequence']} "
                     f"headerKeys: [{keys}] key: {r['key']} payload: {r['value']}")
         elif "position" in e and "offset" in e:
             lines.append(f"offset: {e['offset']} position: {e['position']}")
@@ -61,6 +66,32 @@ def _dump_text(path: str, entries: list) -> str:
         if "error" in e:
             lines.append(f"ERROR at position {e['position']}: {e['error']}")
     return "\n".join(lines)
+
+
+def _offsets_decoder(key, value) -> tuple:
+    """kafka-dump-log's --offsets-decoder rendering of one __consumer_offsets record (Kafka 3.x's
+    OffsetsMessageParser): ``offset_commit::group=G,partition=T-P`` / ``offset=N[,metadata=M]``,
+    ``group_metadata::group=G`` / a JSON summary, ``<DELETE>`` for a tombstone."""
+    from kafkasim.errors import CorruptRecordError
+    from kafkasim.protocol.offsets import GroupKey, decode_record
+
+    try:
+        k, v = decode_record(key, value)
+    except CorruptRecordError as exc:
+        return f"<undecodable: {exc}>", None
+    if isinstance(k, GroupKey):
+        text = "<DELETE>" if v is None else json.dumps({
+            "protocolType": v.get("protocol_type"), "protocol": v.get("protocol"),
+            "generationId": v.get("generation"),
+            "assignment": "{" + ",".join(
+                f"{m['member_id']}=[{', '.join(f'{t}-{p}' for t, p in m.get('assignment') or [])}]"
+                for m in v.get("members") or []) + "}"}, separators=(",", ":"))
+        return f"group_metadata::group={k.group}", text
+    if v is None:
+        text = "<DELETE>"
+    else:
+        text = f"offset={v.offset}" + (f",metadata={v.metadata}" if v.metadata else "")
+    return f"offset_commit::group={k.group},partition={k.topic}-{k.partition}", text
 
 
 def _verify(args) -> int:

@@ -47,15 +47,19 @@ def test_consume_json_lines_from_beginning_without_group(data, capsys):
         assert b.list_groups() == []
 
 
-def test_consume_max_and_latest_default(data, capsys):
+def test_consume_max_and_latest_default(data, capsysbinary):
     run(["consume", "t", "--from-beginning", "--max", "5", "--data-dir", data])
-    assert len(capsys.readouterr().out.splitlines()) == 5
+    captured = capsysbinary.readouterr()
+    assert len(captured.out.splitlines()) == 5
+    assert captured.err.endswith(b"Processed a total of 5 messages\n")
     run(["consume", "t", "--timeout-ms", "200", "--data-dir", data])   # latest: nothing new
-    assert capsys.readouterr().out == ""
+    captured = capsysbinary.readouterr()
+    assert captured.out == b""
+    assert b"TimeoutException" in captured.err and captured.err.endswith(b"Processed a total of 0 messages\n")
 
 
 def test_consume_with_group_commits_and_groups_describe_shows_lag(data, capsys):
-    run(["consume", "t", "--group", "billing", "--from-beginning", "--max", "7",
+    run(["consume", "t", "--group", "billing", "--from-beginning", "--max", "7", "--json",
          "--timeout-ms", "500", "--data-dir", data])
     assert len(capsys.readouterr().out.splitlines()) == 7
     run(["groups", "list", "--json", "--data-dir", data])

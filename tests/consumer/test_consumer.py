@@ -11,7 +11,7 @@ from kafkasim.errors import (
     CommitFailedError, IllegalStateError, InvalidConfigurationError, NoOffsetForPartitionError,
     OffsetOutOfRangeError, RebalanceInProgressError, UnknownTopicOrPartitionError,
 )
-from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -121,7 +121,7 @@ def test_end_offsets_and_offsets_for_times(broker, clock):
     assert c.end_offsets([T0, T1]) == {T0: 10, T1: 10}
     assert c.beginning_offsets([T0]) == {T0: 0}
     base = 1_700_000_000_000
-    assert c.offsets_for_times({T0: base + 4}) == {T0: (4, base + 4)}
+    assert c.offsets_for_times({T0: base + 4}) == {T0: OffsetAndTimestamp(4, base + 4, -1)}
     assert c.offsets_for_times({T0: base + 100}) == {T0: None}
     assert c.partitions_for_topic("t") == {0, 1}
     assert c.partitions_for_topic("nope") is None

@@ -77,3 +77,23 @@ def test_the_definitions_carry_kafkas_defaults_and_docs():
 def test_kafka_style_strings_parse_like_topic_configs(broker, clock):
     p = Producer(broker, clock=clock, linger_ms="7", acks="1", enable_idempotence="false")
     assert (p.config["linger_ms"], p.config["acks"], p.idempotent) == (7, "1", False)
+
+
+# kafka-python 2.x KafkaProducer.DEFAULT_CONFIG (kafka/producer/kafka.py), names only
+KAFKA_PYTHON_PRODUCER_CONFIGS = """bootstrap_servers client_id key_serializer value_serializer
+enable_idempotence delivery_timeout_ms acks bootstrap_topics_filter compression_type retries batch_size
+linger_ms partitioner buffer_memory connections_max_idle_ms max_block_ms max_request_size
+allow_auto_create_topics metadata_max_age_ms retry_backoff_ms request_timeout_ms receive_buffer_bytes
+send_buffer_bytes socket_options sock_chunk_bytes sock_chunk_buffer_count reconnect_backoff_ms
+reconnect_backoff_max_ms max_in_flight_requests_per_connection security_protocol ssl_context
+ssl_check_hostname ssl_cafile ssl_certfile ssl_keyfile ssl_crlfile ssl_password ssl_ciphers api_version
+api_version_auto_timeout_ms metric_reporters metrics_enabled metrics_num_samples metrics_sample_window_ms
+selector sasl_mechanism sasl_plain_username sasl_plain_password sasl_kerberos_name
+sasl_kerberos_service_name sasl_kerberos_domain_name sasl_oauth_token_provider socks5_proxy
+kafka_client""".split()
+
+
+def test_every_kafka_python_producer_config_is_known_but_transactions():
+    from kafkasim.producer.config import PRODUCER_CONFIGS
+    assert [n for n in KAFKA_PYTHON_PRODUCER_CONFIGS if n not in PRODUCER_CONFIGS] == []
+    assert "transactional_id" not in PRODUCER_CONFIGS     # no transactions: an unknown config

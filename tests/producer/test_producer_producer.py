@@ -129,10 +129,15 @@ def test_unknown_topic_times_out_like_kafka_metadata_wait(broker, clock):
         p.send("nope", value=b"v")
 
 
-def test_non_bytes_key_without_serializer_is_rejected(broker, clock):
+def test_non_bytes_key_or_value_without_serializer_is_kafka_pythons_type_error(broker, clock):
     broker.create_topic("t", partitions=1)
-    with pytest.raises(InvalidArgumentError, match="key must be bytes"):
-        Producer(broker, clock=clock).send("t", key="str", value=b"v")
+    p = Producer(broker, clock=clock)
+    with pytest.raises(TypeError, match="Not supported type for key: <class 'str'>"):
+        p.send("t", key="str", value=b"v")
+    with pytest.raises(TypeError, match="Not supported type for value: <class 'str'>"):
+        p.send("t", value="a str")
+    p.flush()
+    assert broker.list_offsets("t", 0, -1)[0] == 0     # nothing was queued
 
 
 def test_config_validation_uses_kafka_names_and_messages(broker, clock):

@@ -47,8 +47,8 @@ def test_dump_segment_batches_and_records(data_dir):
     assert (e["position"], e["base_offset"], e["last_offset"], e["count"]) == (0, 0, 0, 1)
     assert (e["producer_id"], e["producer_epoch"], e["base_sequence"], e["last_sequence"]) == (7, 1, 0, 0)
     assert e["timestamp_type"] == "CreateTime" and e["max_timestamp"] == T0
-    assert e["records"] == [{"offset": 0, "timestamp": T0, "key": "k0", "value": "value-0", "sequence": 0,
-                             "headers": [["src", "test"]]}]
+    assert e["records"] == [{"offset": 0, "timestamp": T0, "key": "k0", "value": "value-0", "key_size": 2,
+                             "value_size": 7, "sequence": 0, "headers": [["src", "test"]]}]
     positions = [x["position"] for x in entries]
     assert positions == sorted(positions) and positions[1] == entries[0]["size"]
 
