@@ -4,6 +4,9 @@ Invariants:
 - ``now_ms()`` never goes backwards on either clock.
 - :class:`MockClock` only moves when told (``advance``/``sleep``/``set``), so a
   scenario driven by it is deterministic.
+- :class:`PacedClock` is a MockClock that also waits, in real time, ``pace`` seconds per
+  simulated second it moves: the same simulated times (so the same results), slowed down so a
+  person can watch the run (``kafkasim scenario run NAME --view``).
 
 Thread-safety: both clocks are safe to share between threads (SystemClock is lock-free).
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["Clock", "SystemClock", "MockClock"]
+__all__ = ["Clock", "SystemClock", "MockClock", "PacedClock"]
 
 
 class Clock:
@@ -89,3 +92,35 @@ class MockClock(Clock):
     def sleep(self, ms: float) -> None:
         if ms > 0:
             self.advance(ms)
+
+
+class PacedClock(MockClock):
+    """A :class:`MockClock` that waits ``pace`` real seconds per simulated second it moves.
+
+    Simulated time, and so every result, is exactly a MockClock's; only the wall time the run
+    takes changes (the wait happens outside the lock, after the clock has moved).
+
+    Example::
+
+        >>> c = PacedClock(1_000, pace=0.001)   # one simulated second takes one real millisecond
+        >>> c.advance(2_000)
+        3000
+    """
+
+    def __init__(self, start_ms: int = 1_700_000_000_000, *, pace: float) -> None:
+        if not (isinstance(pace, (int, float)) and 0 <= pace <= 60):
+            raise ValueError(f"pace must be between 0 and 60 real seconds per simulated second, got {pace!r}")
+        super().__init__(start_ms)
+        self.pace = float(pace)
+
+    def advance(self, ms: float) -> int:
+        now = super().advance(ms)
+        if self.pace and ms > 0:
+            time.sleep(ms / 1000.0 * self.pace)
+        return now
+
+    def set(self, now_ms: int) -> None:
+        before = self.now_ms()
+        super().set(now_ms)
+        if self.pace and now_ms > before:
+            time.sleep((now_ms - before) / 1000.0 * self.pace)

@@ -230,3 +230,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "lab's text and write the result as JSON to the file OUT")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="override a lab parameter, e.g. partitions=24 (repeatable)")
+    p.add_argument("--view", action="store_true",
+                   help="serve the live view of the lab's data dir on 127.0.0.1 (URL on stderr), "
+                        "run the lab paced in real time, and keep the view up until Ctrl-C")
+    p.add_argument("--view-pace", type=float, default=0.05, metavar="S",
+                   help="with --view: real seconds per simulated second (default 0.05; 0 = "
+                        "no waiting); the lab's results do not change")

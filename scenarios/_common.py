@@ -29,6 +29,8 @@ same calls give the same output. Thread-safety: none; a scenario runs in one thr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import io
 import json
 import os
@@ -43,7 +45,7 @@ from rich.table import Table
 
 from kafkasim.broker import Broker
 from kafkasim.consumer import Consumer, ConsumerRebalanceListener, MemberState
-from kafkasim.clock import MockClock
+from kafkasim.clock import MockClock, PacedClock
 from kafkasim.errors import (
     ClaimFailedError, CommitFailedError, IllegalStateError, InvalidArgumentError, KafkaSimError,
     RebalanceInProgressError,
@@ -59,6 +61,27 @@ MARKER = ".kafkasim-scenario"
 
 START_MS = 1_700_000_000_000
 """Every scenario's MockClock starts here (2023-11-14T22:13:20Z)."""
+
+_PACE: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("kafkasim_lab_pace", default=None)
+
+
+def lab_clock(start_ms: int = START_MS) -> MockClock:
+    """The clock a lab runs on: a MockClock at ``start_ms``, or, inside :func:`paced`, a
+    :class:`~kafkasim.clock.PacedClock` that also waits in real time so a viewer can follow
+    the run. Simulated times, and so the lab's output, are the same either way."""
+    pace = _PACE.get()
+    return MockClock(start_ms) if pace is None else PacedClock(start_ms, pace=pace)
+
+
+@contextlib.contextmanager
+def paced(pace: float):
+    """Labs started inside this block run on a PacedClock (``pace`` real s per simulated s)."""
+    token = _PACE.set(pace)
+    try:
+        yield
+    finally:
+        _PACE.reset(token)
+
 
 Echo = Callable[[str], Any]
 _NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?( ?(%|ms|s|x))?$")
@@ -292,8 +315,11 @@ def run_with_options(name: str, data_dir: str, args: argparse.Namespace) -> dict
     quiet = args.json == "-"
     echo = (lambda s: None) if quiet else print
     params = parse_params(name, args.param)
-    result = run_scenario(name, data_dir, seed=args.seed, echo=echo, plot_dir=args.plot_dir,
-                          **params)
+    if getattr(args, "view", False):
+        result = _run_in_view(name, data_dir, args, echo, params)
+    else:
+        result = run_scenario(name, data_dir, seed=args.seed, echo=echo, plot_dir=args.plot_dir,
+                              **params)
     if quiet:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -303,6 +329,40 @@ def run_with_options(name: str, data_dir: str, args: argparse.Namespace) -> dict
             print(f"\nresult (JSON): {args.json}")
         for path in result.get("pictures", []):
             print(f"picture: {path}")
+    return result
+
+
+def _run_in_view(name: str, data_dir: str, args: argparse.Namespace, echo: Echo,
+                 params: dict) -> dict:
+    """Run the lab paced in real time while ``kafkasim view`` serves its data dir; after the
+    run the view stays up (the page keeps the final state and the rebalances) until Ctrl-C."""
+    import signal
+    import threading
+
+    from kafkasim.scenarios import run_scenario
+    from kafkasim.view.server import ViewServer
+    from kafkasim.view.snapshot import DataDirWatcher
+
+    if not 0 <= args.view_pace <= 60:
+        raise InvalidArgumentError(f"--view-pace {args.view_pace}: between 0 and 60 seconds")
+    if os.path.isdir(data_dir) and os.listdir(data_dir) and not os.path.exists(os.path.join(data_dir, MARKER)):
+        raise InvalidArgumentError(
+            f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file")
+    os.makedirs(data_dir, exist_ok=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with ViewServer(DataDirWatcher(data_dir)) as server:
+        print(f"kafkasim view: {server.url} (watching {data_dir}; the lab runs at "
+              f"{args.view_pace:g} s per simulated second)", file=sys.stderr, flush=True)
+        with paced(args.view_pace):
+            result = run_scenario(name, data_dir, seed=args.seed, echo=echo,
+                                  plot_dir=args.plot_dir, **params)
+        print(f"kafkasim view: the lab has finished; the view stays at {server.url} until Ctrl-C",
+              file=sys.stderr, flush=True)
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
     return result
 
 

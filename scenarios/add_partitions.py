@@ -40,12 +40,11 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Optional
 
-from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 from kafkasim.partitioning.partitioners import murmur2_partition
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.types import SEQUENCE_HEADER, TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run", "make_keys"]
@@ -118,7 +117,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     """Run the lab (see the module docstring); return moved keys, totals and order per way."""
     cfg = {**PARAMS, **params}
     n0, n1, rb, ra = cfg["before"], cfg["after"], cfg["records_before"], cfg["records_after"]
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     keys = make_keys(seed, cfg["keys"])
     rng = random.Random(f"{seed}:amounts")
     amounts = {k: [rng.randint(1, 100) for _ in range(rb + ra)] for k in keys}

@@ -38,10 +38,10 @@ import random
 from collections import Counter
 from typing import Any, Callable, Optional
 
-from kafkasim.clock import MockClock
 from kafkasim.errors import CommitFailedError, InvalidArgumentError
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
+    lab_clock,
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
 )
 from kafkasim.scenarios._ownership import OwnershipLog
@@ -94,7 +94,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         raise InvalidArgumentError(f"consumer-crash needs at least 2 consumers (one crashes, "
                                    f"the others take over), got consumers={cfg['consumers']}")
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     group = "workers"
     with fresh_broker(data_dir, clock) as broker:
         broker.create_topic("jobs", n)

@@ -54,6 +54,7 @@ from typing import Any, Callable, Optional
 from kafkasim.clock import MockClock
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
+    lab_clock,
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
 )
 from kafkasim.scenarios._ownership import OwnershipLog
@@ -146,7 +147,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return per event and protocol trials and means."""
     cfg = {**PARAMS, **params}
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     assignors = (cfg["eager"], "cooperative-sticky")
     runs: dict[str, dict[str, list[dict]]] = {e: {a: [] for a in assignors} for e in EVENTS}
     with fresh_broker(data_dir, clock) as broker:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 from kafkasim.clock import MockClock
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
+    lab_clock,
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
 )
 
@@ -104,7 +105,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     n, sizes = cfg["partitions"], list(cfg["sizes"])
     capacity = cfg["max_poll_records"] * 1000 / cfg["process_ms"]
     arriving = cfg["rate"] * n
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     with fresh_broker(data_dir, clock) as broker:
         steps = [_one_size(broker, clock, size, cfg, random.Random(f"{seed}:{size}")) for size in sizes]
 

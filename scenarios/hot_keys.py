@@ -54,7 +54,7 @@ from kafkasim.partitioning.partitioners import CompositeKeyPartitioner, HotKeyPa
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._alert_rule import Scraper, hot_partition_rule
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.server.metrics import ServerMetrics
 
 __all__ = ["PARAMS", "CLAIM", "run", "zipf_keys"]
@@ -174,7 +174,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     n, hot_n = cfg["partitions"], cfg["hot"]
     rule = hot_partition_rule()
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     keys = zipf_keys(rng, cfg["keys"], cfg["records"], cfg["zipf_s"])
     freq = Counter(keys)
     top = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:max(hot_n, 5)]

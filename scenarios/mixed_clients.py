@@ -35,12 +35,11 @@ import random
 from typing import Any, Callable, Optional
 
 from kafkasim.consumer import Consumer
-from kafkasim.clock import MockClock
 from kafkasim.types import PRODUCER_HEADER, TopicPartition
 from kafkasim.producer import Producer
 from kafkasim.partitioning.partitioners import partition_for_key
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 
 __all__ = ["PARAMS", "CLAIM", "run", "make_keys"]
 
@@ -84,7 +83,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     """Run the lab (see the module docstring); return split-key counts per client pair."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     keys = make_keys(seed, cfg["keys"])
     pairs = [("murmur2", "consistent_random"), ("murmur2", "murmur2_random")]
     results = []

@@ -41,11 +41,10 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Optional
 
-from kafkasim.clock import MockClock
 from kafkasim.types import SEQUENCE_HEADER
 from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 
 __all__ = ["PARAMS", "CLAIM", "run", "audit_log"]
 
@@ -93,7 +92,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return the audit per producer setting."""
     cfg = {**PARAMS, **params}
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     modes = [("not idempotent", dict(enable_idempotence=False, acks=1)),
              ("idempotent", dict(enable_idempotence=True, acks="all"))]
     out = {}
