@@ -98,7 +98,8 @@ class Lifecycle(BrokerCore):
                     self._open_partition(meta.name, p, config)
         except BaseException:
             for part in getattr(self, "_partitions", {}).values():
-                part.log.close()
+                for log in part.logs():
+                    log.close()
             self._lock_file.close()
             raise
         self._start_maintenance()
@@ -125,7 +126,7 @@ class Lifecycle(BrokerCore):
 
     def _open_logs(self) -> list[Log]:
         with self._lock:
-            return [] if self._closed else [part.log for part in self._partitions.values()]
+            return [] if self._closed else [log for part in self._partitions.values() for log in part.logs()]
 
     @property
     def log_cleaner(self) -> Optional[LogCleaner]:
@@ -159,14 +160,13 @@ class Lifecycle(BrokerCore):
         deleted = compacted = 0
         for tp in self.partitions():
             part = self._partitions.get(tp)
-            if part is None:
-                continue
-            config = part.log.config
-            if config.delete:
-                deleted += part.log.delete_old_segments()
-            if config.compact:
-                part.log.compact()
-                compacted += 1
+            for log in part.logs() if part is not None else ():
+                config = log.config
+                if config.delete:
+                    deleted += log.delete_old_segments()
+                if config.compact:
+                    log.compact()
+                    compacted += 1
         return {"segments_deleted": deleted, "logs_compacted": compacted}
 
     # ------------------------------------------------------------ flush / close
@@ -180,7 +180,8 @@ class Lifecycle(BrokerCore):
         log is attempted; the error of the first failing log (in partition order) is
         raised afterwards.
         """
-        logs = [part.log for part in map(self._partitions.get, self.partitions()) if part is not None]
+        logs = [log for part in map(self._partitions.get, self.partitions()) if part is not None
+                for log in part.logs()]
         if len(logs) <= 1:
             for log in logs:
                 log.flush()
@@ -215,7 +216,8 @@ class Lifecycle(BrokerCore):
         with self._lock:
             try:
                 for part in self._partitions.values():
-                    part.log.close()
+                    for log in part.logs():
+                        log.close()
                 self._partitions.clear()
             finally:
                 self._lock_file.close()  # releases the flock

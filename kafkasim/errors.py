@@ -8,7 +8,13 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── OffsetOutOfRangeError (1)            ├── UnsupportedVersionError (35)
     │   ├── CorruptRecordError (2)               ├── TopicAlreadyExistsError (36)
     │   ├── UnknownTopicOrPartitionError (3)     ├── InvalidPartitionsError (37)
+    │   ├── LeaderNotAvailableError (5)          │
+    │   ├── NotLeaderOrFollowerError (6)         │
+    │   ├── RequestTimedOutError (7)             │
     │   ├── BrokerNotAvailableError (8) *        ├── InvalidReplicationFactorError (38)
+    │   ├── ReplicaNotAvailableError (9)         │
+    │   ├── NotEnoughReplicasError (19)          ├── FencedLeaderEpochError (74)
+    │   ├── NotEnoughReplicasAfterAppendError (20) UnknownLeaderEpochError (75)
     │   ├── RecordTooLargeError (10)             ├── InvalidReplicaAssignmentError (39)
     │   ├── NetworkError (13)                    ├── InvalidConfigurationError (40)
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidRequestError (42)
@@ -60,7 +66,9 @@ __all__ = [
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
     "KafkaTimeoutError", "InvalidArgumentError", "NetworkError", "UnsupportedVersionError",
-    "FetchSessionIdNotFoundError",
+    "FetchSessionIdNotFoundError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
+    "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
 ]
 
 
@@ -112,6 +120,48 @@ class CorruptRecordError(BrokerResponseError):
 @_code(3, "This server does not host this topic-partition.", True)
 class UnknownTopicOrPartitionError(BrokerResponseError):
     """Raised when a request names a topic or partition that does not exist."""
+
+
+@_code(5, "There is no leader for this topic-partition as we are in the middle of a leadership election.", True)
+class LeaderNotAvailableError(BrokerResponseError):
+    """Raised when a partition has no leader (offline: no live ISR member, unclean election off)."""
+
+
+@_code(6, "For requests intended only for the leader, this error indicates that the broker is not the "
+          "current leader. For requests intended for any replica, this error indicates that the broker "
+          "is not a replica of the topic partition.", True)
+class NotLeaderOrFollowerError(BrokerResponseError):
+    """Raised when a produce or fetch reaches a broker that is not the partition's leader (or replica)."""
+
+
+@_code(7, "The request timed out.", True)
+class RequestTimedOutError(BrokerResponseError):
+    """Raised when an ``acks=all`` produce waited the request timeout for the ISR to catch up."""
+
+
+@_code(9, "The replica is not available for the requested topic-partition.", True)
+class ReplicaNotAvailableError(BrokerResponseError):
+    """Raised when a fetch names a replica that is not hosted or not reachable (stopped, isolated)."""
+
+
+@_code(19, "Messages are rejected since there are fewer in-sync replicas than required.", True)
+class NotEnoughReplicasError(BrokerResponseError):
+    """Raised before an ``acks=all`` append when the ISR is smaller than ``min.insync.replicas``."""
+
+
+@_code(20, "Messages are written to the log, but to fewer in-sync replicas than required.", True)
+class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+    """Raised after an ``acks=all`` append when the ISR shrank below ``min.insync.replicas`` meanwhile."""
+
+
+@_code(74, "The leader epoch in the request is older than the epoch on the broker.", True)
+class FencedLeaderEpochError(BrokerResponseError):
+    """Raised when a request carries a leader epoch older than the partition's current one."""
+
+
+@_code(75, "The leader epoch in the request is newer than the epoch on the broker.", True)
+class UnknownLeaderEpochError(BrokerResponseError):
+    """Raised when a request carries a leader epoch newer than the partition's current one."""
 
 
 @_code(10, "The request included a message larger than the max message size the server will accept.")
