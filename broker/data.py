@@ -227,6 +227,11 @@ class DataPlane(BrokerCore):
             check_arg("partition", partition, "int")
         return self._partition(topic, partition)
 
+    def leader_for(self, topic: str, partition: int) -> int:
+        """The partition's leader (a broker id; -1 while offline): the metadata a client asks
+        for before it sends. The one broker leads every partition."""
+        return self._checked_partition(topic, partition).leader
+
     def partitions(self) -> list[TopicPartition]:
         """Every partition the broker hosts, sorted."""
         with self._lock:

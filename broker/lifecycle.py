@@ -87,6 +87,7 @@ class Lifecycle(BrokerCore):
         self._lock_file = _lock_data_dir(self.data_dir)
         try:
             self._meta = MetadataStore(self.data_dir)
+            self._load_controller()        # a cluster's controller state (the one broker: none)
             self._remove_deleted_dirs()
             self._topics = self._meta.load_topics(self.default_config)   # checked as on create
             self._partitions = {}
@@ -103,6 +104,9 @@ class Lifecycle(BrokerCore):
             self._lock_file.close()
             raise
         self._start_maintenance()
+
+    def _load_controller(self) -> None:
+        """Hook: :class:`kafkasim.broker.cluster.Cluster` loads ``meta/cluster.json`` here."""
 
     # ------------------------------------------------------------ maintenance
 
