@@ -67,6 +67,11 @@ class ClusterFaults(BrokerCore):
         with self._lock:
             self._check_open()
             self._broker_info(broker_id).delay_ms = delay_ms
+            due = self.clock.now_ms() + delay_ms
+            for part in self._replicated_partitions():   # the next fetch on the new schedule
+                r = part.hosted.get(broker_id)
+                if r is not None:
+                    r.next_fetch_ms = min(r.next_fetch_ms, due)
             self._save()
 
     @property
