@@ -19,9 +19,11 @@ Elections (Kafka's ``PartitionLeaderElectionAlgorithms``), numbered:
 2. Where it led: the new leader is the first replica, in assignment order, that is live and
    in the ISR; the epoch goes up and reachable followers truncate (kafkasim.broker.replica).
 3. No live ISR member: with ``unclean.leader.election.enable`` (topic config) the first live
-   replica leads (ISR = itself) and the records the most complete replica has past the new
-   leader's log end are **lost**: counted and listed (``lost_records``); otherwise the
-   partition goes **offline** (leader -1) until an ISR member returns.
+   replica leads (ISR = itself); every other replica, down or not, truncates against it at
+   once, and the records so dropped that the new leader does not hold are **lost**: listed
+   in ``lost_records`` (Kafka truncates a down replica when it returns, to the same
+   offset; truncating at once keeps a later unclean election from resurrecting them).
+   Otherwise the partition goes **offline** (leader -1) until an ISR member returns.
 4. A broker coming back truncates its replicas against their leaders (OffsetsForLeaderEpoch)
    and catches up; it rejoins the ISR when caught up; an offline partition whose ISR holds
    it (or, unclean, any offline partition it replicates) elects it.
@@ -134,22 +136,11 @@ class ClusterFaults(BrokerCore):
         topic = part.name.rpartition("-")[0]
         live = [b for b in part.replicas if self.reachable(b)]
         if live and self._config_of(self._topics[topic]).unclean_leader_election_enable:
-            self._record_loss(part, topic, live[0])
-            part.become_leader(live[0], [live[0]])
+            lost: list = []
+            part.become_leader(live[0], [live[0]], lost=lost)
+            p = int(part.name.rpartition("-")[2])
+            for rec in lost[:max(0, _MAX_LOST_LISTED - len(self._ctl.lost_records))]:
+                self._ctl.lost_records.append({"topic": topic, "partition": p, "offset": rec.offset,
+                                               "key": None if rec.key is None else rec.key.hex()})
         elif part.leader >= 0:
             part.become_leader(-1, part.isr)     # offline; the last ISR member stays in the ISR
-
-    def _record_loss(self, part: PartitionState, topic: str, new_leader: int) -> None:
-        start = part.hosted[new_leader].log.log_end_offset
-        best = max(part.hosted.values(), key=lambda r: r.log.log_end_offset).log
-        p = int(part.name.rpartition("-")[2])
-        offset = start
-        while offset < best.log_end_offset:
-            records = best.read(offset)
-            if not records:
-                break
-            for rec in records:
-                if len(self._ctl.lost_records) < _MAX_LOST_LISTED:
-                    self._ctl.lost_records.append({"topic": topic, "partition": p, "offset": rec.offset,
-                                                   "key": None if rec.key is None else rec.key.hex()})
-            offset = records[-1].offset + 1

@@ -265,8 +265,11 @@ class PartitionState:
             self.on_change(self)
 
     # -- leadership -------------------------------------------------------------------------
-    def become_leader(self, leader: int, isr: list[int]) -> None:
-        """Make ``leader`` (−1: offline) the leader with ``isr``; the epoch goes up (step 6)."""
+    def become_leader(self, leader: int, isr: list[int], lost: Optional[list] = None) -> None:
+        """Make ``leader`` (−1: offline) the leader with ``isr``; the epoch goes up (step 6).
+
+        ``lost`` (an unclean election): every other replica, reachable or not, truncates now,
+        and the records removed that the new leader does not hold are appended to ``lost``."""
         now = self.clock.now_ms()
         self.leader_epoch += 1
         self.leader = leader
@@ -278,15 +281,20 @@ class PartitionState:
             r = self.hosted[leader]
             self.log = r.log
             r.epochs.assign(self.leader_epoch, r.log.log_end_offset)
+            removed: dict[tuple, object] = {}
             for b in self.replicas:
-                if self.can_fetch(b):
-                    self.truncate_follower(self.hosted[b])
+                if self.can_fetch(b) or (lost is not None and b != leader and b in self.hosted):
+                    self.truncate_follower(self.hosted[b], removed if lost is not None else None)
                     self.hosted[b].last_caught_up_ms = now
                     self.hosted[b].next_fetch_ms = now
+            if removed:
+                kept = {(rec.offset, rec.key) for rec in _records(r.log, min(o for o, _ in removed))}
+                lost.extend(rec for k, rec in sorted(removed.items()) if k not in kept)
         self._changed()
 
-    def truncate_follower(self, r: Replica) -> int:
-        """OffsetsForLeaderEpoch truncation of ``r`` against the leader; returns its new LEO."""
+    def truncate_follower(self, r: Replica, removed: Optional[dict] = None) -> int:
+        """OffsetsForLeaderEpoch truncation of ``r`` against the leader; returns its new LEO.
+        ``removed``: gets ``(offset, key) → record`` of every record the truncation drops."""
         leader = self.hosted[self.leader]
         own_end = r.log.log_end_offset
         epoch = r.epochs.latest_epoch
@@ -302,6 +310,9 @@ class PartitionState:
                 _, own_epoch_end = r.epochs.end_offset_for(le, own_end)
                 target = min(own_epoch_end, leader_end) if own_epoch_end >= 0 else min(own_end, leader_end)
         if target < own_end:
+            if removed is not None:
+                for rec in _records(r.log, target):
+                    removed.setdefault((rec.offset, rec.key), rec)
             r.log.truncate_to(target)
             r.epochs.truncate_from_end(r.log.log_end_offset)
         return r.log.log_end_offset
@@ -316,3 +327,13 @@ def _headers_from(log: Log, offset: int):
         for header, _ in batches:
             yield header
         offset = batches[-1][0].next_offset
+
+
+def _records(log: Log, offset: int):
+    offset = max(offset, log.log_start_offset)
+    while offset < log.log_end_offset:
+        records = log.read(offset)
+        if not records:
+            return
+        yield from records
+        offset = records[-1].offset + 1
