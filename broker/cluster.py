@@ -275,12 +275,31 @@ class Cluster(ClusterFaults, Reassignment, Broker):
             raise InvalidArgumentError(f"broker {broker_id} is not in the cluster (brokers {sorted(self._ctl.brokers)})")
         return ClusterNode(self, broker_id)
 
+    def _check_node(self, node: int) -> None:
+        self.check_reachable(node)
+
     def check_reachable(self, broker_id: int) -> None:
         """A client request to ``broker_id``: NetworkError when it is stopped or isolated."""
         info = self._ctl.brokers.get(broker_id)
         if info is None or info.state != "alive":
             state = "unknown" if info is None else info.state
             raise NetworkError(f"broker {broker_id} is {state}: the connection failed")
+
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str) -> int:
+        """KIP-392's ``RackAwareReplicaSelector``: the leader if it is in ``client_rack``, else
+        the first live in-sync replica in that rack, else the leader."""
+        part = self._checked_partition(topic, partition)
+        racks = {b: self._ctl.brokers[b].rack for b in part.replicas}
+        if not client_rack or racks.get(part.leader) == client_rack:
+            return part.leader
+        near = [b for b in part.replicas if racks[b] == client_rack and b in part.isr and self.reachable(b)]
+        return near[0] if near else part.leader
+
+    def partition_racks(self) -> dict[TopicPartition, list[str]]:
+        """Each partition's replica racks (what the KIP-881 rack-aware assignors take)."""
+        with self._lock:
+            return {tp: [self._ctl.brokers[b].rack or "" for b in part.replicas]
+                    for tp, part in self._partitions.items() if tp.topic not in INTERNAL_TOPICS}
 
     @property
     def brokers(self) -> dict[int, BrokerInfo]:
@@ -310,15 +329,12 @@ class ClusterNode:
         self.broker_id = broker_id
 
     def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1):
-        self.cluster.check_reachable(self.broker_id)
         return self.cluster.produce(topic, partition, batch, acks, node=self.broker_id)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
-        self.cluster.check_reachable(self.broker_id)
         return self.cluster.fetch(topic, partition, offset, max_bytes, node=self.broker_id)
 
     def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
-        self.cluster.check_reachable(self.broker_id)
         return self.cluster.fetch_columns(topic, partition, offset, max_bytes, node=self.broker_id)
 
     def __repr__(self) -> str:

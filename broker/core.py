@@ -69,6 +69,10 @@ class BrokerCore:
             raise BrokerNotAvailableError(
                 f"The broker over {self.data_dir} is closed; open a new Broker on the data dir")
 
+    def _check_node(self, node: int) -> None:
+        """A client request addressed to broker ``node``: a cluster refuses one that is down
+        or isolated (NetworkError); the one broker answers, and leadership is checked after."""
+
     def _topic(self, name: str) -> TopicMetadata:
         if type(name) is not str:
             check_arg("topic", name, "str")       # InvalidArgumentError naming it

@@ -100,6 +100,8 @@ class DataPlane(BrokerCore):
             check_arg("batch", batch, "bytes", what="bytes (an encoded record batch)")
         # the header is needed for the idempotence check; the log verifies the CRC and records
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
+        if node is not None:
+            self._check_node(node)
         with part.lock:
             log = part.leader_log(node)
             if header.producer_id >= 0:
@@ -189,8 +191,9 @@ class DataPlane(BrokerCore):
             next_offset = max(offset, hw)
         return ColumnFetchResult(columns, hw, log.log_start_offset, log.log_end_offset, next_offset)
 
-    @staticmethod
-    def _read_log(part, node: Optional[int]) -> Log:
+    def _read_log(self, part, node: Optional[int]) -> Log:
+        if node is not None:
+            self._check_node(node)
         if node is None or node == part.leader:
             return part.leader_log(node)
         replica = part.hosted.get(node)
