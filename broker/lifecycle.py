@@ -50,6 +50,7 @@ from kafkasim.config import BROKER_CONFIGS, LogConfig, parse_configs
 from kafkasim.errors import KafkaStorageError
 from kafkasim.storage.cleaner import LogCleaner
 from kafkasim.storage.files import storage_errors
+from kafkasim.storage.layout import META_DIR
 from kafkasim.storage.log import Log
 
 from kafkasim.broker.core import BrokerCore
@@ -106,7 +107,11 @@ class Lifecycle(BrokerCore):
         self._start_maintenance()
 
     def _load_controller(self) -> None:
-        """Hook: :class:`kafkasim.broker.cluster.Cluster` loads ``meta/cluster.json`` here."""
+        """Hook: :class:`kafkasim.broker.cluster.Cluster` loads ``meta/cluster.json`` here. The
+        one broker refuses a cluster's data dir (its replicas live under ``broker-<id>/``)."""
+        if os.path.exists(os.path.join(self.data_dir, META_DIR, "cluster.json")):
+            raise KafkaStorageError(f"{self.data_dir} holds a cluster (meta/cluster.json): open it with "
+                                    "kafkasim.broker.cluster.Cluster, or 'kafkasim cluster ...'")
 
     # ------------------------------------------------------------ maintenance
 

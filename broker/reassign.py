@@ -12,8 +12,9 @@
   partitions on its own (the "adding a broker rebalances" misconception).
 - :meth:`Reassignment.reassign` executes a plan (``kafka-reassign-partitions --execute``), per
   partition in order: (1) the new replicas are added (replicas = old + new, as Kafka's
-  adding replicas); (2) each copies the leader's log, at most ``throttle_bytes_per_s`` on
-  the simulated clock (the clock sleeps bytes / throttle); (3) it joins the ISR when caught
+  adding replicas); (2) each copies the leader's log, at most ``throttle_bytes_per_s`` of
+  simulated time (bytes / throttle: a MockClock moves by it; a real clock is not slept, the
+  time is only reported); (3) it joins the ISR when caught
   up; (4) if the leader is leaving, leadership moves to the first target replica in the
   ISR (epoch + 1); (5) the removed replicas are dropped (logs deleted) and the replica list
   becomes the target, in its order. Returns bytes moved and simulated time.
@@ -35,6 +36,7 @@ import shutil
 from typing import Any, Mapping, Optional, Sequence
 
 from kafkasim.arguments import check_arg
+from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError, InvalidReplicaAssignmentError, UnknownTopicOrPartitionError
 from kafkasim.types import TopicPartition
 
@@ -138,7 +140,7 @@ class Reassignment(BrokerCore):
                 down = [b for b in adding if not self.reachable(b)]
                 if down:
                     raise InvalidReplicaAssignmentError(f"{tp}: target broker(s) {down} are not alive")
-            start = self.clock.now_ms()
+            self._copy_ms = 0.0
             moved_bytes = added = 0
             moved = []
             with self.deferred_save():
@@ -152,7 +154,7 @@ class Reassignment(BrokerCore):
                     added += n
                     moved.append(str(tp))
             return {"partitions": moved, "replicas_added": added, "bytes_moved": moved_bytes,
-                    "time_ms": self.clock.now_ms() - start, "throttle_bytes_per_s": throttle_bytes_per_s}
+                    "time_ms": round(self._copy_ms), "throttle_bytes_per_s": throttle_bytes_per_s}
 
     def _move(self, tp: TopicPartition, part, target: list[int], throttle: Optional[int]) -> tuple[int, int]:
         if part.leader < 0:
@@ -171,7 +173,10 @@ class Reassignment(BrokerCore):
                 n = part.fetch_into(r, self.clock.now_ms(), chunk)
                 copied += n
                 if throttle is not None and n:
-                    self.clock.sleep(n * 1000 / throttle)
+                    ms = n * 1000 / throttle
+                    self._copy_ms += ms
+                    if isinstance(self.clock, MockClock):
+                        self.clock.sleep(ms)     # a simulation's clock moves; a real one is not slept
             r.last_caught_up_ms = self.clock.now_ms()
         part.maybe_expand_isr()                                            # step 3
         if part.leader not in target:                                      # step 4
