@@ -79,3 +79,25 @@ def test_a_consumer_with_client_rack_fetches_from_the_replica_in_its_rack(cluste
     assert f.fetch(10) == {}
     assert [r.key for r in f.fetch(10)[TopicPartition("t", 0)]] == [b"b"]
     assert asked[-1] == leader
+
+
+def test_group_members_with_racks_get_partitions_whose_replicas_share_their_rack(cluster, clock):
+    """KIP-881: the leader gives the range assignor each partition's replica racks."""
+    cluster.create_topic("t", 6, 1)
+    racks = cluster.partition_racks()
+    consumers = []
+    for rack in ("r1", "r2", "r3"):
+        c = Consumer(cluster, group_id="g", partition_assignment_strategy=["range"],
+                     auto_offset_reset="earliest")
+        c._member.client_rack = rack     # consumer.py passes config client_rack here (wt-clients)
+        c.subscribe(["t"])
+        consumers.append((rack, c))
+    for _ in range(20):                  # the group's initial rebalance delay passes on the clock
+        for _, c in consumers:
+            c.poll(timeout_ms=0)
+        clock.advance(500)
+    for rack, c in consumers:
+        got = c.assignment()
+        assert got and all(racks[tp] == [rack] for tp in got), (rack, got)
+    for _, c in consumers:
+        c.close()
