@@ -95,9 +95,8 @@ class Log(ReplicaLogOps):
         self._first_unflushed_ms: Optional[int] = None
         with storage_errors("create log directory", self.directory):
             os.makedirs(self.directory, exist_ok=True)
-        # MAX_OPEN_CLOSED_SEGMENTS is read from this module at open (tests lower it)
-        self._segments = load_segments(self.directory, config, self._report, self._clock,
-                                       MAX_OPEN_CLOSED_SEGMENTS)
+        self._max_open = MAX_OPEN_CLOSED_SEGMENTS   # read from this module at open (tests lower it)
+        self._segments = load_segments(self.directory, config, self._report, self._clock, self._max_open)
         try:
             self._write_recovery_point()
         except BaseException:

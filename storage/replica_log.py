@@ -29,6 +29,7 @@ from kafkasim.errors import CorruptRecordError, IllegalStateError
 from kafkasim.records.framing import BatchHeader, decode_header, verify
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from kafkasim.storage.files import fsync_dir, storage_errors
+from kafkasim.storage.loader import load_segments
 from kafkasim.storage.segment import LogSegment
 
 __all__ = ["ReplicaLogOps"]
@@ -68,9 +69,6 @@ class ReplicaLogOps:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is ≥ ``offset``; return the new log end offset."""
-        from kafkasim.storage import log as log_module   # its MAX_OPEN_CLOSED_SEGMENTS (tests lower it)
-        from kafkasim.storage.loader import load_segments
-
         with self._lock:
             self._check_open()
             segs = self._segments
@@ -103,7 +101,7 @@ class ReplicaLogOps:
                         os.unlink(os.path.join(self.directory, name))
             fsync_dir(self.directory)
             self._segments = load_segments(self.directory, self._config, self._report, self._clock,
-                                           log_module.MAX_OPEN_CLOSED_SEGMENTS)
+                                           self._max_open)
             self._unflushed_messages = 0
             self._first_unflushed_ms = None
             self._write_recovery_point()
