@@ -32,7 +32,9 @@ Invariants: the cluster holds the data-dir lock like a broker; every partition's
 are brokers of the cluster; ``cluster.json`` always describes every non-internal topic.
 
 Thread-safety: as :class:`~kafkasim.broker.broker.Broker`; faults, ticks and reassignment
-take the metadata lock, then each partition's lock.
+take the metadata lock, then each partition's lock; a partition change (an ISR move during
+a produce, under the partition's lock only) updates the controller state under a small
+lock of its own that is never held while another is taken, so the two orders cannot deadlock.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import contextlib
 import os
 import random
 import shutil
+import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from kafkasim.arguments import check_arg
@@ -103,6 +106,9 @@ class Cluster(ClusterFaults, Reassignment, Broker):
         self._seed = check_arg("seed", seed, "int", min=0)
         self._pending: dict[str, dict[int, list[int]]] = {}
         self._save_deferred = 0
+        # guards cluster.json's in-memory state when a partition changes under its own lock
+        # (ISR moves during produce); never held while taking another lock
+        self._ctl_lock = threading.Lock()
         self._open(data_dir, clock, 0, default_configs, broker_configs)
         self.lag_max_ms = self.broker_config["replica.lag.time.max.ms"]
         for part in self._partitions.values():
@@ -147,16 +153,19 @@ class Cluster(ClusterFaults, Reassignment, Broker):
         finally:
             self._save_deferred -= 1
             if self._save_deferred == 0:
-                self._ctl_store.save(self._ctl)
+                with self._ctl_lock:
+                    self._ctl_store.save(self._ctl)
 
     def _save(self) -> None:
         if self._save_deferred == 0:
-            self._ctl_store.save(self._ctl)
+            with self._ctl_lock:
+                self._ctl_store.save(self._ctl)
 
     def _partition_changed(self, part: PartitionState) -> None:
         topic, _, p = part.name.rpartition("-")
-        self._ctl.partitions[topic][int(p)] = PartitionInfo(list(part.replicas), part.leader, list(part.isr),
-                                                            part.leader_epoch)
+        with self._ctl_lock:
+            self._ctl.partitions[topic][int(p)] = PartitionInfo(list(part.replicas), part.leader, list(part.isr),
+                                                                part.leader_epoch)
         self._save()
 
     # -- the fault view the partitions consult (kafkasim.broker.replica.FaultView) -----------
