@@ -87,7 +87,8 @@ def _describe_text(d: dict) -> str:
              f"ReplicationFactor: {d['replication_factor']}\tConfigs: "
              + ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))]
     for p in d["partitions"]:
-        lines.append(f"\tPartition: {p['partition']}\tLeader: {p['leader']}\tReplicas: "
+        leader = "none" if p["leader"] < 0 else p["leader"]     # kafka-topics prints "none" when offline
+        lines.append(f"\tPartition: {p['partition']}\tLeader: {leader}\tReplicas: "
                      f"{','.join(map(str, p['replicas']))}\tIsr: {','.join(map(str, p['isr']))}\t"
                      f"LogStart: {p['log_start_offset']}\tLogEnd: {p['log_end_offset']}\t"
                      f"Segments: {p['segments']}\tBytes: {p['size_bytes']}")

@@ -168,3 +168,31 @@ def test_an_offline_partition_answers_leader_not_available(cluster):
     last = d["partitions"][0]["isr"]
     cluster.start_broker(last[0])
     assert cluster.leader_for("t", 0) == last[0]
+
+
+def test_growing_and_deleting_a_topic_on_a_cluster(cluster, tmp_path):
+    cluster.create_topic("t", 2, 2)
+    grown = cluster.create_partitions("t", 5)
+    assert [len(p["replicas"]) for p in grown["partitions"]] == [2] * 5
+    cluster.append_records("t", 4, [(1000, b"k", b"v", ())])
+    assert [r.key for r in cluster.fetch("t", 4, 0).records] == [b"k"]
+    dirs = [cluster._partition_path(b, "t", p) for p in range(5) for b in cluster.assignment()[("t", p)]]
+    import os
+    assert all(os.path.isdir(d) for d in dirs)
+    cluster.delete_topic("t")
+    assert not any(os.path.exists(d) for d in dirs)
+    assert cluster.describe_cluster()["partitions"] == [] and cluster.assignment() == {}
+    cluster.create_topic("t", 1, 3)                      # the name is free again, nothing adopted
+    assert cluster.fetch("t", 0, 0).records == []
+
+
+def test_an_offline_partition_reads_leader_none_in_topics_describe(tmp_path, capsys):
+    from kafkasim.cli import main
+    d = str(tmp_path / "lab")
+    main(["cluster", "create", "--brokers", "0,1", "--data-dir", d])
+    main(["topics", "create", "t", "--replication-factor", "2", "--data-dir", d])
+    main(["cluster", "stop-broker", "0", "--data-dir", d])
+    main(["cluster", "stop-broker", "1", "--data-dir", d])
+    capsys.readouterr()
+    assert main(["topics", "describe", "t", "--data-dir", d]) == 0
+    assert "Leader: none" in capsys.readouterr().out
