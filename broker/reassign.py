@@ -42,7 +42,6 @@ from kafkasim.types import TopicPartition
 
 from kafkasim.broker.controller import BrokerInfo
 from kafkasim.broker.core import INTERNAL_TOPICS, BrokerCore
-from kafkasim.broker.replica import Replica
 
 __all__ = ["Reassignment", "SKEW_LIMIT", "skew_of"]
 
@@ -163,8 +162,7 @@ class Reassignment(BrokerCore):
         adding = [b for b in target if b not in part.replicas]
         for b in adding:                                                   # step 1
             self._discard_stale_path(self._partition_path(b, *tp))
-            part.hosted[b] = Replica(b, self._open_replica_log(b, tp, config), self.clock.now_ms())
-        part.replicas = part.replicas + adding
+            part.add_replica(b, self._open_replica_log(b, tp, config))
         copied = 0
         chunk = throttle if throttle is not None else None
         for b in adding:                                                   # step 2
@@ -184,16 +182,11 @@ class Reassignment(BrokerCore):
             if not in_isr:
                 raise InvalidReplicaAssignmentError(f"{tp}: no target replica of {target} is in the ISR {part.isr}")
             part.become_leader(in_isr[0], part.isr)
-        removed = [b for b in part.replicas if b not in target]            # step 5
-        part.replicas = list(target)
-        part.isr = [b for b in target if b in part.isr]
-        for b in removed:
-            r = part.hosted.pop(b)
+        for r in part.set_replicas(target):                                # step 5
             r.log.close()
-            path = self._partition_path(b, *tp)
+            path = self._partition_path(r.broker_id, *tp)
             if os.path.isdir(path):
                 shutil.rmtree(path)
-        part._changed()
         return copied, len(adding)
 
     def verify(self, target: Mapping) -> dict[str, Any]:
