@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.errors import (
     InvalidReplicationFactorError, KafkaStorageError, LeaderNotAvailableError, NetworkError,
