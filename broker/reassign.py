@@ -8,6 +8,8 @@
   ``offline`` (no leader), the lost records of unclean elections, and the per-broker
   **skew**: replicas, leaders and bytes per broker, each with max/min (``inf`` when a
   broker holds none) flagged above 1.3 (the operators' reassignment threshold).
+- :meth:`Reassignment.metrics`: Kafka's replication gauges (under-replicated, under-min-ISR,
+  offline) and counts (ISR shrinks/expands, leader elections, lost records).
 - :meth:`Reassignment.add_broker`: a new broker joins and holds nothing: Kafka never moves
   partitions on its own (the "adding a broker rebalances" misconception).
 - :meth:`Reassignment.reassign` executes a plan (``kafka-reassign-partitions --execute``), per
@@ -92,6 +94,19 @@ class Reassignment(BrokerCore):
                     "offline": sum(p["offline"] for p in parts),
                     "skew": {"replicas": skew_of(replicas), "leaders": skew_of(leaders), "bytes": skew_of(size)},
                     "lost_records": len(self._ctl.lost_records)}
+
+    def metrics(self) -> dict[str, int]:
+        """Kafka's replication gauges now, and the counts since this cluster object opened:
+        ``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``, ``OfflinePartitionsCount``,
+        ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``, ``LostRecords`` (unclean elections)."""
+        d = self.describe_cluster()
+        with self._lock:
+            parts = [p for tp, p in self._partitions.items() if tp.topic not in INTERNAL_TOPICS]
+            total = {k: sum(p.counts[k] for p in parts) for k in ("isr_shrinks", "isr_expands", "leader_elections")}
+        return {"UnderReplicatedPartitions": d["under_replicated"], "UnderMinIsrPartitionCount": d["under_min_isr"],
+                "OfflinePartitionsCount": d["offline"], "IsrShrinks": total["isr_shrinks"],
+                "IsrExpands": total["isr_expands"], "LeaderElections": total["leader_elections"],
+                "LostRecords": d["lost_records"]}
 
     def assignment(self) -> dict[TopicPartition, list[int]]:
         """Every (non-internal) partition's replica list, in assignment order."""

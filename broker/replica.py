@@ -92,7 +92,7 @@ class PartitionState:
     """Replicas, leader, ISR, epoch and HW of one partition (see the module docstring)."""
 
     __slots__ = ("name", "replicas", "hosted", "leader", "isr", "leader_epoch", "lock", "producers",
-                 "log", "faults", "clock", "lag_max_ms", "on_change", "__weakref__")
+                 "log", "faults", "clock", "lag_max_ms", "on_change", "counts", "__weakref__")
 
     def __init__(self, name: str, replicas: list[int], hosted: dict[int, Log], clock: Clock, *,
                  leader: int, isr: list[int], leader_epoch: int = 0, faults: FaultView = HEALTHY,
@@ -110,6 +110,7 @@ class PartitionState:
         self.clock = clock
         self.lag_max_ms = lag_max_ms
         self.on_change = on_change
+        self.counts = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0}   # since open
         self.log: Optional[Log] = self.hosted[leader].log if leader >= 0 else None
 
     # -- reads ------------------------------------------------------------------------------
@@ -242,6 +243,7 @@ class PartitionState:
                   and self.hosted[b].log.log_end_offset >= max(hw, start)]
         if joined:
             self.isr = [b for b in self.replicas if b in self.isr or b in joined]
+            self.counts["isr_expands"] += len(joined)
             self.notify_changed()
 
     def _epoch_start(self) -> int:
@@ -257,6 +259,7 @@ class PartitionState:
                and now - self.hosted[b].last_caught_up_ms > self.lag_max_ms]
         if out:
             self.isr = [b for b in self.isr if b not in out]
+            self.counts["isr_shrinks"] += len(out)
             self.notify_changed()
         return out
 
@@ -278,6 +281,7 @@ class PartitionState:
     def remove_from_isr(self, broker_id: int) -> None:
         """The controller fenced ``broker_id`` (stopped or isolated): it leaves the ISR."""
         self.isr = [b for b in self.isr if b != broker_id]
+        self.counts["isr_shrinks"] += 1
         self.notify_changed()
 
     def notify_changed(self) -> None:
@@ -293,7 +297,9 @@ class PartitionState:
         and the records removed that the new leader does not hold are appended to ``lost``."""
         now = self.clock.now_ms()
         self.leader_epoch += 1
+        self.counts["leader_elections"] += 1
         self.leader = leader
+        self.counts["isr_shrinks"] += len(set(self.isr) - set(isr))
         self.isr = [b for b in self.replicas if b in isr]
         self.producers = None          # rebuilt from the new leader's log on first use
         if leader < 0:
