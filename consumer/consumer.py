@@ -105,7 +105,9 @@ class Consumer(Positions, OffsetLookups):
                                 fetch_max_bytes=cfg["fetch_max_bytes"],
                                 key_deserializer=cfg["key_deserializer"],
                                 value_deserializer=cfg["value_deserializer"],
-                                on_out_of_range=self._reset_out_of_range)
+                                on_out_of_range=self._reset_out_of_range,
+                                client_rack=cfg["client_rack"],
+                                retry_backoff_ms=cfg["retry_backoff_ms"])
         self._member: Optional[GroupMember] = None
         if cfg["group_id"] is not None:
             self._member = GroupMember(
@@ -116,7 +118,7 @@ class Consumer(Positions, OffsetLookups):
                 max_poll_interval_ms=cfg["max_poll_interval_ms"],
                 group_instance_id=cfg["group_instance_id"],
                 metadata_max_age_ms=cfg["metadata_max_age_ms"],
-                on_commit_needed=self._commit_on_revoke)
+                on_commit_needed=self._commit_on_revoke, client_rack=cfg["client_rack"])
         self._next_auto_commit = self._clock.now_ms() + cfg["auto_commit_interval_ms"]
         self._next_metadata_ms: Optional[int] = None   # topics mode: when to refresh metadata next
         self._m = {"records-consumed-total": 0, "commit-total": 0}

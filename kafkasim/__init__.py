@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Broker": "kafkasim.broker.broker",
+    "Cluster": "kafkasim.broker.cluster",
     "Producer": "kafkasim.producer.producer",
     "Consumer": "kafkasim.consumer.consumer",
     "KafkaConsumer": "kafkasim.consumer.consumer",
