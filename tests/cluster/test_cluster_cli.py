@@ -122,8 +122,9 @@ def test_a_plain_broker_refuses_a_cluster_data_dir(d):
 
 def test_generate_then_execute_balances_a_new_broker_and_keeps_every_record(tmp_path, capsys):
     """The issue's seed example: 3 nodes, 9 partitions, a 4th added; the generated plan
-    (kafkasim.placement.reassign, another module) is executed and verified here."""
-    pytest.importorskip("kafkasim.placement.reassign")
+    moves no more replicas than the lower bound, and is executed and verified here."""
+    from kafkasim.placement.reassign import lower_bound_moves, replica_moves
+    from kafkasim.types import TopicPartition
     d = str(tmp_path / "lab")
     run(capsys, "cluster", "create", "--brokers", "0,1,2", "--data-dir", d)
     run(capsys, "topics", "create", "t", "--partitions", "9", "--replication-factor", "2", "--data-dir", d)
@@ -133,8 +134,17 @@ def test_generate_then_execute_balances_a_new_broker_and_keeps_every_record(tmp_
     run(capsys, "cluster", "add-broker", "3", "--data-dir", d)
     rc, out, _ = run(capsys, "cluster", "reassign", "--generate", "--json", "--data-dir", d)
     assert rc == 0
+    proposed = json.loads(out)["proposed"]
+    with Cluster(d) as c:
+        current = {TopicPartition("t", p): c.describe_topic("t")["partitions"][p]["replicas"]
+                   for p in range(9)}
+    target = {TopicPartition(e["topic"], e["partition"]): e["replicas"] for e in proposed["partitions"]}
+    target = {tp: target.get(tp, reps) for tp, reps in current.items()}
+    bound = lower_bound_moves(current, {0: None, 1: None, 2: None, 3: None})
+    assert replica_moves(current, target) <= bound
+    assert bound == 4                      # 18 replicas over 4 brokers: broker 3 needs 4
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(json.loads(out)["proposed"]))
+    plan.write_text(json.dumps(proposed))
     rc, out, _ = run(capsys, "cluster", "reassign", "--execute", str(plan), "--json", "--data-dir", d)
     assert rc == 0
     rc, _, _ = run(capsys, "cluster", "reassign", "--verify", str(plan), "--data-dir", d)
