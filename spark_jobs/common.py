@@ -109,6 +109,8 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     """The log under ``data_dir`` as a DataFrame (``kafkasim.spark_jobs.datasource.SCHEMA``, or just
     ``columns`` of it: the reader then builds and ships only those)."""
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
+    for k, v in input_plan_options(spark).items():
+        reader = reader.option(k, v)
     if columns:
         from kafkasim.spark_jobs.datasource import schema_of
         reader = reader.schema(schema_of(columns))
@@ -118,6 +120,31 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
         if v is not None:
             reader = reader.option(k, str(v))
     return reader.load(data_dir)
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes_conf(text: str) -> int:
+    """A Spark byte-size setting (``134217728b``, ``128m``, ``4MB``) in bytes."""
+    import re
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InvalidArgumentError(f"not a byte size: {text!r}")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+def input_plan_options(spark) -> dict[str, str]:
+    """The data source's planning options from the session, as Spark's file sources take
+    them: ``spark.sql.files.maxPartitionBytes``, ``spark.sql.files.openCostInBytes`` and
+    ``spark.sql.files.minPartitionNum`` (default: the default parallelism)."""
+    conf = spark.conf
+    out = {"maxPartitionBytes": str(_bytes_conf(conf.get("spark.sql.files.maxPartitionBytes", "128m"))),
+           "openCostInBytes": str(_bytes_conf(conf.get("spark.sql.files.openCostInBytes", "4m")))}
+    min_parts = conf.get("spark.sql.files.minPartitionNum", None)
+    out["minPartitionNum"] = str(int(min_parts) if min_parts else spark.sparkContext.defaultParallelism)
+    return out
 
 
 def topic_partition_counts(data_dir: str) -> dict[str, int]:
