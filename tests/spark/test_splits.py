@@ -100,4 +100,5 @@ def test_small_segments_of_many_partitions_pack_in_offset_order(tmp_path):
     tasks = splits.plan(ld, segs, 1 << 20, open_cost=0)
     assert [p.seg for t in tasks for p in t] == segs     # every segment once, in order
     assert len(tasks) == 1
-    assert len(splits.plan(ld, segs, 1 << 20, open_cost=0, min_partitions=2)) == 2
+    spread = splits.plan(ld, segs, 1 << 20, open_cost=0, min_partitions=2)   # split = total / 2
+    assert 2 <= len(spread) <= 3 and all(sum(p.size for p in t) <= sum(s.size for s in segs) // 2 for t in spread)
