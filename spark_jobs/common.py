@@ -336,8 +336,13 @@ def lorenz_points(values: Sequence[float]) -> tuple[list[float], list[float]]:
 
 
 def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], title: str,
-                    ylabel: str) -> None:
-    """PNG: per-partition bars with the average line, and the Lorenz curve beside them."""
+                    ylabel: str, *, limit_over_avg: Optional[float] = None,
+                    xlabel: str = "topic-partition") -> dict:
+    """PNG: per-partition bars with the average line, and the Lorenz curve beside them.
+
+    With ``limit_over_avg`` the limit (``limit_over_avg`` × average, the line a verdict
+    depends on) is drawn too, and the bars above it are red and named in the legend.
+    Returns ``{"average", "limit", "above"}`` (``above``: the labels of the red bars)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -345,16 +350,25 @@ def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], t
     FigureCanvasAgg(fig)
     ax, lz = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
     xs = range(len(values))
-    ax.bar(xs, values, color="#4C72B0")
+    avg = sum(values) / len(values) if values else None
+    limit = avg * limit_over_avg if avg is not None and limit_over_avg is not None else None
+    above = [i for i, v in enumerate(values) if limit is not None and v > limit]
+    ax.bar(xs, values, color=["#C44E52" if i in above else "#4C72B0" for i in xs])
+    if avg is not None:
+        ax.axhline(avg, color="grey", linestyle="--", label=f"average {avg:,.1f}")
+    if limit is not None:
+        ax.axhline(limit, color="#C44E52", linestyle="-",
+                   label=f"limit {limit_over_avg:g} x average = {limit:,.1f}")
+        if above:
+            ax.bar([], [], color="#C44E52", label=f"above the limit: {len(above)}")
     if values:
-        avg = sum(values) / len(values)
-        ax.axhline(avg, color="#C44E52", linestyle="--", label=f"average {avg:,.1f}")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper right", fontsize=8)
     ax.set_xticks(list(xs))
     many = len(labels) > 12
     ax.set_xticklabels(labels, rotation=60 if many else 0, fontsize=8, ha="right" if many else "center")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     cx, cy = lorenz_points(values)
     lz.plot(cx, cy, marker=".", label=f"Lorenz (Gini {gini(values):.3f})")
     lz.plot([0, 1], [0, 1], color="grey", linestyle=":", label="equality")
@@ -364,6 +378,7 @@ def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], t
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png", dpi=100)
+    return {"average": avg, "limit": limit, "above": [labels[i] for i in above]}
 
 
 def require(cond: bool, message: str) -> None:

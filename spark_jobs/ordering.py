@@ -408,10 +408,14 @@ def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
 def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "header",
                  partitioner: str = "murmur2", corrupt: str = "report",
                  max_details: int = 1000,
-                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
-    """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``."""
+                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
+                 df: Optional[DataFrame] = None, corruption: Optional[list] = None) -> dict:
+    """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``
+    (``df``/``corruption``: already read and persisted by the caller, as in ``skew``)."""
     from pyspark import StorageLevel
-    df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+    own = df is None
+    if own:
+        df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         sizes = with_sequence(df, sequence).agg(
             F.count(F.lit(1)).alias("records"), F.count_distinct("topic", "key").alias("keys"),
@@ -427,11 +431,13 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
         details.unpersist()
         causes = causes_of(df, current, counts, partitioner=partitioner) if counts else []
     finally:
-        df.unpersist()
+        if own:
+            df.unpersist()
     out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items() if v is not None}
            for r in rows]
-    rep = report(sizes["records"], sizes["keys"], counts, out,
-                 common.corruption_of(spark, data_dir, topics), max_details,
+    if corruption is None:
+        corruption = common.corruption_of(spark, data_dir, topics)
+    rep = report(sizes["records"], sizes["keys"], counts, out, corruption, max_details,
                  partitions=sum(current.values()) or None, min_records_per_partition=min_records_per_partition,
                  causes=causes)
     rep["sequenced_records"] = int(sizes["sequenced"])
