@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Callable, Iterable, Optional, Sequence
@@ -38,7 +39,7 @@ __all__ = [
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
     "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
-    "verdict_of", "checks_text",
+    "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
 ]
 
 EXIT_OK = 0
@@ -219,14 +220,43 @@ def data_dir_of(args) -> str:
     return args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or "./kafkasim-data"
 
 
-def open_spark(args, spark=None):
+def input_bytes(data_dir: str, topics: Optional[Sequence[str]]) -> int:
+    """Bytes of the segment files of ``topics`` (all topics when None): the audit's input."""
+    return sum(s.size for s in LogDir(data_dir).segments(set(topics) if topics else None))
+
+
+SHUFFLE_BYTES = 128 << 20   # input bytes per shuffle partition beyond the core count
+
+
+def shuffle_partitions_for(input_bytes: int, parallelism: int, cap: int = 200) -> int:
+    """Shuffle partitions for an audit over ``input_bytes`` of segments: one per core, plus
+    one per 128 MiB of input beyond that, at most ``cap`` (Spark's default count): the
+    audits shuffle small aggregates, so 200 empty partitions only cost task launches.
+
+    >>> shuffle_partitions_for(5 << 20, 2), shuffle_partitions_for(10 << 30, 2)
+    (2, 80)
+    """
+    return max(1, min(cap, max(int(parallelism), math.ceil(input_bytes / SHUFFLE_BYTES))))
+
+
+def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
     """``spark`` if given (tests pass theirs), else a session from ``build_session``.
 
     The master is ``--master`` if given; else the one ``spark-submit`` put in the
-    Spark conf; else ``local[*]``.
+    Spark conf; else ``local[*]``. With ``input_bytes``, a session started here gets
+    ``spark.sql.shuffle.partitions`` sized to the input (:func:`shuffle_partitions_for`)
+    unless the conf already sets it.
     """
     if spark is not None:
         return spark
+    session = _open(args)
+    if input_bytes is not None and not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        session.conf.set("spark.sql.shuffle.partitions",
+                         str(shuffle_partitions_for(input_bytes, session.sparkContext.defaultParallelism)))
+    return session
+
+
+def _open(args):
     from kafkasim.spark_jobs.session import build_session
     master = args.master
     if not master:   # under spark-submit the JVM is already up and names the master

@@ -309,7 +309,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     common.check_inputs(data_dir, args.topic)                # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, args.topic))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, args.topic, args.group, max_lag_records=args.max_lag_records,
         max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=args.plot), text, violations)

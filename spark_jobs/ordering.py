@@ -487,7 +487,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, topics))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
         corrupt=args.corrupt, max_details=args.max_details,

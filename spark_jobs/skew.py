@@ -290,7 +290,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, topics))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
         window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
