@@ -105,9 +105,14 @@ def run(args, spark=None) -> int:
         data_dir = common.data_dir_of(args)
         topics = common.check_inputs(data_dir, args.topic)           # before the JVM starts
         size = common.input_bytes(data_dir, topics)
+    own = spark is None
     with progress.phase("starting Spark"):
         spark = common.open_spark(args, spark, input_bytes=size)
-    return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text, violations)
+    try:
+        return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text, violations)
+    finally:
+        if own:     # stop what we started: a cluster otherwise relaunches executors while we exit
+            spark.stop()
 
 
 def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:
