@@ -389,10 +389,12 @@ def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], t
     if limit is not None:
         ax.axhline(limit, color="#C44E52", linestyle="-",
                    label=f"limit {limit_over_avg:g} x average = {limit:,.1f}")
-        if above:
-            ax.bar([], [], color="#C44E52", label=f"above the limit: {len(above)}")
     if values:
-        ax.legend(loc="upper right", fontsize=8)
+        from matplotlib.patches import Patch
+        handles, _ = ax.get_legend_handles_labels()
+        if above:
+            handles.append(Patch(color="#C44E52", label=f"above the limit: {len(above)}"))
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.set_xticks(list(xs))
     many = len(labels) > 12
     ax.set_xticklabels(labels, rotation=60 if many else 0, fontsize=8, ha="right" if many else "center")
