@@ -129,9 +129,10 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
         segs = log_dir.segments(set(topics) if topics else None)
         if sum(s.size for s in segs) <= limit:
             from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
+            ddl = schema_of(columns) if columns else SCHEMA      # names a bad column first
             table = read_local_table(data_dir, list(topics) if topics else None,
                                      list(columns) if columns else None, corrupt, **options)
-            return spark.createDataFrame(table, schema=schema_of(columns) if columns else SCHEMA)
+            return spark.createDataFrame(table, schema=ddl)
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
     for k, v in input_plan_options(spark).items():
         reader = reader.option(k, v)
