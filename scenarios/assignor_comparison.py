@@ -165,8 +165,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     echo("\nEvery group on the broker got exactly what the pure assignor computes for the same input.")
     coop = runs.get("cooperative-sticky")
     if coop and coop["rebalances_after_leave"] == 1:
-        echo("cooperative-sticky needed a single rebalance: the only partition to move, t0p0, "
-             "had lost its owner, so no member had to revoke anything first.")
+        echo(f"cooperative-sticky needed a single rebalance: the only partitions to move "
+             f"({', '.join(coop['forced'])}) had lost their owner, so no member had to revoke "
+             "anything first.")
 
     result: dict[str, Any] = {"simulated_ms": clock.now_ms() - START_MS, "topics": TOPICS,
                               "subscriptions": SUBSCRIPTIONS, "leaving": leaving,
