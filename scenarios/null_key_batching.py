@@ -170,7 +170,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                               "evens_out_limit": cfg["evens_out_limit"], "partitioners": runs,
                               "batch_size_factor": round(factor, 2), "pictures": []}
     if plot_dir is not None:
-        result["pictures"] = _pictures(plot_dir, runs, cfg)
+        result["pictures"] = _pictures(plot_dir, runs, cfg, len(arrivals))
     if factor < 2:
         raise IllegalStateError(f"claim failed: sticky batches hold only {factor:.2f} times the "
                                 "records of round-robin batches")
@@ -186,7 +186,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     return result
 
 
-def _pictures(plot_dir: str, runs: dict[str, dict], cfg: dict) -> list[str]:
+def _pictures(plot_dir: str, runs: dict[str, dict], cfg: dict, run_ms: int) -> list[str]:
     from matplotlib.figure import Figure
 
     os.makedirs(plot_dir, exist_ok=True)
@@ -208,7 +208,10 @@ def _pictures(plot_dir: str, runs: dict[str, dict], cfg: dict) -> list[str]:
     ax = fig.add_subplot()
     ws = list(cfg["windows_ms"])
     for name, r in runs.items():
-        ax.plot(ws, [r["imbalance"][str(w)] for w in ws], marker="o", label=name)
+        ax.plot(ws + [run_ms], [r["imbalance"][str(w)] for w in ws] + [r["imbalance_whole_run"]],
+                marker="o", label=name)
+    ax.annotate("whole run", (run_ms, runs["murmur2"]["imbalance_whole_run"]),
+                textcoords="offset points", xytext=(-20, 12), fontsize=8)
     ax.axhline(cfg["evens_out_limit"], color="red", linestyle="--",
                label=f"limit for the whole run ({cfg['evens_out_limit']})")
     ax.axhline(1.0, color="grey", linewidth=0.8)
