@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.errors import CommitFailedError
 from kafkasim.types import TopicPartition
 from kafkasim.scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run"]
+__all__ = ["PARAMS", "CLAIM", "run"]
+
+CLAIM = ("A crashed member is evicted after the session timeout, its uncommitted records are delivered again to the survivors, and its late commit is rejected.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "partitions": 6,
@@ -54,7 +57,7 @@ PARAMS: dict[str, Any] = {
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return eviction, re-delivery and fencing facts."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]

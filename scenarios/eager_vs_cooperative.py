@@ -44,12 +44,15 @@ Run it: ``kafkasim scenario run eager_vs_cooperative``.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.scenarios._common import START_MS, GroupDriver, OwnershipClock, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run"]
+__all__ = ["PARAMS", "CLAIM", "run"]
+
+CLAIM = ("When a member joins or crashes, cooperative-sticky pauses fewer partition-seconds than eager, because only the partitions that move stop.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "partitions": 6,
@@ -104,7 +107,7 @@ def _scale_out(broker, clock: MockClock, assignor: str, trial: str, cfg: dict,
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return per-protocol trials and means."""
     cfg = {**PARAMS, **params}
     clock = MockClock(START_MS)

@@ -35,12 +35,15 @@ Run it: ``kafkasim scenario run group_scaling`` or ``python -m kafkasim.scenario
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.scenarios._common import START_MS, GroupDriver, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run"]
+__all__ = ["PARAMS", "CLAIM", "run"]
+
+CLAIM = ("A group uses at most one consumer per partition: with 6 partitions, consumers beyond 6 sit idle and add no throughput.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "partitions": 6,
@@ -51,7 +54,7 @@ PARAMS: dict[str, Any] = {
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return one snapshot per assignor and size."""
     cfg = {**PARAMS, **params}
     n, sizes = cfg["partitions"], list(cfg["sizes"])

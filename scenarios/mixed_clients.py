@@ -29,7 +29,7 @@ Run it: ``kafkasim scenario run mixed_clients``.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
@@ -38,7 +38,10 @@ from kafkasim.producer import Producer
 from kafkasim.partitioning.partitioners import partition_for_key
 from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run", "make_keys"]
+__all__ = ["PARAMS", "CLAIM", "run", "make_keys"]
+
+CLAIM = ("A Java producer (murmur2) and a librdkafka producer (consistent_random) put most keys on two different partitions, and murmur2_random puts none there.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "keys": 1000,
@@ -73,7 +76,7 @@ def make_keys(seed: int, n: int) -> list[bytes]:
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return split-key counts per client pair."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]

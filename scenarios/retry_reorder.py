@@ -43,7 +43,10 @@ from kafkasim.types import SEQUENCE_HEADER
 from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
 from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run", "audit_log"]
+__all__ = ["PARAMS", "CLAIM", "run", "audit_log"]
+
+CLAIM = ("With 5 requests in flight, retries reorder and duplicate records unless the producer is idempotent.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "records": 300,
@@ -83,7 +86,7 @@ def _injector(seed: int, rate: float, response_share: float) -> Callable:
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return the audit per producer setting."""
     cfg = {**PARAMS, **params}
     clock = MockClock(START_MS)
