@@ -32,7 +32,7 @@ is still there: a move costs a consumer its state and cache, and with the eager
 protocol a paused partition. Each real group's result is also compared with the pure
 assignor (``kafkasim.assignors``, Kafka-exact) on the same input.
 
-The picture ``assignor_comparison_owners.png`` is an owner grid: one row per partition,
+The picture ``assignor-comparison-owners.png`` is an owner grid: one row per partition,
 one column per assignor and phase, moved partitions framed in red.
 
 Kafka references: ``AbstractStickyAssignor`` and ``StickyAssignor`` javadoc (this
@@ -44,14 +44,16 @@ Run it: ``kafkasim scenario run assignor-comparison`` or
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any, Callable, Optional
 
 from kafkasim.assignors import Subscription, get_assignor
 from kafkasim.clock import MockClock
-from kafkasim.errors import IllegalStateError
-from kafkasim.scenarios._common import START_MS, GroupDriver, fresh_broker, main_for, table
+from kafkasim.errors import InvalidArgumentError
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import (
+    START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
+)
 from kafkasim.types import TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run", "TOPICS", "SUBSCRIPTIONS", "EXPECTED"]
@@ -105,7 +107,7 @@ def _moves(before: dict[str, list[str]], after: dict[str, list[str]], leaving: s
 
 
 def _fmt(owners: dict[str, list[str]]) -> str:
-    return "; ".join(f"{m} owns {', '.join(ps) if ps else 'nothing'}" for m, ps in owners.items())
+    return fmt_assignment(owners, prefix="")
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
@@ -114,7 +116,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     cfg = {**PARAMS, **params}
     leaving = cfg["leaving"]
     if leaving not in SUBSCRIPTIONS:
-        raise IllegalStateError(f"leaving member {leaving!r} is not one of {', '.join(SUBSCRIPTIONS)}")
+        raise InvalidArgumentError(f"leaving member {leaving!r} is not one of {', '.join(SUBSCRIPTIONS)}")
     rng = random.Random(seed)
     clock = MockClock(START_MS)
     runs: dict[str, dict] = {}
@@ -158,10 +160,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                [[a, _fmt(r["after"]), f"{r['kept']} of 6", ", ".join(r["moved"]) or "none",
                  r["rebalances_after_leave"]] for a, r in runs.items()]))
     for a, r in runs.items():
-        if r["before"] != r["pure_before"] or r["after"] != r["pure_after"]:
-            raise IllegalStateError(
-                f"the {a} group on the broker assigned {_fmt(r['after'])}, the pure {a} assignor "
-                f"{_fmt(r['pure_after'])}")
+        check_claim(r["before"] == r["pure_before"] and r["after"] == r["pure_after"], CLAIM,
+                    f"the {a} group on the broker assigned {_fmt(r['before'])} then {_fmt(r['after'])}; "
+                    f"the pure {a} assignor {_fmt(r['pure_before'])} then {_fmt(r['pure_after'])}")
     echo("\nEvery group on the broker got exactly what the pure assignor computes for the same input.")
     coop = runs.get("cooperative-sticky")
     if coop and coop["rebalances_after_leave"] == 1:
@@ -169,7 +170,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
              f"({', '.join(coop['forced'])}) had lost their owner, so no member had to revoke "
              "anything first.")
 
-    result: dict[str, Any] = {"simulated_ms": clock.now_ms() - START_MS, "topics": TOPICS,
+    result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "topics": TOPICS,
                               "subscriptions": SUBSCRIPTIONS, "leaving": leaving,
                               "assignors": runs, "pictures": []}
     if plot_dir is not None:
@@ -177,17 +178,15 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     if leaving == "C0":
         for a, exp in EXPECTED.items():
             r = runs.get(a)
-            if r is not None and (r["before"] != exp["before"] or r["after"] != exp["after"]):
-                raise IllegalStateError(
-                    f"claim failed: {a} gave {_fmt(r['before'])} then {_fmt(r['after'])}; Kafka's "
-                    f"documentation gives {_fmt(exp['before'])} then {_fmt(exp['after'])}")
+            check_claim(r is None or (r["before"] == exp["before"] and r["after"] == exp["after"]), CLAIM,
+                        f"{a} gave {_fmt(r['before'])} then {_fmt(r['after'])}; Kafka's documentation "
+                        f"gives {_fmt(exp['before'])} then {_fmt(exp['after'])}" if r else "")
     rr, st = runs.get("roundrobin"), runs.get("sticky")
-    if rr is None or st is None:
-        raise IllegalStateError("claim failed: the lab needs both roundrobin and sticky in 'assignors'")
-    if st["moved"] or not rr["moved"] or st["kept"] <= rr["kept"]:
-        raise IllegalStateError(
-            f"claim failed: after {leaving} left, sticky moved {len(st['moved'])} partitions without "
-            f"need and kept {st['kept']}; roundrobin moved {len(rr['moved'])} and kept {rr['kept']}")
+    check_claim(rr is not None and st is not None, CLAIM,
+                f"the lab compares roundrobin with sticky, but assignors is {', '.join(runs)}")
+    check_claim(not st["moved"] and rr["moved"] and st["kept"] > rr["kept"], CLAIM,
+                f"after {leaving} left, sticky moved {len(st['moved'])} partitions without need and kept "
+                f"{st['kept']} of 6; roundrobin moved {len(rr['moved'])} and kept {rr['kept']}")
     rng_ = runs.get("range")
     if rng_ is not None and not rng_["moved"]:
         most = max(len(v) for v in rng_["before"].values())
@@ -200,37 +199,35 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
 
 
 def _picture(plot_dir: str, runs: dict[str, dict], leaving: str) -> str:
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Patch, Rectangle
 
-    os.makedirs(plot_dir, exist_ok=True)
     parts = [f"{t}p{p}" for t, n in TOPICS.items() for p in range(n)]
-    members = sorted(SUBSCRIPTIONS)
+    colours = fig.colour_map(sorted(SUBSCRIPTIONS))
     cols = [(a, phase) for a in runs for phase in ("before", "after")]
-    fig = Figure(figsize=(1.3 * len(cols) + 1.5, 4))
-    ax = fig.add_subplot()
-    colours = ["#8dd3c7", "#fdb462", "#bebada", "#ffffff"]
+    figure, (ax,) = fig.figure(f"Owner of each partition per assignor, before and after {leaving} "
+                               "leaves\n(red frame: moved between members that stayed)")
     for x, (a, phase) in enumerate(cols):
         owner = {p: m for m, ps in runs[a][phase].items() for p in ps}
         for y, p in enumerate(parts):
             m = owner.get(p)
-            ax.add_patch(Rectangle((x, y), 1, 1, facecolor=colours[members.index(m)] if m else "white",
-                                   edgecolor="grey"))
+            ax.add_patch(Rectangle((x, y), 1, 1, facecolor=colours[m] if m else fig.UNOWNED,
+                                   edgecolor="white", alpha=0.75))
             ax.text(x + 0.5, y + 0.5, m or "-", ha="center", va="center", fontsize=9)
             if phase == "after" and p in runs[a]["moved"]:
-                ax.add_patch(Rectangle((x + 0.04, y + 0.04), 0.92, 0.92, fill=False,
-                                       edgecolor="red", linewidth=2))
+                ax.add_patch(Rectangle((x + 0.05, y + 0.05), 0.9, 0.9, fill=False,
+                                       edgecolor="#d62728", linewidth=2.5))
+    ax.grid(False)
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(parts), 0)
     ax.set_xticks([i + 0.5 for i in range(len(cols))],
-                  [f"{a}\n{'all three' if ph == 'before' else leaving + ' gone'}" for a, ph in cols], fontsize=7)
+                  [f"{a}\n{'all three' if ph == 'before' else leaving + ' gone'}" for a, ph in cols],
+                  fontsize=8)
     ax.set_yticks([i + 0.5 for i in range(len(parts))], parts)
+    ax.set_xlabel("assignor and phase")
     ax.set_ylabel("partition")
-    ax.set_title(f"Owner of each partition per assignor, before and after {leaving} leaves\n"
-                 "(red frame: moved between members that stayed)")
-    path = os.path.join(plot_dir, "assignor_comparison_owners.png")
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    return path
+    ax.legend(handles=[Patch(color=c, alpha=0.75, label=m) for m, c in colours.items()],
+              title="owner", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return fig.save(figure, plot_dir, "assignor-comparison-owners")
 
 
 if __name__ == "__main__":

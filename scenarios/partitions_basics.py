@@ -24,9 +24,9 @@ interleaves partitions however its fetches fall, so **there is no global order**
 across a topic (only a topic with one partition has a total order, and it cannot be
 read by more than one consumer of a group).
 
-The picture ``partitions_basics_order.png`` plots send number against consume position,
+The picture ``partitions-basics-order.png`` plots send number against consume position,
 one colour per partition: each colour rises (order within a partition), the cloud as a
-whole does not (no order across partitions). ``partitions_basics_keys.png`` is the key →
+whole does not (no order across partitions). ``partitions-basics-keys.png`` is the key →
 partition grid: one filled cell per row.
 
 Try ``--param partitioner=round_robin_all`` (Kafka's ``RoundRobinPartitioner``, which
@@ -42,17 +42,16 @@ Run it: ``kafkasim scenario run partitions-basics`` or
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter, defaultdict
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
-from kafkasim.errors import IllegalStateError
 from kafkasim.partitioning.partitioners import murmur2_partition
 from kafkasim.producer import Producer
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 from kafkasim.types import TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run"]
@@ -141,27 +140,23 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
 
     one_partition = all(len(r["partitions"]) == 1 for r in key_rows)
     result: dict[str, Any] = {
-        "simulated_ms": clock.now_ms() - START_MS, "partitions": n,
+        "claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "partitions": n,
         "partitioner": cfg["partitioner"], "records": len(sent), "keys": key_rows,
         "consumed": consumed, "key_order_breaks": key_order_breaks,
         "global_order_breaks": global_breaks, "pictures": [],
     }
     if plot_dir is not None:
         result["pictures"] = _pictures(plot_dir, consumed, key_rows, n)
-    if not one_partition or key_order_breaks:
-        spread = [r["key"] for r in key_rows if len(r["partitions"]) > 1]
-        raise IllegalStateError(
-            f"claim failed: with the {cfg['partitioner']} partitioner {len(spread)} keys were spread "
-            f"over several partitions ({', '.join(spread[:3])}) and {key_order_breaks} records "
-            "were read out of their key's order")
-    if n > 1 and global_breaks == 0:
-        raise IllegalStateError(
-            f"claim failed: {len(consumed)} records from {n} partitions were read in send order; "
-            "with so few records per poll that should not happen")
+    spread = [r["key"] for r in key_rows if len(r["partitions"]) > 1]
+    check_claim(one_partition and not key_order_breaks, CLAIM,
+                f"with the {cfg['partitioner']} partitioner {len(spread)} keys were spread over several "
+                f"partitions ({', '.join(spread[:3]) or 'none'}) and {key_order_breaks} records were "
+                "read before an earlier record of their key")
+    check_claim(n == 1 or global_breaks > 0, CLAIM,
+                f"all {len(consumed)} records from {n} partitions were read in send order")
     if cfg["partitioner"] == "murmur2":
         wrong = [r["key"] for r in key_rows if r["partitions"] != [r["murmur2_partition"]]]
-        if wrong:
-            raise IllegalStateError(f"claim failed: keys {', '.join(wrong)} are not on their murmur2 partition")
+        check_claim(not wrong, CLAIM, f"keys {', '.join(wrong)} are not on their murmur2 partition")
     echo(f"\nSo: each key stayed on one partition and its records were read in the order they "
          f"were sent; the topic as a whole was read out of order {global_breaks} times, because "
          "Kafka orders records only within a partition.")
@@ -169,42 +164,23 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
 
 
 def _pictures(plot_dir: str, consumed: list[dict], key_rows: list[dict], n: int) -> list[str]:
-    from matplotlib.figure import Figure
-
-    os.makedirs(plot_dir, exist_ok=True)
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.add_subplot()
+    figure, (ax,) = fig.figure("Read order against send order: ordered within a partition, not across")
+    colours = fig.colour_map([f"partition {p}" for p in range(n)])
     for p in range(n):
         pts = [(i, c["send_no"]) for i, c in enumerate(consumed) if c["partition"] == p]
         if pts:
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", markersize=3,
-                    linewidth=1, label=f"partition {p}")
-    ax.set_title("Read order against send order: ordered within a partition, not across")
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", markersize=3, linewidth=1,
+                    color=colours[f"partition {p}"], label=f"partition {p}")
     ax.set_xlabel("position in the consumer's read order (records)")
-    ax.set_ylabel("send number (records, 1 per ms)")
+    ax.set_ylabel("send number (records, one per ms)")
     ax.legend(loc="upper left", fontsize=8)
-    order = os.path.join(plot_dir, "partitions_basics_order.png")
-    fig.savefig(order, dpi=90, bbox_inches="tight")
-
-    fig = Figure(figsize=(6, 0.5 + 0.4 * len(key_rows)))
-    ax = fig.add_subplot()
-    grid = [[0] * n for _ in key_rows]
-    for row, r in zip(grid, key_rows):
-        for c in consumed:
-            if c["key"] == r["key"]:
-                row[c["partition"]] += 1
-    im = ax.imshow(grid, cmap="Blues", aspect="auto")
-    ax.set_xticks(range(n), [f"p{p}" for p in range(n)])
-    ax.set_yticks(range(len(key_rows)), [r["key"] for r in key_rows])
-    for y, row in enumerate(grid):
-        for x, v in enumerate(row):
-            if v:
-                ax.text(x, y, str(v), ha="center", va="center", fontsize=8)
-    ax.set_title("Records of each key per partition (one cell per key = same key, same partition)")
-    ax.set_xlabel("partition")
-    fig.colorbar(im, ax=ax, label="records")
-    keys = os.path.join(plot_dir, "partitions_basics_keys.png")
-    fig.savefig(keys, dpi=90, bbox_inches="tight")
+    order = fig.save(figure, plot_dir, "partitions-basics-order")
+    grid = [[sum(1 for c in consumed if c["key"] == r["key"] and c["partition"] == p) for p in range(n)]
+            for r in key_rows]
+    keys = fig.save(fig.grid(grid, [r["key"] for r in key_rows], [f"p{p}" for p in range(n)],
+                             title="Records of each key per partition: one filled cell per key",
+                             xlabel="partition", ylabel="key", colourbar="records"),
+                    plot_dir, "partitions-basics-keys")
     return [order, keys]
 
 
