@@ -27,7 +27,7 @@ simply sees an order without its payment. That is why Kafka Streams checks the p
 counts of joined topics and refuses to start (``TopologyException``: topics not
 co-partitioned); the fix is to repartition one side into a topic with the other's count.
 
-The picture ``co_partitioning_matches.png`` shows, per task, the matches that exist for
+The picture ``co-partitioning-matches.png`` shows, per task, the matches that exist for
 its orders against the matches it found, for both payment topics.
 
 Kafka references: Kafka Streams "Joining" (co-partitioning requirements),
@@ -39,16 +39,16 @@ Run it: ``kafkasim scenario run co-partitioning`` or
 
 from __future__ import annotations
 
-import os
 import random
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
-from kafkasim.errors import IllegalStateError, InvalidArgumentError
+from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 from kafkasim.types import TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run"]
@@ -149,46 +149,40 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         echo(f"payments-mismatched has {m} partitions too, so both topics are co-partitioned "
              "and nothing can be missed: the lab's second case needs a different count.")
 
-    result: dict[str, Any] = {"simulated_ms": clock.now_ms() - START_MS, "customers": len(customers),
+    result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "customers": len(customers),
                               "paid": len(paid), "orders_partitions": n,
                               "mismatched_partitions": m, "tasks": cases, "summary": summary,
                               "pictures": []}
     if plot_dir is not None:
         result["pictures"] = [_picture(plot_dir, cases, n, m)]
     ok = summary["matching"]
-    if ok["matches_found"] != ok["matches_exist"]:
-        raise IllegalStateError(f"claim failed: with {n} partitions on both sides the join found "
-                                f"{ok['matches_found']} of {ok['matches_exist']} matches")
-    if mis["matches_found"] >= mis["matches_exist"]:
-        raise IllegalStateError(f"claim failed: with {n} and {m} partitions the join still found all "
-                                f"{mis['matches_exist']} matches: the counts are not mismatched")
+    check_claim(ok["matches_found"] == ok["matches_exist"], CLAIM,
+                f"with {n} partitions on both sides the join found {ok['matches_found']} of "
+                f"{ok['matches_exist']} matches")
+    check_claim(mis["matches_found"] < mis["matches_exist"], CLAIM,
+                f"with {n} and {m} partitions the join still found all {mis['matches_exist']} "
+                "matches: the counts are not mismatched")
     return result
 
 
 def _picture(plot_dir: str, cases: dict[str, list[dict]], n: int, m: int) -> str:
-    from matplotlib.figure import Figure
-
-    os.makedirs(plot_dir, exist_ok=True)
-    fig = Figure(figsize=(10, 4))
-    axes = fig.subplots(1, 2, sharey=True)
+    figure, axes = fig.figure("A per-partition join finds every match only when the partition counts agree",
+                              1, 2, sharey=True)
     for ax, (case, tasks) in zip(axes, cases.items()):
         xs = [t["task"] for t in tasks]
         ax.bar([x - 0.2 for x in xs], [t["matches_exist"] for t in tasks], width=0.4,
-               label="matches that exist", color="#bbbbbb")
+               label="matches that exist", color=fig.UNOWNED)
         ax.bar([x + 0.2 for x in xs], [t["matches_found"] for t in tasks], width=0.4,
-               label="matches the task found", color="#1f77b4")
+               label="matches the task found", color=fig.PALETTE[0])
         exist = sum(t["matches_exist"] for t in tasks)
         found = sum(t["matches_found"] for t in tasks)
         counts = f"{n} and {n if case == 'matching' else m} partitions"
-        ax.set_title(f"orders joined with payments-{case} ({counts}):\nfound {found} of {exist}")
+        ax.set_title(f"orders with payments-{case}\n({counts}): found {found} of {exist}")
         ax.set_xlabel("task = partition number")
         ax.set_xticks(xs)
     axes[0].set_ylabel("order-payment matches (records)")
     axes[0].legend(fontsize=8)
-    fig.suptitle("A per-partition join finds every match only when the partition counts agree")
-    path = os.path.join(plot_dir, "co_partitioning_matches.png")
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    return path
+    return fig.save(figure, plot_dir, "co-partitioning-matches")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ but unflushed records — Kafka answers that with replication (``acks=all``,
 ``min.insync.replicas``), not with an fsync per write. The consumer then reads every
 acknowledged record, in order, and nothing of the torn batch.
 
-The picture ``crash_recovery_segment.png`` draws the segment file before and after
+The picture ``crash-recovery-segment.png`` draws the segment file before and after
 recovery: flushed bytes, acknowledged but unflushed bytes, and the torn tail.
 
 Kafka references: ``LogLoader`` (recovery from the recovery point),
@@ -61,7 +61,8 @@ from kafkasim.consumer import Consumer
 from kafkasim.errors import IllegalStateError, InvalidArgumentError
 from kafkasim.producer import Producer
 from kafkasim.records.record_batch import encode_batch
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 from kafkasim.storage.layout import partition_dir_name, segment_name
 from kafkasim.types import TopicPartition
 
@@ -211,36 +212,32 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
          "lose them; Kafka protects against that with replicas, not with fsync.")
 
     result: dict[str, Any] = {
-        "simulated_ms": clock.now_ms() - START_MS, "steps": steps, "exit_status": code,
+        "claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "steps": steps, "exit_status": code,
         "torn_bytes": len(torn), "batch_bytes": len(batch), "recovery_report": report,
         "warnings": len(warned), "records_read": len(values), "records_intact": intact,
         "pictures": [],
     }
     if plot_dir is not None:
         result["pictures"] = [_picture(plot_dir, flushed, acked, size_torn, after)]
-    if not intact or after["log_end_offset"] != acked["log_end_offset"]:
-        raise IllegalStateError(
-            f"claim failed: after recovery the log ends at offset {after['log_end_offset']} and "
-            f"{len(values)} records were read; {acked['log_end_offset']} were acknowledged")
-    if after["size_bytes"] != acked["size_bytes"] or not any("truncated" in line for line in report):
-        raise IllegalStateError(
-            f"claim failed: recovery truncated nothing (segment {size_torn} bytes before, "
-            f"{after['size_bytes']} after, torn tail {len(torn)} bytes): there was no torn tail to cut")
+    check_claim(intact and after["log_end_offset"] == acked["log_end_offset"], CLAIM,
+                f"after recovery the log ends at offset {after['log_end_offset']} and {len(values)} "
+                f"records were read; {acked['log_end_offset']} were acknowledged")
+    check_claim(after["size_bytes"] == acked["size_bytes"] and any("truncated" in line for line in report),
+                CLAIM, f"recovery truncated nothing (segment {size_torn} bytes before, "
+                f"{after['size_bytes']} after, torn tail {len(torn)} bytes): there was no torn tail to cut")
     return result
 
 
 def _picture(plot_dir: str, flushed: dict, acked: dict, size_torn: int, after: dict) -> str:
-    from matplotlib.figure import Figure
-
-    os.makedirs(plot_dir, exist_ok=True)
-    fig = Figure(figsize=(9, 3.2))
-    ax = fig.add_subplot()
+    figure, (ax,) = fig.figure("Segment 0 of payments-0: the torn tail is cut, everything written "
+                               "before it stays", size=(10, 3.6))
     f, a = flushed["size_bytes"], acked["size_bytes"]
-    rows = [("before recovery", [(0, f, "#2ca02c", "flushed (fsynced)"),
-                                 (f, a - f, "#1f77b4", "acknowledged, not fsynced"),
-                                 (a, size_torn - a, "#d62728", "torn tail")]),
-            ("after recovery", [(0, f, "#2ca02c", None),
-                                (f, after["size_bytes"] - f, "#1f77b4", None)])]
+    green, blue, red = fig.PALETTE[2], fig.PALETTE[0], fig.LIMIT
+    rows = [("before recovery", [(0, f, green, "flushed (fsynced)"),
+                                 (f, a - f, blue, "acknowledged, not fsynced"),
+                                 (a, size_torn - a, red, "torn tail")]),
+            ("after recovery", [(0, f, green, None),
+                                (f, after["size_bytes"] - f, blue, None)])]
     for y, (_, parts) in enumerate(rows):
         for start, width, colour, label in parts:
             if width > 0:
@@ -253,11 +250,9 @@ def _picture(plot_dir: str, flushed: dict, acked: dict, size_torn: int, after: d
     ax.set_ylim(1.5, -0.7)
     ax.set_xlim(0, size_torn * 1.15)
     ax.set_xlabel("position in the segment file (bytes)")
-    ax.set_title("Segment 0 of payments-0: the torn tail is cut, everything written before it stays")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=3)
-    path = os.path.join(plot_dir, "crash_recovery_segment.png")
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    return path
+    ax.grid(axis="y", visible=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
+    return fig.save(figure, plot_dir, "crash-recovery-segment")
 
 
 if __name__ == "__main__":

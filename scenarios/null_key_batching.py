@@ -29,8 +29,8 @@ partitions (max/avg near the partition count). Over seconds the random choices e
 out and max/avg approaches 1, as round robin's is at every scale. The lab checks the
 whole run's max/avg against ``evens_out_limit``.
 
-The pictures: ``null_key_batching_batches.png`` (records per batch, per partitioner)
-and ``null_key_batching_imbalance.png`` (max/avg against window length, the limit drawn).
+The pictures: ``null-key-batching-batches.png`` (records per batch, per partitioner)
+and ``null-key-batching-imbalance.png`` (max/avg against window length, the limit drawn).
 
 Kafka references: KIP-480 (sticky partitioner), KIP-794 (uniform sticky,
 ``BuiltInPartitioner``), producer configs ``linger.ms``, ``batch.size``,
@@ -47,9 +47,9 @@ import random
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
-from kafkasim.errors import IllegalStateError
 from kafkasim.producer import Producer
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 from kafkasim.storage.inspection import dump_segment
 from kafkasim.storage.layout import list_segments, partition_dir_name
 
@@ -160,69 +160,54 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     echo(table(["partitioner"] + [f"p{p}" for p in range(n)],
                [[name] + r["records_per_partition"] for name, r in runs.items()]))
     factor = st["records_per_batch_avg"] / rr["records_per_batch_avg"]
+    switches = total * (cfg["value_bytes"] + 8) // 16384
     short = str(cfg["windows_ms"][0])
     echo(f"\nSticky sent {factor:.1f} times as many records per batch ({st['batches']} batches "
          f"instead of {rr['batches']}). Over {short} ms windows it was {st['imbalance'][short]} "
          f"times the average on its busiest partition (round robin: {rr['imbalance'][short]}); "
          f"over the whole run {st['imbalance_whole_run']}.")
-    result: dict[str, Any] = {"simulated_ms": clock.now_ms() - START_MS, "partitions": n,
+    result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "partitions": n,
                               "records": total, "windows_ms": list(cfg["windows_ms"]),
                               "evens_out_limit": cfg["evens_out_limit"], "partitioners": runs,
                               "batch_size_factor": round(factor, 2), "pictures": []}
     if plot_dir is not None:
         result["pictures"] = _pictures(plot_dir, runs, cfg, len(arrivals))
-    if factor < 2:
-        raise IllegalStateError(f"claim failed: sticky batches hold only {factor:.2f} times the "
-                                "records of round-robin batches")
-    if st["imbalance"][short] <= rr["imbalance"][short]:
-        raise IllegalStateError(f"claim failed: over {short} ms windows sticky ({st['imbalance'][short]}) "
-                                f"was not more imbalanced than round robin ({rr['imbalance'][short]})")
-    if st["imbalance_whole_run"] >= cfg["evens_out_limit"]:
-        raise IllegalStateError(
-            f"claim failed: over the whole run sticky's busiest partition carried "
-            f"{st['imbalance_whole_run']} times the average, not below {cfg['evens_out_limit']}: "
-            f"{total} records are too few for {total * cfg['value_bytes'] // 16384} sticky "
-            "switches to even out")
+    check_claim(factor >= 2, CLAIM, f"sticky batches hold only {factor:.2f} times the records of "
+                "round-robin batches")
+    check_claim(st["imbalance"][short] > rr["imbalance"][short], CLAIM,
+                f"over {short} ms windows sticky ({st['imbalance'][short]}) was not more imbalanced "
+                f"than round robin ({rr['imbalance'][short]})")
+    check_claim(st["imbalance_whole_run"] < cfg["evens_out_limit"], CLAIM,
+                f"over the whole run sticky's busiest partition carried {st['imbalance_whole_run']} "
+                f"times the average, not below {cfg['evens_out_limit']}: {total} records make only "
+                f"about {switches} sticky switches, too few to even out over {n} partitions")
     return result
 
 
 def _pictures(plot_dir: str, runs: dict[str, dict], cfg: dict, run_ms: int) -> list[str]:
-    from matplotlib.figure import Figure
-
-    os.makedirs(plot_dir, exist_ok=True)
-    fig = Figure(figsize=(8, 4))
-    ax = fig.add_subplot()
+    colours = fig.colour_map(list(runs))
+    figure, (ax,) = fig.figure("Records per batch without keys: per-record round robin against "
+                               "sticky (linger.ms=5)")
     top = max(max(r["batch_record_counts"]) for r in runs.values())
-    bins = range(1, top + 2)
     for name, r in runs.items():
-        ax.hist(r["batch_record_counts"], bins=bins, alpha=0.6,
+        ax.hist(r["batch_record_counts"], bins=range(1, top + 2), alpha=0.6, color=colours[name],
                 label=f"{name}: {r['records_per_batch_avg']} records per batch on average")
-    ax.set_title("Records per batch without keys: round robin against sticky (linger.ms=5)")
     ax.set_xlabel("records in one batch")
     ax.set_ylabel("batches")
     ax.legend(fontsize=8)
-    batches = os.path.join(plot_dir, "null_key_batching_batches.png")
-    fig.savefig(batches, dpi=90, bbox_inches="tight")
+    batches = fig.save(figure, plot_dir, "null-key-batching-batches")
 
-    fig = Figure(figsize=(8, 4))
-    ax = fig.add_subplot()
-    ws = list(cfg["windows_ms"])
-    for name, r in runs.items():
-        ax.plot(ws + [run_ms], [r["imbalance"][str(w)] for w in ws] + [r["imbalance_whole_run"]],
-                marker="o", label=name)
-    ax.annotate("whole run", (run_ms, runs["murmur2"]["imbalance_whole_run"]),
-                textcoords="offset points", xytext=(-20, 12), fontsize=8)
-    ax.axhline(cfg["evens_out_limit"], color="red", linestyle="--",
-               label=f"limit for the whole run ({cfg['evens_out_limit']})")
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_title("Busiest partition over the average, by window length")
-    ax.set_xlabel("window length (ms, log scale)")
-    ax.set_ylabel("max / average records per partition")
-    ax.legend(fontsize=8)
-    imb = os.path.join(plot_dir, "null_key_batching_imbalance.png")
-    fig.savefig(imb, dpi=90, bbox_inches="tight")
-    return [batches, imb]
+    ws = list(cfg["windows_ms"]) + [run_ms]
+    figure = fig.lines(ws, {name: [r["imbalance"][str(w)] for w in cfg["windows_ms"]]
+                                  + [r["imbalance_whole_run"]] for name, r in runs.items()},
+                       title="Busiest partition over the average, by window length "
+                             f"(the last point is the whole run, {run_ms} ms)",
+                       xlabel="window length (ms, log scale)",
+                       ylabel="max / average records per partition",
+                       limit=cfg["evens_out_limit"], limit_label="limit for the whole run")
+    figure.axes[0].set_xscale("log")
+    imbalance_png = fig.save(figure, plot_dir, "null-key-batching-imbalance")
+    return [batches, imbalance_png]
 
 
 if __name__ == "__main__":
