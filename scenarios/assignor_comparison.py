@@ -38,6 +38,10 @@ one column per assignor and phase, moved partitions framed in red.
 Kafka references: ``AbstractStickyAssignor`` and ``StickyAssignor`` javadoc (this
 example), ``RoundRobinAssignor``, ``RangeAssignor``, KIP-54, KIP-429.
 
+Invariants: the same seed and params give the same text, JSON and PNG bytes; the lab
+writes only into its data dir (wiped first) and ``plot_dir``.
+Thread-safety: one run per data dir at a time; the module keeps no state between runs.
+
 Run it: ``kafkasim scenario run assignor-comparison`` or
 ``python -m kafkasim.scenarios.assignor_comparison``.
 """

@@ -33,6 +33,10 @@ its orders against the matches it found, for both payment topics.
 Kafka references: Kafka Streams "Joining" (co-partitioning requirements),
 ``CopartitionedTopicsEnforcer``; ``BuiltInPartitioner.partitionForKey``.
 
+Invariants: the same seed and params give the same text, JSON and PNG bytes; the lab
+writes only into its data dir (wiped first) and ``plot_dir``.
+Thread-safety: one run per data dir at a time; the module keeps no state between runs.
+
 Run it: ``kafkasim scenario run co-partitioning`` or
 ``python -m kafkasim.scenarios.co_partitioning``.
 """

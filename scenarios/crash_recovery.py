@@ -39,6 +39,11 @@ Kafka references: ``LogLoader`` (recovery from the recovery point),
 ``LogSegment.recover``, ``log.flush.interval.messages`` / ``flush.ms`` (Kafka leaves
 fsync to the OS by default), "Kafka: The Definitive Guide" ch. 6 (reliability).
 
+Invariants: the same seed and params give the same text, JSON and PNG bytes; the lab
+writes only into its data dir (wiped first) and ``plot_dir``. The writer process is always killed
+and reaped before ``run`` returns (if the lab itself dies, the writer's stdin closes and it exits).
+Thread-safety: one run per data dir at a time; the module keeps no state between runs.
+
 Run it: ``kafkasim scenario run crash-recovery`` or
 ``python -m kafkasim.scenarios.crash_recovery``.
 """

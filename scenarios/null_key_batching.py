@@ -36,6 +36,10 @@ Kafka references: KIP-480 (sticky partitioner), KIP-794 (uniform sticky,
 ``BuiltInPartitioner``), producer configs ``linger.ms``, ``batch.size``,
 ``partitioner.class``.
 
+Invariants: the same seed and params give the same text, JSON and PNG bytes; the lab
+writes only into its data dir (wiped first) and ``plot_dir``.
+Thread-safety: one run per data dir at a time; the module keeps no state between runs.
+
 Run it: ``kafkasim scenario run null-key-batching`` or
 ``python -m kafkasim.scenarios.null_key_batching``.
 """

@@ -36,6 +36,10 @@ lost, and the lab's claim check fails.
 Kafka references: ``BuiltInPartitioner.partitionForKey``, KIP-480/KIP-794; Kafka docs
 "Topics and Logs" (order is guaranteed only within a partition).
 
+Invariants: the same seed and params give the same text, JSON and PNG bytes; the lab
+writes only into its data dir (wiped first) and ``plot_dir``.
+Thread-safety: one run per data dir at a time; the module keeps no state between runs.
+
 Run it: ``kafkasim scenario run partitions-basics`` or
 ``python -m kafkasim.scenarios.partitions_basics``.
 """
