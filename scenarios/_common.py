@@ -148,8 +148,10 @@ class GroupDriver:
     """Steps consumers on one MockClock (see the module docstring)."""
 
     def __init__(self, broker: Broker, clock: MockClock, *, step_ms: int = 100,
-                 rng: Optional[random.Random] = None) -> None:
+                 rng: Optional[random.Random] = None,
+                 on_step: Optional[Callable[[], Any]] = None) -> None:
         self.broker, self.clock, self.step_ms = broker, clock, step_ms
+        self.on_step = on_step            # called after the clock moves, before members act
         self.rng = rng or random.Random(0)
         self.members: list[_Member] = []
 
@@ -173,6 +175,8 @@ class GroupDriver:
 
     def step(self) -> None:
         self.clock.advance(self.step_ms)
+        if self.on_step is not None:
+            self.on_step()
         now = self.clock.now_ms()
         for m in self.live():
             c = m.consumer

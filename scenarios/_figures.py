@@ -43,7 +43,7 @@ from matplotlib.patches import Patch
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "figure", "bars", "timeline", "grid",
+__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "RESTORING", "figure", "bars", "timeline", "grid",
            "lines", "save", "colour_map"]
 
 DPI = 100
@@ -65,6 +65,10 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#1
 
 UNOWNED = "#d9d9d9"
 """Fill of a partition while nobody owns it (paused)."""
+
+RESTORING = "restoring"
+"""The owner name :func:`timeline` draws as a new owner restoring state (paused too)."""
+RESTORE_FILL = "#fdd0a2"
 
 LIMIT = "#d62728"
 AVERAGE = "#444444"
@@ -142,10 +146,12 @@ def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
              events: Sequence[tuple] = (), owners: Optional[Sequence[str]] = None) -> Figure:
     """Ownership over time: ``spans`` are ``(row, start, end, owner or None)``; one bar row
     per entry of ``rows`` (top to bottom), coloured by owner, hatched grey when ``None``
-    (nobody owned it: paused). ``events`` are ``(time, label)`` drawn as labelled vertical
+    (nobody owned it: paused), dotted orange when the owner is :data:`RESTORING` (a new owner
+    rebuilding the partition's state: paused too). ``events`` are ``(time, label)`` drawn as labelled vertical
     lines. ``owners`` fixes the colour order (default: order of first appearance)."""
     index = {r: i for i, r in enumerate(rows)}
-    names = list(owners) if owners is not None else [o for _, _, _, o in spans if o is not None]
+    names = list(owners) if owners is not None else [o for _, _, _, o in spans
+                                                     if o is not None and o != RESTORING]
     colours = colour_map(names)
     with _style():
         ax = _panel(ax, title)
@@ -158,6 +164,9 @@ def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
             if owner is None:
                 ax.barh(y, end - start, left=start, height=0.7, color=UNOWNED, hatch="///",
                         edgecolor="#999999", linewidth=0)
+            elif owner == RESTORING:
+                ax.barh(y, end - start, left=start, height=0.7, color=RESTORE_FILL, hatch="...",
+                        edgecolor="#e6550d", linewidth=0)
             else:
                 ax.barh(y, end - start, left=start, height=0.7, color=colours[owner])
         ax.set_yticks(range(len(rows)), list(reversed(rows)))
@@ -173,6 +182,9 @@ def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
         handles = [Patch(color=c, label=n) for n, c in colours.items()]
         handles.append(Patch(facecolor=UNOWNED, hatch="///", edgecolor="#999999",
                              label="no owner (paused)"))
+        if any(o == RESTORING for _, _, _, o in spans):
+            handles.append(Patch(facecolor=RESTORE_FILL, hatch="...", edgecolor="#e6550d",
+                                 label="restoring state (paused)"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
                   title="owner")
     return ax.figure
