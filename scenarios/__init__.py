@@ -101,7 +101,7 @@ LABS += [
     Lab(7, "assignor-comparison", "assignor_comparison",
         "uneven subscriptions: roundrobin vs sticky vs range on real groups, moves when C0 leaves"),
     Lab(10, "crash-recovery", "crash_recovery",
-        "a writer killed with SIGKILL mid-write: the torn tail is truncated, written records survive"),
+        "a writer killed with SIGKILL, a torn tail in its segment: the tail is cut, written records survive"),
     Lab(11, "null-key-batching", "null_key_batching",
         "keyless records: per-record round robin vs sticky, batch sizes and short-window imbalance"),
     Lab(12, "co-partitioning", "co_partitioning",
