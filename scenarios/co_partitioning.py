@@ -47,6 +47,7 @@ import random
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
+from kafkasim.arguments import check_arg
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 from kafkasim.errors import InvalidArgumentError
@@ -102,6 +103,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return per-task matches for both payment topics."""
     cfg = {**PARAMS, **params}
+    for k in ("customers", "orders_partitions", "mismatched_partitions"):
+        check_arg(k, cfg[k], "int", min=1)
     n, m = cfg["orders_partitions"], cfg["mismatched_partitions"]
     if not 0 < cfg["paid_share"] <= 1:
         raise InvalidArgumentError(f"paid_share must be in (0, 1], got {cfg['paid_share']!r}")

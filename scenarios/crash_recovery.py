@@ -61,6 +61,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from kafkasim.broker import Broker
+from kafkasim.arguments import check_arg
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 from kafkasim.errors import IllegalStateError, InvalidArgumentError
@@ -150,8 +151,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     cfg = {**PARAMS, **params}
     if not 0 <= cfg["torn_fraction"] < 1:
         raise InvalidArgumentError(f"torn_fraction must be in [0, 1), got {cfg['torn_fraction']!r}")
-    if cfg["records_per_batch"] < 1:
-        raise InvalidArgumentError(f"records_per_batch must be at least 1, got {cfg['records_per_batch']!r}")
+    check_arg("records_per_batch", cfg["records_per_batch"], "int", min=1)
+    check_arg("flushed_records", cfg["flushed_records"], "int", min=1)
+    check_arg("unflushed_records", cfg["unflushed_records"], "int", min=0)
     clock = MockClock(START_MS)
     with fresh_broker(data_dir, clock) as broker:
         broker.create_topic(TOPIC, 1)

@@ -50,7 +50,9 @@ import os
 import random
 from typing import Any, Callable, Optional
 
+from kafkasim.arguments import check_arg
 from kafkasim.clock import MockClock
+from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
@@ -106,6 +108,11 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return batch sizes and imbalance per partitioner."""
     cfg = {**PARAMS, **params}
+    for k in ("partitions", "records", "rate_per_ms"):
+        check_arg(k, cfg[k], "int", min=1)
+    check_arg("value_bytes", cfg["value_bytes"], "int", min=0)
+    if not cfg["windows_ms"] or any(not isinstance(w, int) or w < 1 for w in cfg["windows_ms"]):
+        raise InvalidArgumentError(f"windows_ms must be positive integers, got {cfg['windows_ms']!r}")
     n, total = cfg["partitions"], cfg["records"]
     rng = random.Random(seed)
     rate = cfg["rate_per_ms"]
