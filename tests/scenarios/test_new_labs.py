@@ -177,3 +177,15 @@ def test_cli_runs_a_new_lab_with_json_and_pictures(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["customers"] == 100 and os.path.exists(result["pictures"][0])
     assert "matches" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name,params,bad", [
+    ("partitions-basics", {"keys": 0}, "keys"),
+    ("co-partitioning", {"customers": 0}, "customers"),
+    ("null-key-batching", {"windows_ms": [0]}, "windows_ms"),
+    ("crash-recovery", {"torn_fraction": 1.5}, "torn_fraction"),
+])
+def test_a_bad_parameter_is_refused_by_name_before_anything_is_written(name, params, bad, tmp_path):
+    with pytest.raises(InvalidArgumentError, match=bad):
+        run_scenario(name, str(tmp_path / "data"), echo=lambda s: None, **params)
+    assert not (tmp_path / "data").exists()
