@@ -202,7 +202,8 @@ def _pictures(plot_dir: str, runs: dict[str, dict], cfg: dict, run_ms: int) -> l
                                "sticky (linger.ms=5)")
     top = max(max(r["batch_record_counts"]) for r in runs.values())
     for name, r in runs.items():
-        ax.hist(r["batch_record_counts"], bins=range(1, top + 2), alpha=0.6, color=colours[name],
+        ax.hist(r["batch_record_counts"], bins=[b - 0.5 for b in range(1, top + 2)], alpha=0.6,
+                color=colours[name],
                 label=f"{name}: {r['records_per_batch_avg']} records per batch on average")
     ax.set_xlabel("records in one batch")
     ax.set_ylabel("batches")
