@@ -26,9 +26,13 @@ of the keys — so about **three quarters of the matches are missed**, silently:
 simply sees an order without its payment. That is why Kafka Streams checks the partition
 counts of joined topics and refuses to start (``TopologyException``: topics not
 co-partitioned); the fix is to repartition one side into a topic with the other's count.
+The lab does that last: a consumer reads all of ``payments-mismatched`` and a producer
+writes every record again, same key, to ``payments-repartitioned`` with ``orders``'s count
+(what Kafka Streams' ``repartition()`` does through an internal topic); the join then
+finds every match again.
 
 The picture ``co-partitioning-matches.png`` shows, per task, the matches that exist for
-its orders against the matches it found, for both payment topics.
+its orders against the matches it found, for the three payment topics.
 
 Kafka references: Kafka Streams "Joining" (co-partitioning requirements),
 ``CopartitionedTopicsEnforcer``; ``BuiltInPartitioner.partitionForKey``.
@@ -66,7 +70,8 @@ PARAMS: dict[str, Any] = {
 }
 
 CLAIM = ("A join that reads partition i of both topics finds every match when the topics have "
-         "the same partition count, and misses matches when the counts differ.")
+         "the same partition count, misses matches when the counts differ, and finds them all "
+         "again once one side is repartitioned to the other's count.")
 
 
 def _read_all(broker, clock: MockClock, tps: list[TopicPartition]) -> dict[str, list[bytes]]:
@@ -99,6 +104,27 @@ def _join(broker, clock: MockClock, payments: str, n_orders: int, n_payments: in
     return tasks
 
 
+def _repartition(broker, clock: MockClock, source: str, target: str, seed: int) -> int:
+    """Copy every record of ``source`` to ``target`` with its key (murmur2 picks the new partition)."""
+    n = broker.partition_count(source)
+    consumer = Consumer(broker, client_id="lab-repartition", clock=clock, max_poll_records=10_000)
+    consumer.assign([TopicPartition(source, p) for p in range(n)])
+    consumer.seek_to_beginning()
+    producer = Producer(broker, client_id="lab-repartition", seed=seed, clock=clock, linger_ms=0)
+    copied = 0
+    while True:
+        batch = consumer.poll()
+        if not batch:
+            break
+        for recs in batch.values():
+            for r in recs:
+                producer.send(target, key=r.key, value=r.value)
+                copied += 1
+    producer.close()
+    consumer.close()
+    return copied
+
+
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return per-task matches for both payment topics."""
@@ -127,6 +153,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         producer.close()
         cases = {"matching": _join(broker, clock, "payments-matching", n, n, paid),
                  "mismatched": _join(broker, clock, "payments-mismatched", n, m, paid)}
+        broker.create_topic("payments-repartitioned", n)
+        copied = _repartition(broker, clock, "payments-mismatched", "payments-repartitioned", seed)
+        cases["repartitioned"] = _join(broker, clock, "payments-repartitioned", n, n, paid)
 
     summary = {}
     for case, tasks in cases.items():
@@ -135,9 +164,13 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         summary[case] = {"matches_exist": exist, "matches_found": found,
                          "missed_pct": round(100.0 * (exist - found) / exist, 1) if exist else 0.0}
     echo(f"{len(customers)} customers placed one order each; {len(paid)} of them paid. Orders have "
-         f"{n} partitions; payments-matching has {n}, payments-mismatched has {m}.\n")
+         f"{n} partitions; payments-matching has {n}, payments-mismatched has {m}; "
+         f"payments-repartitioned gets a copy of payments-mismatched with {n}.\n")
     for case, tasks in cases.items():
         topic = f"payments-{case}"
+        if case == "repartitioned":
+            echo(f"A consumer read payments-mismatched and a producer wrote its {copied} records, "
+                 f"same keys, to payments-repartitioned ({n} partitions).")
         echo(f"Join of orders with {topic}, one task per partition number:")
         echo(table(["task", "orders read", "payments read", "matches that exist", "matches found"],
                    [[t["task"], t["orders"], t["payments_read"], t["matches_exist"], t["matches_found"]]
@@ -151,7 +184,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
              f"same remainder for both counts; here that was {mis['matches_found']} of "
              f"{mis['matches_exist']} paid orders. The other {mis['missed_pct']}% were not lost: "
              "each order and its payment sit on different partition numbers, read by different "
-             "tasks. Kafka Streams refuses to start such a join; repartition one side instead.")
+             "tasks. Kafka Streams refuses to start such a join; repartitioning one side to "
+             f"{n} partitions found {summary['repartitioned']['matches_found']} of "
+             f"{summary['repartitioned']['matches_exist']} again.")
     else:
         echo(f"payments-mismatched has {m} partitions too, so both topics are co-partitioned "
              "and nothing can be missed: the lab's second case needs a different count.")
@@ -159,14 +194,16 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "customers": len(customers),
                               "paid": len(paid), "paid_customers": sorted(k.decode() for k in paid),
                               "orders_partitions": n,
-                              "mismatched_partitions": m, "tasks": cases, "summary": summary,
+                              "mismatched_partitions": m, "repartitioned_records": copied,
+                              "tasks": cases, "summary": summary,
                               "pictures": []}
     if plot_dir is not None:
         result["pictures"] = [_picture(plot_dir, cases, n, m)]
-    ok = summary["matching"]
-    check_claim(ok["matches_found"] == ok["matches_exist"], CLAIM,
-                f"with {n} partitions on both sides the join found {ok['matches_found']} of "
-                f"{ok['matches_exist']} matches")
+    for case in ("matching", "repartitioned"):
+        ok = summary[case]
+        check_claim(ok["matches_found"] == ok["matches_exist"], CLAIM,
+                    f"with {n} partitions on both sides (payments-{case}) the join found "
+                    f"{ok['matches_found']} of {ok['matches_exist']} matches")
     check_claim(mis["matches_found"] < mis["matches_exist"], CLAIM,
                 f"with {n} and {m} partitions the join still found all {mis['matches_exist']} "
                 "matches: the counts are not mismatched")
@@ -175,7 +212,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
 
 def _picture(plot_dir: str, cases: dict[str, list[dict]], n: int, m: int) -> str:
     figure, axes = fig.figure("A per-partition join finds every match only when the partition counts agree",
-                              1, 2, sharey=True)
+                              1, 3, sharey=True, size=(13, 5.2))
     for ax, (case, tasks) in zip(axes, cases.items()):
         xs = [t["task"] for t in tasks]
         ax.bar([x - 0.2 for x in xs], [t["matches_exist"] for t in tasks], width=0.4,
@@ -184,7 +221,7 @@ def _picture(plot_dir: str, cases: dict[str, list[dict]], n: int, m: int) -> str
                label="matches the task found", color=fig.PALETTE[0])
         exist = sum(t["matches_exist"] for t in tasks)
         found = sum(t["matches_found"] for t in tasks)
-        counts = f"{n} and {n if case == 'matching' else m} partitions"
+        counts = f"{n} and {m if case == 'mismatched' else n} partitions"
         ax.set_title(f"orders with payments-{case}\n({counts}): found {found} of {exist}")
         ax.set_xlabel("task = partition number")
         ax.set_xticks(xs)

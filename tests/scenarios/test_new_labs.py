@@ -167,6 +167,9 @@ def test_co_partitioning_finds_exactly_the_keys_whose_two_partitions_agree(tmp_p
     assert s["mismatched"]["matches_found"] == agree < len(paid)
     assert sum(found_by_task.values()) == agree
     assert all(found_by_task[t] == 0 for t in range(n, m))           # tasks without orders
+    # the fix: a copy of the mismatched payments with the orders' count joins completely again
+    assert r["repartitioned_records"] == len(paid)
+    assert s["repartitioned"]["matches_found"] == s["repartitioned"]["matches_exist"] == len(paid)
 
 
 def test_cli_runs_a_new_lab_with_json_and_pictures(tmp_path, capsys):
