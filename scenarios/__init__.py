@@ -105,7 +105,8 @@ LABS += [
     Lab(11, "null-key-batching", "null_key_batching",
         "keyless records: per-record round robin vs sticky, batch sizes and short-window imbalance"),
     Lab(12, "co-partitioning", "co_partitioning",
-        "a per-partition join: every match with equal partition counts, most missed without, repartitioning fixes it"),
+        "a per-partition join: every match with equal partition counts, most missed without; "
+        "repartitioning fixes it"),
 ]
 
 

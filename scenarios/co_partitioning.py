@@ -191,7 +191,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         echo(f"payments-mismatched has {m} partitions too, so both topics are co-partitioned "
              "and nothing can be missed: the lab's second case needs a different count.")
 
-    result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "customers": len(customers),
+    result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS,
+                              "customers": len(customers),
                               "paid": len(paid), "paid_customers": sorted(k.decode() for k in paid),
                               "orders_partitions": n,
                               "mismatched_partitions": m, "repartitioned_records": copied,

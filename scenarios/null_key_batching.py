@@ -158,7 +158,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     echo(f"{total} records without keys, {cfg['value_bytes']} bytes each, over {seconds:.1f} s "
          f"of simulated time (about {rate} per ms), to {n} partitions; linger.ms=5, batch.size=16384.\n")
     echo("Batches as stored in the segment files:")
-    echo(table(["partitioner", "batches", "records per batch (avg)", "largest batch", "bytes per batch (avg)"],
+    echo(table(["partitioner", "batches", "records per batch (avg)", "largest batch",
+                "bytes per batch (avg)"],
                [[f"{name} ({'sticky' if name == 'murmur2' else 'per-record round robin'})",
                  r["batches"], r["records_per_batch_avg"], r["records_per_batch_max"],
                  r["bytes_per_batch_avg"]] for name, r in runs.items()]))
