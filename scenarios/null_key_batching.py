@@ -178,7 +178,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
          f"instead of {rr['batches']}). Over {short} ms windows it was {st['imbalance'][short]} "
          f"times the average on its busiest partition (round robin: {rr['imbalance'][short]}); "
          f"over the whole run {st['imbalance_whole_run']} (limit {cfg['evens_out_limit']}): "
-         "the random sticky choices even out.")
+         + ("the random sticky choices even out." if st["imbalance_whole_run"] < cfg["evens_out_limit"]
+            else f"in {total} records the random sticky choices did not even out yet."))
     result: dict[str, Any] = {"claim": CLAIM, "simulated_ms": clock.now_ms() - START_MS, "partitions": n,
                               "records": total, "windows_ms": list(cfg["windows_ms"]),
                               "evens_out_limit": cfg["evens_out_limit"], "partitioners": runs,
