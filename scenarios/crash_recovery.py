@@ -57,6 +57,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Optional
 
@@ -64,7 +65,7 @@ from kafkasim.broker import Broker
 from kafkasim.arguments import check_arg
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
-from kafkasim.errors import IllegalStateError, InvalidArgumentError
+from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 from kafkasim.producer import Producer
 from kafkasim.records.record_batch import encode_batch
 from kafkasim.scenarios import _figures as fig
@@ -85,6 +86,8 @@ CLAIM = ("After a kill during writes, reopening the log truncates the torn tail 
          "record that was written before it, flushed ones included.")
 
 TOPIC = "payments"
+WRITER_TIMEOUT_S = 120
+"""Wall-clock seconds the writer process gets to report its writes before it is killed anyway."""
 
 
 def _value(i: int, rng: random.Random) -> bytes:
@@ -129,13 +132,17 @@ def _kill_during_writes(data_dir: str, cfg: dict, seed: int) -> tuple[dict, dict
            str(cfg["records_per_batch"]), str(seed)]
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(WRITER_TIMEOUT_S, child.kill)   # a stuck writer cannot hang the lab
+    watchdog.start()
     try:
         flushed = json.loads(child.stdout.readline() or "null")
         acked = json.loads(child.stdout.readline() or "null")
         if flushed is None or acked is None:
-            raise IllegalStateError(f"the writer process failed: {child.stderr.read()[-2000:]}")
+            raise KafkaTimeoutError(f"the writer process did not report its writes within "
+                                    f"{WRITER_TIMEOUT_S} s or failed: {child.stderr.read()[-2000:]}")
         child.send_signal(signal.SIGKILL)
     finally:
+        watchdog.cancel()
         if child.poll() is None:
             child.kill()
         code = child.wait()

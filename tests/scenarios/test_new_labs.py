@@ -16,7 +16,7 @@ import os
 import pytest
 
 from kafkasim.cli import main
-from kafkasim.errors import ClaimFailedError, InvalidArgumentError
+from kafkasim.errors import ClaimFailedError, InvalidArgumentError, KafkaTimeoutError
 from kafkasim.partitioning.hashing import murmur2
 from kafkasim.scenarios import SCENARIOS, resolve, run_scenario, scenario_module
 
@@ -192,3 +192,11 @@ def test_a_bad_parameter_is_refused_by_name_before_anything_is_written(name, par
     with pytest.raises(InvalidArgumentError, match=bad):
         run_scenario(name, str(tmp_path / "data"), echo=lambda s: None, **params)
     assert not (tmp_path / "data").exists()
+
+
+def test_crash_recovery_reports_a_writer_that_never_wrote(tmp_path, monkeypatch):
+    import kafkasim.scenarios.crash_recovery as lab
+
+    monkeypatch.setattr(lab.sys, "executable", "/bin/false")      # the writer exits at once
+    with pytest.raises(KafkaTimeoutError, match="writer process"):
+        run_scenario("crash-recovery", str(tmp_path / "d"), echo=lambda s: None)
