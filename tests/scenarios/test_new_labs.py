@@ -200,3 +200,24 @@ def test_crash_recovery_reports_a_writer_that_never_wrote(tmp_path, monkeypatch)
     monkeypatch.setattr(lab.sys, "executable", "/bin/false")      # the writer exits at once
     with pytest.raises(KafkaTimeoutError, match="writer process"):
         run_scenario("crash-recovery", str(tmp_path / "d"), echo=lambda s: None)
+
+
+@pytest.mark.parametrize("name", NEW_LABS)
+def test_kafkasim_scenario_show_prints_the_lab_text_with_its_claim(name, capsys):
+    assert main(["scenario", "show", name]) == 0
+    text = capsys.readouterr().out
+    module = scenario_module(name)
+    for part in ("What you will see", "Why", "Claim", module.CLAIM, *module.PARAMS):
+        assert part in text
+
+
+def test_python_dash_m_runs_a_new_lab(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "kafkasim.scenarios.partitions_basics", "--data-dir",
+                          str(tmp_path / "d"), "--json", "--param", "records=30"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["records"] == 30 and result["claim"] == scenario_module("partitions-basics").CLAIM
