@@ -11,7 +11,9 @@
   only runs its background heartbeat thread (``Consumer.tick``), which is where it
   learns that a rebalance started. A "crashed" consumer is simply never called
   again, as if its process had died.
-- :class:`OwnershipClock` is a rebalance listener that sums *partition-milliseconds
+- :class:`OwnershipClock` (kept for labs written against it; the rebalance labs now use
+  the richer :class:`kafkasim.scenarios._ownership.OwnershipLog`, which also records who
+  owned what when) is a rebalance listener that sums *partition-milliseconds
   without an owner* (a revoked or lost partition is paused until someone is
   assigned it).
 - :func:`table` renders rows as aligned text for ``echo`` (the CLI's rich style);

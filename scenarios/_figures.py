@@ -170,9 +170,9 @@ def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
             else:
                 ax.barh(y, end - start, left=start, height=0.7, color=colours[owner])
         ax.set_yticks(range(len(rows)), list(reversed(rows)))
-        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(-0.6, len(rows) + (0.3 if events else -0.4))   # room above for event labels
         ax.grid(axis="y", visible=False)
-        top = len(rows) - 0.45
+        top = len(rows) + 0.25
         for t, label in events:
             ax.axvline(t, color=LIMIT, linewidth=1, linestyle=":")
             ax.text(t, top, f" {label}", color=LIMIT, fontsize=8, va="top", ha="left",

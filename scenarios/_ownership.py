@@ -140,8 +140,8 @@ class OwnershipLog:
 
     def pauses(self, partitions: int, start: int, end: int) -> dict:
         """Paused partition-seconds and the longest pause (s) in ``[start, end)`` ms, plus
-        per partition its paused seconds."""
-        per, longest = {}, 0
+        per partition its paused seconds (a list indexed by partition)."""
+        per, longest = [], 0
         for p in range(partitions):
             total, run = 0, 0
             for a, b, st in self._intervals(p, start, end):
@@ -151,8 +151,8 @@ class OwnershipLog:
                     longest = max(longest, run)
                 else:
                     run = 0
-            per[p] = round(total / 1000, 3)
-        return {"paused_partition_seconds": round(sum(per.values()), 3),
+            per.append(round(total / 1000, 3))
+        return {"paused_partition_seconds": round(sum(per), 3),
                 "longest_pause_s": round(longest / 1000, 3), "per_partition_s": per}
 
     def spans(self, partitions: int, start: int, end: int) -> list[tuple]:

@@ -88,9 +88,11 @@ def _read(broker, topic: str, parts: int, max_poll: int, until: Optional[dict] =
     return out
 
 
-def _totals(delivered: list, start: Optional[dict] = None, parts: int = 0) -> dict[bytes, int]:
-    """The app: one state store per partition; the total it last reported for each key."""
-    stores: dict[int, dict[bytes, int]] = {}
+def _totals(delivered: list, start: Optional[dict] = None, parts: int = 0,
+            stores: Optional[dict] = None) -> dict[bytes, int]:
+    """The app: one state store per partition (``stores``, filled in); the total it last
+    reported for each key."""
+    stores = {} if stores is None else stores
     for k, total in (start or {}).items():           # state handed over at a switch
         stores.setdefault(murmur2_partition(k, parts), {})[k] = total
     reported: dict[bytes, int] = dict(start or {})
@@ -156,7 +158,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         handover = _totals(drained)                       # the old app's totals at the mark
         v2 = _read(broker, "payments-v2", n1, cfg["max_poll_records"])
 
-    fwd_totals = _totals(fwd)
+    fwd_stores: dict[int, dict[bytes, int]] = {}
+    fwd_totals = _totals(fwd, stores=fwd_stores)
     mir_totals = _totals(v2, start=handover, parts=n1)
     old_p = {k: murmur2_partition(k, n0) for k in keys}
     new_p = {k: murmur2_partition(k, n1) for k in keys}
@@ -180,7 +183,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     ex = None if example is None else {
         "key": example.decode(), "old_partition": old_p[example], "new_partition": new_p[example],
         "amounts": amounts[example], "true_total": truth[example],
-        "forward_only_total": fwd_totals[example], "mirror_total": mir_totals[example]}
+        "forward_only_total": fwd_totals[example],
+        "forward_only_store_totals": {str(p): fwd_stores[p][example]
+                                      for p in (old_p[example], new_p[example])},
+        "mirror_total": mir_totals[example]}
 
     f, m = ways["forward_only"], ways["mirror"]
     echo(f"{len(keys)} accounts, {rb} payments each on {n0} partitions, then {ra} more each "
@@ -194,10 +200,13 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
          f"({len(predicted) / len(keys):.0%}; {_expected_moved(n0, n1):.0%} expected for a "
          f"uniform hash); the log shows {len(moved)}.")
     if ex:
+        old_t, new_t = ex["forward_only_store_totals"].values()
         echo(f"For example {ex['key']} moved from partition {ex['old_partition']} to "
-             f"{ex['new_partition']}: its payments add up to {ex['true_total']}, the forward-only "
-             f"app reports {ex['forward_only_total']} (only the payments since the move), the "
-             f"mirrored app {ex['mirror_total']}.")
+             f"{ex['new_partition']}: its payments add up to {ex['true_total']}, but the "
+             f"forward-only app holds two partial totals, {old_t} in partition "
+             f"{ex['old_partition']}'s store and {new_t} in partition {ex['new_partition']}'s, and "
+             f"last reported {ex['forward_only_total']}; the mirrored app reports "
+             f"{ex['mirror_total']}.")
     echo(f"The mirror's old app drained {m['drained_records']} payments up to the dual-write "
          f"mark and handed its totals over; the new app then read {m['v2_records']} payments "
          f"from payments-v2.")

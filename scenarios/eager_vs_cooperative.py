@@ -179,7 +179,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
             r = runs[event][a][0]
             echo(f"{a}, trial 0: before {fmt_assignment(r['before'])}")
             echo(f"{' ' * len(a)}           after  {fmt_assignment(r['after'])}; revoked "
-                 f"{r['revoked_count']} partition(s), {r['rebalance_rounds']} round(s)")
+                 f"{_count(r['revoked_count'], 'partition')} in "
+                 f"{_count(r['rebalance_rounds'], 'round')}")
         echo(table(["trial", f"{eager}: paused partition-s", "longest pause", "rounds",
                     "cooperative-sticky: paused partition-s", "longest pause", "rounds"],
                    [[t] + [x for a in assignors for x in (
@@ -193,7 +194,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         echo(f"Mean: cooperative paused {sc['mean_paused_partition_seconds']:.1f} partition-s "
              f"(longest pause {sc['mean_longest_pause_s']:.1f} s) against eager's "
              f"{se['mean_paused_partition_seconds']:.1f} (longest {se['mean_longest_pause_s']:.1f} s); "
-             f"it revoked {sc['mean_revoked']:g} partitions instead of {se['mean_revoked']:g}, "
+             f"it revoked {sc['mean_revoked']:g} instead of {se['mean_revoked']:g} partitions, "
              f"{rounds}.")
         if sc["mean_longest_pause_s"] > se["mean_longest_pause_s"]:
             text = (f"Against the grain: cooperative's longest pause ({sc['mean_longest_pause_s']:.1f} s "
@@ -224,6 +225,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     return result
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _rounds(rounds: list[int]) -> str:
     text = " or ".join(str(r) for r in rounds)
     return f"{text} round{'s' if rounds != [1] else ''}"
@@ -231,12 +236,13 @@ def _rounds(rounds: list[int]) -> str:
 
 def _explain(event: str, t: int, e: dict, c: dict, cfg: dict) -> str:
     """Why cooperative paused longer than eager in this trial, from the trial's numbers."""
-    worst = max(c["paused_per_partition_s"], key=lambda p: c["paused_per_partition_s"][p])
+    per = c["paused_per_partition_s"]
+    worst = max(range(len(per)), key=lambda p: per[p])
     why = (f"In the {event} trial {t}, cooperative paused {c['paused_partition_seconds']:.1f} "
            f"partition-s, more than eager's {e['paused_partition_seconds']:.1f}. Eager stopped "
            f"all partitions, but its longest pause was only {e['longest_pause_s']:.1f} s: the "
-           f"barrier closed quickly because the slow c0 happened to be near the end of its "
-           f"batch. Cooperative stopped only {len(c['moved_partitions'])} partition(s), yet "
+           f"barrier closed quickly, since every member, slow c0 included, reached poll() "
+           f"soon after the join was announced. Cooperative stopped only {_count(len(c['moved_partitions']), 'partition')}, yet "
            f"partition {worst} waited {c['paused_per_partition_s'][worst]:.1f} s: it moves in a "
            f"second round ({c['rebalance_rounds']} rounds here), which starts only after its old "
            f"owner has revoked it and rejoined, the others notice it at their next heartbeat "

@@ -68,12 +68,12 @@ CLAIM = ("With murmur2 the partition holding the hottest merchant carries more t
 PARAMS: dict[str, Any] = {
     "partitions": 24,      # partitions of each topic (orders-vip has `hot`)
     "keys": 2000,          # distinct merchants
-    "records": 24000,      # orders sent
+    "records": 12000,      # orders sent
     "duration_s": 600,     # simulated seconds the orders are spread over
     "zipf_s": 1.2,         # Zipf exponent: larger = more skew
     "hot": 3,              # merchants treated as hot by the hot-key partitioner and the VIP topic
     "bucket_ms": 60000,    # composite key's time bucket
-    "scrape_s": 15,        # Prometheus scrape (and rule evaluation) interval
+    "scrape_s": 60,        # scrape and rule evaluation interval (Prometheus default: 1m), simulated s
 }
 
 FIXES = ("murmur2 (no fix)", "composite key", "hot-key partitioner", "VIP topic")
@@ -103,7 +103,7 @@ def _send_all(broker, clock: MockClock, fix: str, keys: list[bytes], hot: list[b
     partitioner = {"composite": CompositeKeyPartitioner(bucket_ms=cfg["bucket_ms"]),
                    "hot-key": HotKeyPartitioner(hot, hot_partitions=list(range(n)))}.get(tag, "murmur2")
     producer = Producer(broker, client_id=f"checkout-{tag}", partitioner=partitioner, seed=seed,
-                        clock=clock, linger_ms=500)
+                        clock=clock, linger_ms=2000)   # simulated time: let batches fill
     metrics = ServerMetrics(broker)
     scraper = Scraper(rule)
     vip = {k: i for i, k in enumerate(hot)}

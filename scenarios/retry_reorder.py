@@ -126,7 +126,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                           "sequences_in_log": seqs, "failed_sends": failed})
             out[label.replace(" ", "_")] = audit
     echo(f"{cfg['records']} records of one key, one batch each (linger_ms=0), "
-         f"{cfg['max_in_flight']} in flight, {cfg['fault_rate']:.0%} of first attempts fail\n")
+         f"{cfg['max_in_flight']} in flight, {cfg['fault_rate']:.0%} of first attempts fail.\n")
     rows = [[label] + [out[label.replace(' ', '_')][k] for k in
                        ("batches", "injected_faults", "records_in_log", "out_of_order", "duplicates",
                         "lost", "duplicate_batches_detected_by_broker")] for label, _ in modes]
