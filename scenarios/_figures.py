@@ -7,6 +7,7 @@ Every lab draws with these helpers, so every picture looks alike and says what i
 - :func:`bars` — one bar per item (records per partition ...) with the **average** as a
   dashed line and, when a verdict depends on one, the **limit** as a red line; bars above
   the limit are drawn red and marked with their value.
+- :func:`grouped` — side-by-side bars, one colour per series (e.g. two protocols per trial).
 - :func:`timeline` — partition ownership over time: one row per partition, coloured by the
   member that owned it, hatched grey while nobody did (paused), with labelled events.
 - :func:`grid` — a matrix of counts (e.g. keys by partition before × after a change), each
@@ -43,7 +44,7 @@ from matplotlib.patches import Patch
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "RESTORING", "figure", "bars", "timeline", "grid",
+__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "RESTORING", "figure", "bars", "grouped", "timeline", "grid",
            "lines", "save", "colour_map"]
 
 DPI = 100
@@ -138,6 +139,26 @@ def bars(labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: 
         ax.set_ylabel(ylabel)
         if average or limit is not None:
             ax.legend(loc="upper right", fontsize=8)
+    return ax.figure
+
+
+def grouped(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str,
+            xlabel: str, ylabel: str, ax: Optional[Axes] = None) -> Figure:
+    """Side-by-side bars: one group per label, one bar (and colour) per series."""
+    colours = colour_map(list(series))
+    width = 0.8 / max(1, len(series))
+    with _style():
+        ax = _panel(ax, title)
+        for i, (name, values) in enumerate(series.items()):
+            if len(values) != len(labels):
+                raise InvalidArgumentError(
+                    f"grouped: series {name!r} has {len(values)} values for {len(labels)} labels")
+            ax.bar([x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))],
+                   values, width=width, label=name, color=colours[name])
+        ax.set_xticks(range(len(labels)), [str(x) for x in labels])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(loc="best", fontsize=8)
     return ax.figure
 
 
