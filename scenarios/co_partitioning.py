@@ -215,19 +215,17 @@ def _picture(plot_dir: str, cases: dict[str, list[dict]], n: int, m: int) -> str
     figure, axes = fig.figure("A per-partition join finds every match only when the partition counts agree",
                               1, 3, sharey=True, size=(13, 5.2))
     for ax, (case, tasks) in zip(axes, cases.items()):
-        xs = [t["task"] for t in tasks]
-        ax.bar([x - 0.2 for x in xs], [t["matches_exist"] for t in tasks], width=0.4,
-               label="matches that exist", color=fig.UNOWNED)
-        ax.bar([x + 0.2 for x in xs], [t["matches_found"] for t in tasks], width=0.4,
-               label="matches the task found", color=fig.PALETTE[0])
         exist = sum(t["matches_exist"] for t in tasks)
         found = sum(t["matches_found"] for t in tasks)
         counts = f"{n} and {m if case == 'mismatched' else n} partitions"
-        ax.set_title(f"orders with payments-{case}\n({counts}): found {found} of {exist}")
-        ax.set_xlabel("task = partition number")
-        ax.set_xticks(xs)
+        fig.grouped([t["task"] for t in tasks],
+                    {"matches that exist": [t["matches_exist"] for t in tasks],
+                     "matches the task found": [t["matches_found"] for t in tasks]},
+                    title=f"orders with payments-{case}\n({counts}): found {found} of {exist}",
+                    xlabel="task = partition number", ylabel="", ax=ax)
     axes[0].set_ylabel("order-payment matches (records)")
-    axes[0].legend(fontsize=8)
+    for ax in axes[1:]:
+        ax.get_legend().remove()          # one legend, on the first panel, is enough
     return fig.save(figure, plot_dir, "co-partitioning-matches")
 
 
