@@ -94,9 +94,20 @@ LABS: list[Lab] = [
 ]
 """Every lab (teaching order is by ``number``; see :data:`SCENARIOS`)."""
 
-# ---- new labs (wt-newlabs): partitions-basics (1), assignor-comparison (7),
-# ---- crash-recovery (10), null-key-batching (11), co-partitioning (12) go in one block here:
-# LABS += [Lab(1, "partitions-basics", "partitions_basics", "...", ()), ...]
+# ---- new labs (wt-newlabs): one block, numbered in the course order
+LABS += [
+    Lab(1, "partitions-basics", "partitions_basics",
+        "same key, same partition (murmur2); per-key order holds, no global order across partitions"),
+    Lab(7, "assignor-comparison", "assignor_comparison",
+        "uneven subscriptions: roundrobin vs sticky vs range on real groups, moves when C0 leaves"),
+    Lab(10, "crash-recovery", "crash_recovery",
+        "a writer killed with SIGKILL, a torn tail in its segment: the tail is cut, written records survive"),
+    Lab(11, "null-key-batching", "null_key_batching",
+        "keyless records: per-record round robin vs sticky, batch sizes and short-window imbalance"),
+    Lab(12, "co-partitioning", "co_partitioning",
+        "a per-partition join: every match with equal partition counts, most missed without; "
+        "repartitioning fixes it"),
+]
 
 
 def _index() -> tuple[dict[str, Lab], dict[str, str]]:
