@@ -52,10 +52,10 @@ import random
 from typing import Any, Callable, Optional
 
 from kafkasim.assignors import Subscription, get_assignor
-from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
+    lab_clock,
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
 )
 from kafkasim.types import TopicPartition
@@ -122,7 +122,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     if leaving not in SUBSCRIPTIONS:
         raise InvalidArgumentError(f"leaving member {leaving!r} is not one of {', '.join(SUBSCRIPTIONS)}")
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     runs: dict[str, dict] = {}
     with fresh_broker(data_dir, clock) as broker:
         for topic, n in TOPICS.items():

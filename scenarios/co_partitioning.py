@@ -57,7 +57,7 @@ from kafkasim.consumer import Consumer
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.types import TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run"]
@@ -135,7 +135,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     if not 0 < cfg["paid_share"] <= 1:
         raise InvalidArgumentError(f"paid_share must be in (0, 1], got {cfg['paid_share']!r}")
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     customers = [f"customer-{i:05d}".encode() for i in range(cfg["customers"])]
     paid = {k for k in customers if rng.random() < cfg["paid_share"]}
 

@@ -69,7 +69,7 @@ from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 from kafkasim.producer import Producer
 from kafkasim.records.record_batch import encode_batch
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.storage.layout import partition_dir_name, segment_name
 from kafkasim.types import TopicPartition
 
@@ -161,7 +161,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     check_arg("records_per_batch", cfg["records_per_batch"], "int", min=1)
     check_arg("flushed_records", cfg["flushed_records"], "int", min=1)
     check_arg("unflushed_records", cfg["unflushed_records"], "int", min=0)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     with fresh_broker(data_dir, clock) as broker:
         broker.create_topic(TOPIC, 1)
         data_dir = broker.data_dir

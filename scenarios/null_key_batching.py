@@ -51,11 +51,10 @@ import random
 from typing import Any, Callable, Optional
 
 from kafkasim.arguments import check_arg
-from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.storage.inspection import dump_segment
 from kafkasim.storage.layout import list_segments, partition_dir_name
 
@@ -122,7 +121,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         arrivals.append(min(rng.randint(0, 2 * rate), left))
         left -= arrivals[-1]
     value = bytes(cfg["value_bytes"])
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     runs: dict[str, dict] = {}
     with fresh_broker(data_dir, clock) as broker:
         for name in PARTITIONERS:

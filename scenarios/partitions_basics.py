@@ -51,12 +51,11 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, Optional
 
 from kafkasim.arguments import check_arg
-from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 from kafkasim.partitioning.partitioners import murmur2_partition
 from kafkasim.producer import Producer
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table, lab_clock
 from kafkasim.types import TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "run"]
@@ -81,7 +80,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         check_arg(k, cfg[k], "int", min=1)
     n = cfg["partitions"]
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     names = [f"user-{i}" for i in range(1, cfg["keys"] + 1)]
     sent = [rng.choice(names) for _ in range(cfg["records"])]
 
