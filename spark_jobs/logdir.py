@@ -34,6 +34,7 @@ from typing import Iterator, NamedTuple, Optional
 
 from kafkasim.errors import InvalidArgumentError, KafkaStorageError
 from kafkasim.storage import checkpoints, layout
+from kafkasim.storage.partition_history import FIELD, check_partition_history
 
 __all__ = ["LogDir", "SegmentRef", "TopicMeta"]
 
@@ -56,6 +57,9 @@ class TopicMeta(NamedTuple):
     name: str
     partitions: int
     configs: dict
+    history: tuple = ()
+    """The partition-count history (:mod:`kafkasim.storage.partition_history`); empty for
+    a topic never grown, or written before the broker kept it."""
 
 
 def _is_uri(path: str) -> bool:
@@ -157,7 +161,11 @@ class LogDir:
                 continue
             try:
                 doc = json.loads(self.read_bytes(full).decode("utf-8"))
-                out[doc["name"]] = TopicMeta(doc["name"], int(doc["partitions"]), dict(doc.get("configs") or {}))
+                history = check_partition_history(doc.get(FIELD, []), doc["partitions"])
+                out[doc["name"]] = TopicMeta(doc["name"], int(doc["partitions"]), dict(doc.get("configs") or {}),
+                                             tuple(history))
+            except KafkaStorageError as exc:
+                raise KafkaStorageError(f"invalid topic metadata {full!r}: {exc}") from exc
             except (ValueError, KeyError, TypeError) as exc:
                 raise KafkaStorageError(f"unreadable topic metadata {full!r}: {exc}") from exc
         return out
