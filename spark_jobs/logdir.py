@@ -10,6 +10,10 @@ A data directory (storage/FORMAT.md §1) is addressed by a path string:
   exercised by the tests. HDFS needs libhdfs (``ARROW_LIBHDFS_DIR``, ``HADOOP_HOME``,
   ``CLASSPATH`` as for pyarrow); S3 needs the usual AWS credentials/env.
 
+A cluster's data dir (``meta/cluster.json``, FORMAT.md §7.2) holds each partition once per
+replica, under ``broker-<id>/``: :meth:`LogDir.partitions` picks one replica per partition
+(the leader's), :meth:`LogDir.replicas` lists them all (for per-broker figures).
+
 Names on disk are parsed with ``kafkasim.storage.layout`` only (one place for names); batch bytes
 are decoded by ``kafkasim.records.record_batch`` only (one reader). This module only lists and
 reads bytes.
