@@ -224,8 +224,9 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
         source = {k: "metadata" for k in by_change}
         eff = []
         if not current_counts or not set(current_counts) <= set(recorded):
-            eff = partition_count_changes(df, history.where(~F.col("topic").isin(sorted(recorded))),
-                                          partitioner, exclude).orderBy("topic", "from_count", "partition").collect()
+            unrecorded = history.where(~F.col("topic").isin(sorted(recorded)))
+            eff = partition_count_changes(df, unrecorded, partitioner, exclude).orderBy(
+                "topic", "from_count", "partition").collect()
         for r in eff:
             source[(r["topic"], r["from_count"], r["to_count"])] = "inferred"
             by_change.setdefault((r["topic"], r["from_count"], r["to_count"]), []).append(
@@ -237,7 +238,8 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
         for (t, a, b), parts in sorted(by_change.items()):
             mv, ks = explained.get((t, a, b), (0, 0))
             out.append({"cause": "partition_count_change", "topic": t, "from_partitions": a, "to_partitions": b,
-                        "source": source[(t, a, b)], "effective": parts, "explains": {"key_in_multiple_partitions": int(ks), "moves": int(mv)}})
+                        "source": source[(t, a, b)], "effective": parts,
+                        "explains": {"key_in_multiple_partitions": int(ks), "moves": int(mv)}})
     if producers:
         names = list(dict.fromkeys([partitioner, *CANDIDATES]))
         for r in producers:

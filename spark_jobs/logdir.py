@@ -99,7 +99,8 @@ def _cluster_from_json(doc, path: str) -> ClusterMeta:
         for topic, rows in doc["partitions"].items():
             for p, row in enumerate(rows):
                 where = f"partitions.{topic}[{p}]"
-                replicas, isr, leader = ids(row["replicas"], where + ".replicas"), ids(row["isr"], where + ".isr"), row["leader"]
+                replicas, isr = ids(row["replicas"], where + ".replicas"), ids(row["isr"], where + ".isr")
+                leader = row["leader"]
                 if not isinstance(leader, int) or (leader >= 0 and leader not in replicas):
                     raise KafkaStorageError(f"invalid cluster metadata {path!r}: {where}.leader: {leader!r}")
                 if set(replicas) - set(brokers):

@@ -150,7 +150,8 @@ def partition_count_history(df: DataFrame, current_counts: dict[str, int],
     """``(topic, partition_count)``: every partition count each topic plausibly had.
 
     Rule: every count of a topic's recorded history (``recorded``: topic → the
-    ``partition_history`` of its metadata, :mod:`kafkasim.storage.partition_history`), the current count (metadata; or 1 + the highest partition seen when a topic
+    ``partition_history`` of its metadata, :mod:`kafkasim.storage.partition_history`),
+    the current count (metadata; or 1 + the highest partition seen when a topic
     has no metadata), plus, for every partition q > 0 such that all partitions ≥ q
     received their first record strictly after every partition < q received its first,
     the count ``1 + (highest partition < q holding data)`` — the count before an

@@ -63,7 +63,8 @@ def check_partition_history(value: Any, partitions: int) -> list[dict]:
         b = _int(entry["to_partitions"], f"{where}.to_partitions", a + 1)
         t = _int(entry["time_ms"], f"{where}.time_ms", prev_time)
         if prev_to is not None and a != prev_to:
-            raise KafkaStorageError(f"{where}.from_partitions: {a} is not the previous entry's to_partitions {prev_to}")
+            raise KafkaStorageError(
+                f"{where}.from_partitions: {a} is not the previous entry's to_partitions {prev_to}")
         offsets = entry["log_end_offsets"]
         if not isinstance(offsets, list) or len(offsets) != a:
             raise KafkaStorageError(f"{where}.log_end_offsets: expected a list of {a} offsets, got {offsets!r:.80}")
