@@ -159,7 +159,7 @@ def broker_skew(data_dir: str, topics: Sequence[str], threshold: float = SKEW_TH
     sizes = log_dir.replica_bytes(wanted)
     stored = {b: 0 for b in cluster.brokers}
     for (topic, p, b), n in sizes.items():
-        if (topic, p) in chosen and b in stored:
+        if (topic, p) in chosen and b in chosen[(topic, p)][0]:    # a leftover dir of a moved replica: not counted
             stored[b] += n
     assignment = {TopicPartition(t, p): list(replicas) for (t, p), (replicas, _, _) in chosen.items()}
     leaders = {TopicPartition(t, p): leader for (t, p), (_, leader, _) in chosen.items()}
