@@ -105,3 +105,14 @@ def test_a_cluster_records_the_leaders_log_end_offsets(tmp_path):
     with Cluster(d, clock=clock) as c:
         assert c.describe_topic("t")["partition_history"] == [
             {"from_partitions": 2, "to_partitions": 3, "time_ms": START + 7, "log_end_offsets": [2, 4]}]
+
+
+def test_the_cli_add_partitions_then_describe_json_shows_the_history(tmp_path, capsys):
+    from kafkasim.cli import main
+    d = str(tmp_path / "data")
+    assert main(["topics", "create", "orders", "--partitions", "6", "--data-dir", d]) == 0
+    assert main(["topics", "add-partitions", "orders", "--partitions", "8", "--data-dir", d]) == 0
+    capsys.readouterr()
+    assert main(["topics", "describe", "orders", "--json", "--data-dir", d]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["partition_history"]
+    assert (entry["from_partitions"], entry["to_partitions"], entry["log_end_offsets"]) == (6, 8, [0] * 6)
