@@ -13,7 +13,10 @@ Invariants:
 - A topic exists iff its metadata file exists: create writes the metadata last, delete
   removes it first, so a crash midway leaves either the whole topic or no topic (and
   ``-delete`` directories the next open removes).
-- Partitions only grow; configs are stored as the overrides given, canonicalised.
+- Partitions only grow; each growth appends to the topic's ``partition_history`` the old
+  and new counts, the broker clock's time and every old partition's log end offset (the
+  offset from which it holds records written under the new count), saved in the same
+  atomic metadata write. Configs are stored as the overrides given, canonicalised.
 - Every call on a closed broker raises :class:`~kafkasim.errors.BrokerNotAvailableError`.
 
 Thread-safety: every method runs under the broker's metadata lock.
@@ -30,6 +33,7 @@ from kafkasim.errors import (
     InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, TopicAlreadyExistsError,
 )
 from kafkasim.storage.layout import validate_topic
+from kafkasim.storage.partition_history import history_entry
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import INTERNAL_TOPICS, BrokerCore
@@ -84,7 +88,8 @@ class TopicAdmin(BrokerCore):
             return sorted(t for t in self._topics if include_internal or t not in INTERNAL_TOPICS)
 
     def describe_topic(self, name: str) -> dict:
-        """Topic id, configs (overrides), replication factor and per-partition offsets and sizes."""
+        """Topic id, configs (overrides), replication factor, per-partition offsets and sizes, and
+        the ``partition_history`` (one entry per growth of the partition count)."""
         with self._lock:
             self._check_open()
             return self._describe(self._topic(name))
@@ -113,12 +118,16 @@ class TopicAdmin(BrokerCore):
                     f"Topic currently has {meta.partitions} partitions, which is higher than "
                     f"the requested {total_count}.")
             config = self._config_of(meta)
+            change = history_entry(meta.partitions, total_count, self.clock.now_ms(),
+                                   [self._log_of(TopicPartition(name, p)).log_end_offset
+                                    for p in range(meta.partitions)])
             opened = []
             try:
                 for p in range(meta.partitions, total_count):
                     self._discard_stale_dir(name, p)
                     opened.append(self._open_partition(name, p, config))
-                grown = TopicMetadata(**{**meta.__dict__, "partitions": total_count})
+                grown = TopicMetadata(**{**meta.__dict__, "partitions": total_count,
+                                         "partition_history": [*meta.partition_history, change]})
                 self._meta.save_topic(grown)
             except BaseException:
                 for tp in opened:
@@ -162,11 +171,15 @@ class TopicAdmin(BrokerCore):
             self._check_open()
             return self._config_of(self._topic(topic))
 
+    def _log_of(self, tp: TopicPartition):
+        part = self._partitions[tp]
+        return part.log if part.log is not None else part.best_log()
+
     def _describe(self, meta: TopicMetadata) -> dict:
         parts = []
         for p in range(meta.partitions):
             part = self._partitions[TopicPartition(meta.name, p)]
-            log = part.log if part.log is not None else part.best_log()
+            log = self._log_of(TopicPartition(meta.name, p))
             parts.append({
                 "partition": p, "leader": part.leader, "replicas": list(part.replicas), "isr": list(part.isr),
                 "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
@@ -175,4 +188,6 @@ class TopicAdmin(BrokerCore):
             })
         return {"name": meta.name, "topic_id": meta.topic_id, "internal": meta.name in INTERNAL_TOPICS,
                 "replication_factor": meta.replication_factor, "configs": dict(meta.configs),
-                "partitions": parts}
+                "partitions": parts,
+                "partition_history": [{**e, "log_end_offsets": list(e["log_end_offsets"])}
+                                      for e in meta.partition_history]}

@@ -16,7 +16,9 @@ legal topic name (:func:`kafkasim.storage.layout.validate_topic`, so a partition
 directory never escapes the data dir), ``partitions`` an int in [1, MAX_PARTITIONS],
 ``replication_factor`` an int >= 1, ``configs`` a mapping of valid topic configs;
 on load also ``topic_id`` a plain id (it names the file) and ``created_ms`` an int >= 0,
-no field missing or unknown, and no two files naming one topic.
+``partition_history`` (optional: older files lack it) a history obeying the rules of
+:mod:`kafkasim.storage.partition_history`, no field missing or unknown, and no two files
+naming one topic.
 
 Not thread-safe: the broker serialises calls under its metadata lock.
 """
@@ -37,6 +39,7 @@ from kafkasim.errors import (
 )
 from kafkasim.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, storage_errors
 from kafkasim.storage.layout import META_DIR, validate_topic
+from kafkasim.storage.partition_history import check_partition_history
 
 __all__ = ["TopicMetadata", "MetadataStore", "check_partition_count", "check_replication_factor",
            "check_topic_configs"]
@@ -54,6 +57,8 @@ class TopicMetadata:
     replication_factor: int
     configs: dict[str, Any] = field(default_factory=dict)
     created_ms: int = 0
+    partition_history: list[dict] = field(default_factory=list)
+    """One entry per growth of the partition count (:mod:`kafkasim.storage.partition_history`)."""
 
 
 def _dump(data: dict) -> str:
@@ -127,6 +132,11 @@ def topic_from_json(raw: Any, path: str, defaults: LogConfig) -> "TopicMetadata"
         except KafkaSimError as exc:
             what = f"invalid topic name {value!r:.80}" if name == "name" else f"{name}: {value!r:.80} is invalid"
             raise KafkaStorageError(f"{where}: {what} ({exc})") from exc
+    if "partition_history" in raw:      # absent in files written before the history was kept
+        try:
+            check_partition_history(raw["partition_history"], raw["partitions"])
+        except KafkaStorageError as exc:
+            raise KafkaStorageError(f"{where}: {exc}") from exc
     return TopicMetadata(**raw)
 
 

@@ -2,9 +2,14 @@
 
 :func:`causes_of` groups the violations of :mod:`kafkasim.spark_jobs.ordering` by cause:
 
-- ``partition_count_change``: the topic's partition count grew (inferred from the data,
-  ``ordering.partition_count_history``); per partition, the first offset where the new
-  count's mapping took effect, and how many key moves it explains;
+- ``partition_count_change``: the topic's partition count grew. Where the topic's metadata
+  holds a ``partition_history`` (kept by the broker since it records it,
+  :mod:`kafkasim.storage.partition_history`), the change and, per partition, the offset
+  where it took effect come from there (``source: "metadata"``): each old partition's log
+  end offset at the change, 0 for each new partition. For older data dirs they are
+  inferred from the data (``source: "inferred"``, ``ordering.partition_count_history``):
+  per partition, the first offset holding a keyed record that follows the new count's
+  mapping and not the old one's. Either way, how many key moves the change explains;
 - ``producer_partitioner``: a producer (producer id and client id) whose keyed records
   the expected partitioner does not place; every candidate of :data:`CANDIDATES` is
   tried on it and those placing all of its records are named (else the best one);
@@ -29,7 +34,7 @@ from kafkasim.spark_jobs.ordering import (_count_arrays, key_moves, partition_co
                                           sequence_violations, with_sequence)
 
 __all__ = ["CANDIDATES", "java_hashcode_partitions", "explained_by", "producer_partitioners",
-           "partition_count_changes", "moves_explained_by_change", "retries_without_idempotence",
+           "partition_count_changes", "recorded_changes", "moves_explained_by_change", "retries_without_idempotence",
            "causes_of", "cause_text"]
 
 
@@ -149,6 +154,25 @@ def partition_count_changes(df: DataFrame, history: DataFrame, partitioner: str 
             .select("topic", "from_count", "to_count", "partition", "m.offset", "m.timestamp"))
 
 
+def recorded_changes(recorded: dict[str, list[dict]]) -> dict[tuple[str, int, int], list[dict]]:
+    """``(topic, from_count, to_count) → [{partition, offset, timestamp}]`` of every change of
+    the recorded histories: each old partition at its log end offset at the change, each
+    new one at 0; ``timestamp`` is the broker's time of the change.
+
+    >>> recorded_changes({"t": [{"from_partitions": 2, "to_partitions": 3, "time_ms": 9,
+    ...                          "log_end_offsets": [5, 7]}]})[("t", 2, 3)]     # doctest: +NORMALIZE_WHITESPACE
+    [{'partition': 0, 'offset': 5, 'timestamp': 9}, {'partition': 1, 'offset': 7, 'timestamp': 9},
+     {'partition': 2, 'offset': 0, 'timestamp': 9}]
+    """
+    out: dict[tuple[str, int, int], list[dict]] = {}
+    for topic, history in sorted(recorded.items()):
+        for e in history:
+            ends = list(e["log_end_offsets"]) + [0] * (e["to_partitions"] - e["from_partitions"])
+            out[(topic, e["from_partitions"], e["to_partitions"])] = [
+                {"partition": p, "offset": int(o), "timestamp": int(e["time_ms"])} for p, o in enumerate(ends)]
+    return out
+
+
 def moves_explained_by_change(moves: DataFrame, changes: Sequence[tuple[str, int, int]],
                               partitioner: str = "murmur2") -> DataFrame:
     """``(topic, from_count, to_count, moves, keys)``: the key moves (``key_in_multiple_partitions``
@@ -182,20 +206,29 @@ def retries_without_idempotence(df: DataFrame, sequence: str = "header") -> Data
 
 
 def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, int], *,
-              partitioner: str = "murmur2", sequence: str = "header") -> list[dict]:
-    """The causes the violations point at (see docs/spark-audits.md, "Causes")."""
+              partitioner: str = "murmur2", sequence: str = "header",
+              recorded: Optional[dict[str, list[dict]]] = None) -> list[dict]:
+    """The causes the violations point at (see docs/spark-audits.md, "Causes");
+    ``recorded``: topic → the ``partition_history`` of its metadata (topics without one
+    fall back to inference from the data)."""
     out: list[dict] = []
-    history = partition_count_history(df, current_counts)
+    recorded = {t: h for t, h in (recorded or {}).items() if h}
+    history = partition_count_history(df, current_counts, recorded)
     producers = []
     if counts.get("partitioner_mismatch"):
         producers = producer_partitioners(df, history, current_counts, partitioner).orderBy(
             "topic", "client_id", "producer_id").collect()
     if counts.get("key_in_multiple_partitions") or counts.get("partitioner_mismatch"):
         exclude = [(r["topic"], r["producer_id"], r["client_id"]) for r in producers]
-        eff = partition_count_changes(df, history, partitioner, exclude).orderBy(
-            "topic", "from_count", "partition").collect()
-        by_change: dict[tuple, list] = {}
+        by_change: dict[tuple, list] = dict(recorded_changes(recorded))
+        source = {k: "metadata" for k in by_change}
+        eff = []
+        if not current_counts or not set(current_counts) <= set(recorded):
+            unrecorded = history.where(~F.col("topic").isin(sorted(recorded)))
+            eff = partition_count_changes(df, unrecorded, partitioner, exclude).orderBy(
+                "topic", "from_count", "partition").collect()
         for r in eff:
+            source[(r["topic"], r["from_count"], r["to_count"])] = "inferred"
             by_change.setdefault((r["topic"], r["from_count"], r["to_count"]), []).append(
                 {"partition": r["partition"], "offset": r["offset"], "timestamp": r["timestamp"]})
         explained = {}
@@ -205,7 +238,8 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
         for (t, a, b), parts in sorted(by_change.items()):
             mv, ks = explained.get((t, a, b), (0, 0))
             out.append({"cause": "partition_count_change", "topic": t, "from_partitions": a, "to_partitions": b,
-                        "effective": parts, "explains": {"key_in_multiple_partitions": int(ks), "moves": int(mv)}})
+                        "source": source[(t, a, b)], "effective": parts,
+                        "explains": {"key_in_multiple_partitions": int(ks), "moves": int(mv)}})
     if producers:
         names = list(dict.fromkeys([partitioner, *CANDIDATES]))
         for r in producers:
@@ -229,8 +263,9 @@ def cause_text(c: dict) -> str:
     """One line for a cause of the report."""
     if c["cause"] == "partition_count_change":
         eff = ", ".join(f"p{e['partition']}@{e['offset']}" for e in c["effective"])
-        return (f"{c['topic']}: partition count changed {c['from_partitions']} -> {c['to_partitions']}, "
-                f"effective from offset {eff}; explains {c['explains']['key_in_multiple_partitions']} "
+        how = "recorded by the broker" if c.get("source") == "metadata" else "inferred from the data"
+        return (f"{c['topic']}: partition count changed {c['from_partitions']} -> {c['to_partitions']} "
+                f"({how}), effective from offset {eff}; explains {c['explains']['key_in_multiple_partitions']} "
                 f"moved key(s)")
     if c["cause"] == "retries_without_idempotence":
         e = c["explains"]

@@ -35,7 +35,8 @@ from kafkasim.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from kafkasim.spark_jobs.logdir import LogDir
 
 __all__ = [
-    "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "partition_for_keys",
+    "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "topic_partition_histories",
+    "partition_for_keys",
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
     "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
@@ -178,6 +179,12 @@ def input_plan_options(spark) -> dict[str, str]:
 def topic_partition_counts(data_dir: str) -> dict[str, int]:
     """Current partition count of every topic, from ``meta/topics/*.json``."""
     return {name: m.partitions for name, m in LogDir(data_dir).topic_metadata().items()}
+
+
+def topic_partition_histories(data_dir: str) -> dict[str, list[dict]]:
+    """The partition-count history of every topic that has one (grown by a broker that
+    keeps it), from ``meta/topics/*.json`` (storage/FORMAT.md §1.2)."""
+    return {name: list(m.history) for name, m in LogDir(data_dir).topic_metadata().items() if m.history}
 
 
 def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) -> list[dict]:

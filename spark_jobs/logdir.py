@@ -10,6 +10,10 @@ A data directory (storage/FORMAT.md §1) is addressed by a path string:
   exercised by the tests. HDFS needs libhdfs (``ARROW_LIBHDFS_DIR``, ``HADOOP_HOME``,
   ``CLASSPATH`` as for pyarrow); S3 needs the usual AWS credentials/env.
 
+A cluster's data dir (``meta/cluster.json``, FORMAT.md §7.2) holds each partition once per
+replica, under ``broker-<id>/``: :meth:`LogDir.partitions` picks one replica per partition
+(the leader's), :meth:`LogDir.replicas` lists them all (for per-broker figures).
+
 Names on disk are parsed with ``kafkasim.storage.layout`` only (one place for names); batch bytes
 are decoded by ``kafkasim.records.record_batch`` only (one reader). This module only lists and
 reads bytes.
@@ -34,8 +38,12 @@ from typing import Iterator, NamedTuple, Optional
 
 from kafkasim.errors import InvalidArgumentError, KafkaStorageError
 from kafkasim.storage import checkpoints, layout
+from kafkasim.storage.partition_history import FIELD, check_partition_history
 
-__all__ = ["LogDir", "SegmentRef", "TopicMeta"]
+__all__ = ["LogDir", "SegmentRef", "TopicMeta", "ClusterMeta", "ReplicaRef"]
+
+CLUSTER_FILE = "cluster.json"
+"""``meta/cluster.json``: present only in a cluster's data dir (storage/FORMAT.md §7.2)."""
 
 
 class SegmentRef(NamedTuple):
@@ -56,6 +64,52 @@ class TopicMeta(NamedTuple):
     name: str
     partitions: int
     configs: dict
+    history: tuple = ()
+    """The partition-count history (:mod:`kafkasim.storage.partition_history`); empty for
+    a topic never grown, or written before the broker kept it."""
+
+
+class ClusterMeta(NamedTuple):
+    """What ``meta/cluster.json`` says about placement (FORMAT.md §7.2): every broker id,
+    and per ``(topic, partition)`` its ``(replicas, leader or None when offline, isr)``."""
+
+    brokers: tuple
+    partitions: dict
+
+
+class ReplicaRef(NamedTuple):
+    """One replica directory of a cluster's data dir: ``broker-<broker>/<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+    broker: int
+    path: str
+
+
+def _cluster_from_json(doc, path: str) -> ClusterMeta:
+    """The placement fields of a cluster.json document; KafkaStorageError naming ``path``
+    and the field otherwise (the broker's ControllerStore checks the rest)."""
+    def ids(value, what: str) -> tuple:
+        if not isinstance(value, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in value):
+            raise KafkaStorageError(f"invalid cluster metadata {path!r}: {what}: expected a list of broker ids")
+        return tuple(value)
+    try:
+        brokers = ids([b["id"] for b in doc["brokers"]], "brokers")
+        parts = {}
+        for topic, rows in doc["partitions"].items():
+            for p, row in enumerate(rows):
+                where = f"partitions.{topic}[{p}]"
+                replicas, isr = ids(row["replicas"], where + ".replicas"), ids(row["isr"], where + ".isr")
+                leader = row["leader"]
+                if not isinstance(leader, int) or (leader >= 0 and leader not in replicas):
+                    raise KafkaStorageError(f"invalid cluster metadata {path!r}: {where}.leader: {leader!r}")
+                if set(replicas) - set(brokers):
+                    raise KafkaStorageError(f"invalid cluster metadata {path!r}: {where}.replicas: "
+                                            f"{list(replicas)} names a broker not in {list(brokers)}")
+                parts[(topic, p)] = (replicas, leader if leader >= 0 else None, isr)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise KafkaStorageError(f"invalid cluster metadata {path!r}: missing or malformed {exc}") from exc
+    return ClusterMeta(brokers, parts)
 
 
 def _is_uri(path: str) -> bool:
@@ -117,7 +171,9 @@ class LogDir:
 
     # -- listing -----------------------------------------------------------------------
     def partitions(self, topics: Optional[set[str]] = None) -> list[tuple[str, int, str]]:
-        """``(topic, partition, dir path)`` of every partition directory, sorted."""
+        """``(topic, partition, dir path)`` of every partition directory, sorted. In a
+        cluster's data dir a partition is read from one replica: its leader's, else
+        (offline) the first in-sync replica's, else the first replica's that exists."""
         out = []
         for name, full, is_dir, _ in self._listdir(self._root_path()):
             if not is_dir:
@@ -125,7 +181,52 @@ class LogDir:
             pd = layout.parse_partition_dir(name)
             if pd is not None and (topics is None or pd.topic in topics):
                 out.append((pd.topic, pd.partition, full))
+        cluster = self.cluster()
+        if cluster is not None:
+            dirs = {(r.topic, r.partition, r.broker): r.path for r in self.replicas(topics)}
+            for (topic, p), (replicas, leader, isr) in sorted(cluster.partitions.items()):
+                order = ([leader] if leader is not None else []) + list(isr) + list(replicas)
+                src = next((dirs[(topic, p, b)] for b in order if (topic, p, b) in dirs), None)
+                if src is not None and (topics is None or topic in topics):
+                    out.append((topic, p, src))
         return sorted(out)
+
+    def cluster(self) -> Optional[ClusterMeta]:
+        """The placement of ``meta/cluster.json``, or None when this is not a cluster's data dir."""
+        meta_dir = self._join(self._root_path(), layout.META_DIR)
+        try:
+            names = {name for name, _, is_dir, _ in self._listdir(meta_dir) if not is_dir}
+        except InvalidArgumentError:
+            return None
+        if CLUSTER_FILE not in names:
+            return None
+        path = self._join(meta_dir, CLUSTER_FILE)
+        try:
+            doc = json.loads(self.read_bytes(path).decode("utf-8"))
+        except ValueError as exc:
+            raise KafkaStorageError(f"unreadable cluster metadata {path!r}: {exc}") from exc
+        return _cluster_from_json(doc, path)
+
+    def replicas(self, topics: Optional[set[str]] = None) -> list[ReplicaRef]:
+        """Every replica directory ``broker-<id>/<topic>-<p>`` of a cluster's data dir, sorted."""
+        out = []
+        for name, full, is_dir, _ in self._listdir(self._root_path()):
+            if not (is_dir and name.startswith("broker-") and name[7:].isdigit()):
+                continue
+            for pname, pfull, p_is_dir, _ in self._listdir(full):
+                pd = layout.parse_partition_dir(pname) if p_is_dir else None
+                if pd is not None and (topics is None or pd.topic in topics):
+                    out.append(ReplicaRef(pd.topic, pd.partition, int(name[7:]), pfull))
+        return sorted(out)
+
+    def replica_bytes(self, topics: Optional[set[str]] = None) -> dict[tuple[str, int, int], int]:
+        """``(topic, partition, broker) → bytes`` of the replica's segment (``.log``) files."""
+        out = {}
+        for r in self.replicas(topics):
+            out[(r.topic, r.partition, r.broker)] = sum(
+                size for name, _, is_dir, size in self._listdir(r.path)
+                if not is_dir and layout.parse_segment_name(name) is not None)
+        return out
 
     def segments(self, topics: Optional[set[str]] = None) -> list[SegmentRef]:
         """Every segment of every (selected) partition, in (topic, partition, base) order."""
@@ -157,7 +258,11 @@ class LogDir:
                 continue
             try:
                 doc = json.loads(self.read_bytes(full).decode("utf-8"))
-                out[doc["name"]] = TopicMeta(doc["name"], int(doc["partitions"]), dict(doc.get("configs") or {}))
+                history = check_partition_history(doc.get(FIELD, []), doc["partitions"])
+                out[doc["name"]] = TopicMeta(doc["name"], int(doc["partitions"]), dict(doc.get("configs") or {}),
+                                             tuple(history))
+            except KafkaStorageError as exc:
+                raise KafkaStorageError(f"invalid topic metadata {full!r}: {exc}") from exc
             except (ValueError, KeyError, TypeError) as exc:
                 raise KafkaStorageError(f"unreadable topic metadata {full!r}: {exc}") from exc
         return out

@@ -30,8 +30,9 @@ Checks (one row per finding in :func:`ordering_details`, ``kind`` says which):
 3. ``partitioner_mismatch``: a keyed record whose partition is not what the named
    partitioner (default ``murmur2``: ``toPositive(murmur2(key)) % N``, Kafka's) picks
    for any partition count the topic plausibly had (:func:`partition_count_history`):
-   the current count from ``meta/topics/<topic>.json``, plus each count before an add
-   of partitions inferred from the data. ``other_partition`` is the expected partition
+   the current count from ``meta/topics/<topic>.json``, every count of the topic's
+   recorded ``partition_history`` there, plus each count before an add of partitions
+   inferred from the data (for data dirs written before the broker kept the history). ``other_partition`` is the expected partition
    under the current count.
 
 Invariants: transforms are pure and deterministic (ties broken by partition and offset).
@@ -46,6 +47,7 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kafkasim.storage.partition_history import counts_of
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
 from kafkasim.spark_jobs import common, options
 
@@ -143,10 +145,13 @@ def sequence_violations(df: DataFrame) -> DataFrame:
     return dups.unionByName(inversions).unionByName(gap_rows)
 
 
-def partition_count_history(df: DataFrame, current_counts: dict[str, int]) -> DataFrame:
+def partition_count_history(df: DataFrame, current_counts: dict[str, int],
+                            recorded: Optional[dict[str, list[dict]]] = None) -> DataFrame:
     """``(topic, partition_count)``: every partition count each topic plausibly had.
 
-    Rule: the current count (metadata; or 1 + the highest partition seen when a topic
+    Rule: every count of a topic's recorded history (``recorded``: topic → the
+    ``partition_history`` of its metadata, :mod:`kafkasim.storage.partition_history`),
+    the current count (metadata; or 1 + the highest partition seen when a topic
     has no metadata), plus, for every partition q > 0 such that all partitions ≥ q
     received their first record strictly after every partition < q received its first,
     the count ``1 + (highest partition < q holding data)`` — the count before an
@@ -166,6 +171,9 @@ def partition_count_history(df: DataFrame, current_counts: dict[str, int]) -> Da
                                  "topic string, meta_count int")
     current = (seen.join(meta, "topic", "left")
                .select("topic", F.coalesce("meta_count", "seen").alias("partition_count")))
+    known = [(t, int(n)) for t, h in sorted((recorded or {}).items()) if h for n in counts_of(h)]
+    if known:
+        inferred = inferred.unionByName(spark.createDataFrame(known, "topic string, partition_count int"))
     return current.unionByName(inferred).distinct()
 
 
@@ -192,10 +200,11 @@ def partitioner_mismatches(df: DataFrame, history: DataFrame, current_counts: di
 
 
 def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence: str = "header",
-                     partitioner: str = "murmur2") -> DataFrame:
-    """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``)."""
+                     partitioner: str = "murmur2", recorded: Optional[dict[str, list[dict]]] = None) -> DataFrame:
+    """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``);
+    ``recorded``: the topics' partition-count histories (:func:`partition_count_history`)."""
     seq = with_sequence(df, sequence)
-    history = partition_count_history(df, current_counts)
+    history = partition_count_history(df, current_counts, recorded)
     return (key_moves(df)
             .unionByName(sequence_violations(seq))
             .unionByName(partitioner_mismatches(df, history, current_counts, partitioner)))
@@ -251,14 +260,16 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
             F.count(F.when(F.col("key").isNotNull() & F.col("producer").isNotNull()
                            & F.col("seq").isNotNull(), 1)).alias("sequenced")).first()
         current = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
-        details = ordering_details(df, current, sequence=sequence, partitioner=partitioner) \
+        recorded = {t: h for t, h in common.topic_partition_histories(data_dir).items() if t in set(topics)}
+        details = ordering_details(df, current, sequence=sequence, partitioner=partitioner, recorded=recorded) \
             .persist(StorageLevel.MEMORY_AND_DISK)
         counts = {r["kind"]: r["n"] for r in details.groupBy("kind").agg(
             F.when(F.first("kind") == "key_in_multiple_partitions",
                    F.count_distinct("topic", "key")).otherwise(F.count(F.lit(1))).alias("n")).collect()}
         rows = round_robin(details).limit(max_details).collect()
         details.unpersist()
-        causes = causes_of(df, current, counts, partitioner=partitioner, sequence=sequence) if counts else []
+        causes = (causes_of(df, current, counts, partitioner=partitioner, sequence=sequence, recorded=recorded)
+                  if counts else [])
     finally:
         if own:
             df.unpersist()

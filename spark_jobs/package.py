@@ -27,9 +27,10 @@ import zipfile
 __all__ = ["build_zip", "PACKAGES", "main"]
 
 # The layers a Spark job stands on (see the import-linter contracts in pyproject.toml):
-# vocabulary, record format, partitioning, the offsets-topic schema, storage layout, jobs.
+# vocabulary, record format, partitioning, the offsets-topic schema, replica placement
+# (per-broker skew), storage layout, jobs.
 PACKAGES = ("kafkasim", "kafkasim.records", "kafkasim.partitioning", "kafkasim.protocol",
-            "kafkasim.storage", "kafkasim.spark_jobs")
+            "kafkasim.placement", "kafkasim.storage", "kafkasim.spark_jobs")
 
 
 def build_zip(out: str = os.path.join("dist", "kafkasim-jobs.zip")) -> str:

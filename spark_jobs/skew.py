@@ -23,9 +23,10 @@ byte lengths, i.e. payload bytes, not batch overhead):
 - windows: per ``window_ms`` (default 60 000) tumbling window of record timestamps,
   max/avg of the per-partition record counts (avg over all partitions), ``alert`` when
   above the threshold (default 5).
-- brokers: partition and leader counts per broker need cluster metadata, which kafkasim
-  does not have yet (one broker): :func:`broker_skew` is the hook and returns None; the
-  report says so in ``brokers.note``.
+- brokers (a cluster's data dir, ``meta/cluster.json``): replicas, leaders and segment
+  bytes per broker (:func:`broker_skew`, through :mod:`kafkasim.placement.skew`), max/min
+  over every broker, a check each, failed above 1.3 (``SKEW_THRESHOLD``): a placement fact,
+  so the sample floor does not hide it. A single broker's data dir gets ``brokers.note``.
 
 Invariants: pure transforms; the top-level figures are over every (topic, partition)
 audited — audit one topic at a time for meaningful figures; per-topic ones are under
@@ -34,19 +35,23 @@ audited — audit one topic at a time for meaningful figures; per-topic ones are
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Optional, Sequence
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kafkasim.placement.skew import SKEW_THRESHOLD, max_min_ratio
 from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.logdir import LogDir
+from kafkasim.types import TopicPartition
 
 __all__ = ["COLUMNS", "record_bytes", "partition_stats", "skew_summary", "hot_keys", "window_skew",
-           "broker_skew", "report", "main"]
+           "broker_skew", "broker_checks", "report", "main"]
 
-BROKER_NOTE = ("per-broker partition and leader counts need cluster metadata, which does not "
-               "exist yet (single broker); skipped")
+BROKER_NOTE = ("a single broker's data dir (no meta/cluster.json): per-broker skew needs a "
+               "cluster (kafkasim cluster create); skipped")
 
 
 COLUMNS = ("topic", "partition", "timestamp", "key", "value", "headers")
@@ -134,32 +139,45 @@ def window_skew(df: DataFrame, partition_counts: dict[str, int], window_ms: int 
             .withColumn("alert", F.col("max_over_avg") > F.lit(float(threshold))))
 
 
-def broker_skew(assignment: Optional[dict] = None, threshold: float = 1.3) -> Optional[dict]:
-    """Per-broker partition (replica) and leader counts, their max/min, flagged above ``threshold``.
+def broker_skew(data_dir: str, topics: Sequence[str], threshold: float = SKEW_THRESHOLD) -> Optional[dict]:
+    """Per-broker replicas, leaders and bytes of ``topics`` in a cluster's data dir, their
+    max/min and which are flagged above ``threshold`` (:func:`kafkasim.placement.skew.broker_skew`,
+    the same figures ``kafkasim cluster describe`` shows); None when ``data_dir`` is not a
+    cluster's (no ``meta/cluster.json``).
 
-    ``assignment``: ``{(topic, partition): [leader, follower, ...]}`` (broker ids) — the
-    cluster metadata kafkasim does not have yet (one broker), so the job passes None and
-    gets None; the hook is here for when it exists. Brokers holding nothing are not seen.
-
-    >>> r = broker_skew({("t", 0): [1, 2], ("t", 1): [1, 2], ("t", 2): [2, 1]})
-    >>> r["brokers"], r["leaders_max_over_min"], r["flagged"]
-    ([{'broker': 1, 'partitions': 3, 'leaders': 2}, {'broker': 2, 'partitions': 3, 'leaders': 1}], 2.0, True)
+    Placement and leaders come from ``meta/cluster.json``; a replica's bytes are the sizes
+    of its segment files under ``broker-<id>/<topic>-<p>/``, so they are measured per broker
+    (a follower that lags stores less). Every broker of the cluster counts, idle ones too.
     """
-    if not assignment:
+    from kafkasim.placement.skew import broker_skew as placement_skew
+    log_dir = LogDir(data_dir)
+    cluster = log_dir.cluster()
+    if cluster is None:
         return None
-    parts: dict[int, int] = {}
-    leaders: dict[int, int] = {}
-    for replicas in assignment.values():
-        for i, b in enumerate(replicas):
-            parts[b] = parts.get(b, 0) + 1
-            leaders.setdefault(b, 0)
-            if i == 0:
-                leaders[b] += 1
-    ratio = lambda d: (max(d.values()) / min(d.values())) if min(d.values()) > 0 else None  # noqa: E731
-    pr, lr = ratio(parts), ratio(leaders)
-    return {"brokers": [{"broker": b, "partitions": parts[b], "leaders": leaders[b]} for b in sorted(parts)],
-            "partitions_max_over_min": pr, "leaders_max_over_min": lr, "threshold": threshold,
-            "flagged": any(r is None or r > threshold for r in (pr, lr))}
+    wanted = set(topics)
+    chosen = {tp: v for tp, v in cluster.partitions.items() if tp[0] in wanted}
+    sizes = log_dir.replica_bytes(wanted)
+    stored = {b: 0 for b in cluster.brokers}
+    for (topic, p, b), n in sizes.items():
+        if (topic, p) in chosen and b in chosen[(topic, p)][0]:    # a leftover dir of a moved replica: not counted
+            stored[b] += n
+    assignment = {TopicPartition(t, p): list(replicas) for (t, p), (replicas, _, _) in chosen.items()}
+    leaders = {TopicPartition(t, p): leader for (t, p), (_, leader, _) in chosen.items()}
+    rep = placement_skew(assignment, cluster.brokers, leaders, threshold=threshold).as_dict()
+    for b in rep["brokers"]:
+        b["bytes"] = stored[b["broker"]]
+    ratio = max_min_ratio(stored.values())
+    rep["ratios"]["bytes"] = "inf" if math.isinf(ratio) else round(ratio, 4)
+    rep["flagged"]["bytes"] = ratio > threshold
+    return rep
+
+
+def broker_checks(brokers: Optional[dict]) -> list[dict]:
+    """One check per per-broker measure (``broker replicas max/min`` ...): limit, ratio, passed."""
+    if not brokers or "ratios" not in brokers:
+        return []
+    return [common.check(f"broker {m} max/min", brokers["threshold"], brokers["ratios"][m],
+                         passed=not brokers["flagged"][m]) for m in ("replicas", "leaders", "bytes")]
 
 
 def _row_dict(r) -> dict:
@@ -169,13 +187,17 @@ def _row_dict(r) -> dict:
 def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[dict],
            windows: list[dict], *, max_over_avg_limit: float, window_threshold: float,
            corruption: Sequence[dict] = (), window_ms: int = 60_000,
-           min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
-    """The JSON report (schema in docs/spark-audits.md)."""
+           min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
+           brokers: Optional[dict] = None) -> dict:
+    """The JSON report (schema in docs/spark-audits.md); ``brokers``: :func:`broker_skew`'s
+    figures (None: not a cluster, the report carries a note)."""
     alerts = [w for w in windows if w["alert"]]
     worst_window = max((w["max_over_avg"] for w in windows), default=None)
     checks = [common.check("max/avg", max_over_avg_limit, overall.get("max_over_avg")),
               common.check("window max/avg", window_threshold, worst_window, passed=not alerts),
               common.check("corrupt batches", 0, len(corruption))]
+    placement = broker_checks(brokers)
+    checks += placement
     records = int(overall.get("total") or 0)
     rep = {
         "records": int(overall.get("total") or 0),
@@ -191,7 +213,7 @@ def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[di
         "windows": {"window_ms": window_ms, "threshold": window_threshold,
                     "alerts": len(alerts), "max_over_avg": worst_window,
                     "rows": windows},
-        "brokers": {"note": BROKER_NOTE},
+        "brokers": brokers if brokers is not None else {"note": BROKER_NOTE},
         "limits": {"max_over_avg": max_over_avg_limit},
         "violations": {"max_over_avg": int((overall.get("max_over_avg") or 0) > max_over_avg_limit),
                        "window_alerts": len(alerts)},
@@ -199,7 +221,8 @@ def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[di
         "checks": checks,
     }
     rep.update(common.verdict_of(checks, records=records, partitions=len(stats),
-                                 min_per_partition=min_records_per_partition or None, facts=len(corruption)))
+                                 min_per_partition=min_records_per_partition or None,
+                                 facts=len(corruption) + sum(not c["passed"] for c in placement)))
     return rep
 
 
@@ -246,7 +269,8 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
         corruption = common.corruption_of(spark, data_dir, topics)
     rep = report(stats, overall, per_topic, hot, windows, max_over_avg_limit=max_over_avg_limit,
                  window_threshold=window_threshold, corruption=corruption,
-                 window_ms=window_ms, min_records_per_partition=min_records_per_partition)
+                 window_ms=window_ms, min_records_per_partition=min_records_per_partition,
+                 brokers=broker_skew(data_dir, topics))
     if plot:
         rep["chart"] = common.plot_partitions(
             plot, [f"{s['topic']}-{s['partition']}" for s in stats], [s["records"] for s in stats],
@@ -275,7 +299,17 @@ def text(rep: dict) -> str:
     w = rep["windows"]
     lines.append(f"  windows of {w['window_ms']} ms: worst max/avg {_f(w['max_over_avg'])}, "
                  f"{w['alerts']} above {w['threshold']}")
-    lines.append(f"  brokers: {rep['brokers']['note']}")
+    b = rep["brokers"]
+    if "note" in b:
+        lines.append(f"  brokers: {b['note']}")
+    else:
+        r = b["ratios"]
+        lines.append(f"  brokers (max/min, limit {b['threshold']:g}): replicas {r['replicas']}, "
+                     f"leaders {r['leaders']}, bytes {r['bytes']}"
+                     + (f"; idle: {', '.join(map(str, b['idle']))}" if b["idle"] else ""))
+        for x in b["brokers"]:
+            lines.append(f"    broker {x['broker']:<4} {x['replicas']:>6} replicas {x['leaders']:>6} leaders "
+                         f"{x['bytes']:>14,} bytes")
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped: {len(rep['corrupt_batches'])}")
     lines += common.checks_text(rep)

@@ -135,8 +135,10 @@ def write_grown_with_librdkafka(data_dir: str, topic: str = TOPIC, before: int =
     between two rounds of a Java-style (murmur2) idempotent producer ``java-app``, and a
     librdkafka-style producer ``c-app`` (``consistent_random``: crc32) sends its own keys
     before the change. Returns, per old partition, the offset where the change took effect
-    (the first record after the change whose key murmur2 maps to this partition under
-    ``after`` and elsewhere under ``before``), and 0 for each new partition that got data."""
+    as inferred from the data (``effective``: the first record after the change whose key
+    murmur2 maps to this partition under ``after`` and elsewhere under ``before``, and 0 for
+    each new partition that got data), and as the broker records it (``at_change``: each
+    old partition's log end offset at the change, 0 for each new one)."""
     clock = MockClock(START_MS)
     jk, ck = _keys(keys, "j"), _keys(keys, "c")
     rounds = 3
@@ -174,5 +176,6 @@ def write_grown_with_librdkafka(data_dir: str, topic: str = TOPIC, before: int =
                     pj.send(topic, key=k, value=b"b%d" % i)
                 pj.flush()
                 clock.advance(10)
-    return {"effective": effective, "moved_keys": moved, "c_mismatches": rounds * c_mismatch,
+    return {"effective": effective, "at_change": dict(enumerate(end + [0] * (after - before))),
+            "change_ms": START_MS + rounds * 10 + 1000, "moved_keys": moved, "c_mismatches": rounds * c_mismatch,
             "records": 2 * rounds * keys + rounds * keys}

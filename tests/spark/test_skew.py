@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from kafkasim.broker import Broker
+from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.producer import Producer
 from kafkasim.spark_jobs import skew
@@ -88,7 +90,8 @@ def test_skew_figures_equal_a_plain_python_computation(spark, tmp_path):
     assert [(h["key"], h["records"]) for h in rep["hot_keys"]] == [(k.decode(), c) for k, c in exp["hot"]]
     assert rep["hot_keys"][0]["share"] == pytest.approx(exp["hot"][0][1] / exp["total"])
     assert {w["window_start"]: w["max_over_avg"] for w in rep["windows"]["rows"]} == pytest.approx(exp["windows"])
-    assert rep["brokers"]["note"].startswith("per-broker")
+    assert rep["brokers"]["note"].startswith("a single broker's data dir")
+    assert not [c for c in rep["checks"] if c["name"].startswith("broker ")]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert rc == EXIT_VIOLATIONS   # one hot key on 5 partitions is well above max/avg 1.3
 
@@ -130,12 +133,57 @@ def test_skew_summary_transform(spark):
     assert gini([0, 0, 0, 4]) == 0.75 and gini([3, 3]) == 0.0
 
 
-def test_broker_skew_hook():
-    assert skew.broker_skew(None) is None   # no cluster metadata yet: the job reports a note
-    r = skew.broker_skew({("t", 0): [1, 2], ("t", 1): [2, 1], ("t", 2): [3, 1]})
-    assert r["brokers"] == [{"broker": 1, "partitions": 3, "leaders": 1},
-                            {"broker": 2, "partitions": 2, "leaders": 1},
-                            {"broker": 3, "partitions": 1, "leaders": 1}]
-    assert (r["partitions_max_over_min"], r["leaders_max_over_min"], r["flagged"]) == (3.0, 1.0, True)
-    even = skew.broker_skew({("t", 0): [1, 2], ("t", 1): [2, 1]})
-    assert even["flagged"] is False
+START = 1_700_000_000_000
+
+
+def _cluster_log(d: str, add_idle_broker: bool) -> int:
+    """3 brokers, 6 partitions of RF 2, 30 records each (an even placement: 4 replicas and
+    2 leaders per broker); optionally a 4th broker added without a reassignment."""
+    with Cluster(d, [(0, "r1"), (1, "r2"), (2, "r3")], clock=MockClock(START), seed=7) as c:
+        c.create_topic("t", partitions=6, replication_factor=2)
+        for p in range(6):
+            for i in range(30):
+                c.append_records("t", p, [(START + i, b"k%d" % i, b"v" * 10, [])])
+        if add_idle_broker:
+            c.add_broker(3, "r1")
+    return 6 * 30
+
+
+def _bytes_per_broker(d: str) -> dict[int, int]:
+    out = {}
+    for name in os.listdir(d):
+        if name.startswith("broker-"):
+            out[int(name[7:])] = sum(os.path.getsize(os.path.join(d, name, p, f))
+                                     for p in os.listdir(os.path.join(d, name))
+                                     for f in os.listdir(os.path.join(d, name, p)) if f.endswith(".log"))
+    return out
+
+
+def test_broker_skew_of_an_even_cluster_is_not_flagged(tmp_path):
+    d = str(tmp_path / "data")
+    _cluster_log(d, add_idle_broker=False)
+    r = skew.broker_skew(d, ["t"])
+    assert [(b["broker"], b["replicas"], b["leaders"]) for b in r["brokers"]] == [(0, 4, 2), (1, 4, 2), (2, 4, 2)]
+    assert {b["broker"]: b["bytes"] for b in r["brokers"]} == _bytes_per_broker(d)
+    assert r["ratios"] == {"replicas": 1.0, "leaders": 1.0, "bytes": 1.0} and not any(r["flagged"].values())
+    assert skew.broker_skew(d, ["other"])["brokers"][0]["replicas"] == 0     # only the audited topics count
+    assert skew.broker_skew(str(tmp_path / "none"), ["t"]) is None           # not a cluster: no figures
+
+
+def test_the_skew_audit_flags_an_idle_broker_added_without_reassignment(spark, tmp_path, capsys):
+    d = str(tmp_path / "data")
+    sent = _cluster_log(d, add_idle_broker=True)
+    out = tmp_path / "skew.json"
+    rc = skew.main(["--data-dir", d, "--json", str(out)], spark=spark)
+    rep = json.loads(out.read_text())
+    assert rep["records"] == sent and rep["max_over_avg"] == pytest.approx(1.0)   # each partition read once
+    b = rep["brokers"]
+    assert [(x["broker"], x["replicas"], x["leaders"], x["bytes"]) for x in b["brokers"]] == \
+        [(i, 4, 2, _bytes_per_broker(d)[i]) for i in range(3)] + [(3, 0, 0, 0)]
+    assert b["idle"] == [3] and b["ratios"] == {"replicas": "inf", "leaders": "inf", "bytes": "inf"}
+    failed = {c["name"]: c["value"] for c in rep["checks"] if not c["passed"]}
+    assert failed == {"broker replicas max/min": "inf", "broker leaders max/min": "inf",
+                      "broker bytes max/min": "inf"}
+    assert rc == EXIT_VIOLATIONS and rep["verdict"] == "failed"
+    text = capsys.readouterr().out
+    assert "idle: 3" in text and "FAILED broker replicas max/min inf > limit 1.3" in text

@@ -4,6 +4,8 @@ ordering violations, and the lag audit's partitions without a commit."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 
@@ -72,22 +74,50 @@ def test_violations_are_facts_at_any_sample_size(spark, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def grown(spark, tmp_path_factory):
+def grown_dir(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("causes") / "data")
-    exp = logs.write_grown_with_librdkafka(d, "grown")
+    return d, logs.write_grown_with_librdkafka(d, "grown", before=6, after=8)
+
+
+@pytest.fixture(scope="module")
+def grown(spark, tmp_path_factory, grown_dir):
+    d, exp = grown_dir
     out = tmp_path_factory.mktemp("out") / "ordering.json"
     rc = ordering.main(["--data-dir", d, "--json", str(out)], spark=spark)
     return rc, json.loads(out.read_text()), exp
 
 
-def test_a_partition_count_change_is_reported_with_the_offsets_where_it_took_effect(grown):
+def test_a_partition_count_change_is_reported_with_the_offsets_the_broker_recorded(grown):
     rc, rep, exp = grown
     assert rc == EXIT_VIOLATIONS and rep["verdict"] == "failed"
     (change,) = [c for c in rep["causes"] if c["cause"] == "partition_count_change"]
-    assert (change["topic"], change["from_partitions"], change["to_partitions"]) == ("grown", 3, 6)
-    assert {e["partition"]: e["offset"] for e in change["effective"]} == exp["effective"]
+    assert (change["topic"], change["from_partitions"], change["to_partitions"]) == ("grown", 6, 8)
+    assert change["source"] == "metadata"
+    assert {e["partition"]: e["offset"] for e in change["effective"]} == exp["at_change"]
+    assert {e["timestamp"] for e in change["effective"]} == {exp["change_ms"]}
     assert change["explains"]["key_in_multiple_partitions"] == exp["moved_keys"] > 0
     assert rep["violations"]["key_in_multiple_partitions"] == exp["moved_keys"]
+    assert "recorded by the broker" in ordering.cause_text(change)
+
+
+def test_without_a_recorded_history_the_change_is_inferred_from_the_data(spark, tmp_path, grown_dir):
+    src, exp = grown_dir
+    d = str(tmp_path / "old")
+    shutil.copytree(src, d)
+    meta_dir = os.path.join(d, "meta", "topics")
+    for name in os.listdir(meta_dir):            # a data dir written before the history was kept
+        path = os.path.join(meta_dir, name)
+        doc = json.load(open(path))
+        doc.pop("partition_history")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+    out = tmp_path / "ordering.json"
+    assert ordering.main(["--data-dir", d, "--json", str(out)], spark=spark) == EXIT_VIOLATIONS
+    rep = json.loads(out.read_text())
+    (change,) = [c for c in rep["causes"] if c["cause"] == "partition_count_change"]
+    assert (change["from_partitions"], change["to_partitions"], change["source"]) == (6, 8, "inferred")
+    assert {e["partition"]: e["offset"] for e in change["effective"]} == exp["effective"]
+    assert change["explains"]["key_in_multiple_partitions"] == exp["moved_keys"]
 
 
 def test_a_librdkafka_producer_is_named_with_its_partitioner(grown):
@@ -129,7 +159,7 @@ def test_details_show_every_kind_round_robin(grown):
     kinds = [d["kind"] for d in rep["details"][:2]]
     assert sorted(kinds) == ["key_in_multiple_partitions", "partitioner_mismatch"]
     text = ordering.text(rep)
-    assert "partition count changed 3 -> 6" in text and "uses consistent_random" in text
+    assert "partition count changed 6 -> 8" in text and "uses consistent_random" in text
 
 
 def test_java_hashcode_partitioner():
