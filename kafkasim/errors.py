@@ -34,7 +34,8 @@ so ``except KafkaSimError`` catches everything of ours::
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
         ├── IllegalStateError          an API called in a state that forbids it
         ├── KafkaTimeoutError          a bounded wait ran out
-        └── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
+        ├── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
+        └── ClaimFailedError           a lab's run did not show what the lab claims
 
     * BrokerNotAvailableError is also an IllegalStateError: calling a closed Broker is the
       caller's state error, and code that caught IllegalStateError keeps catching it.
@@ -48,7 +49,7 @@ boundary with ``raise ... from exc``.  Pure data; thread-safe.
 from __future__ import annotations
 
 __all__ = [
-    "KafkaSimError", "BrokerResponseError", "for_code",
+    "KafkaSimError", "BrokerResponseError", "for_code", "ClaimFailedError",
     "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
     "UnknownTopicOrPartitionError", "BrokerNotAvailableError", "RecordTooLargeError",
     "CoordinatorLoadInProgressError",
@@ -356,6 +357,12 @@ class InvalidArgumentError(KafkaSimError, ValueError):
     """Raised for a bad argument that Kafka has no error code for (CLI input, spec files)."""
 
     description = "Invalid argument."
+
+
+class ClaimFailedError(KafkaSimError, AssertionError):
+    """Raised by a teaching lab whose run does not show its claim (names the claim and the evidence)."""
+
+    description = "A lab's claim did not hold."
 
 
 @_code(8, "The broker is not available.")

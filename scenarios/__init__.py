@@ -1,62 +1,161 @@
-"""Scenario scripts (teaching labs) and their registry.
+"""The teaching labs (scenario scripts): the lab contract and the registry.
 
-A scenario is a small module ``scenarios/<name>.py`` built only on the public APIs
-(``kafkasim.broker.Broker``, ``kafkasim.producer.Producer`` and its partitioners, ``kafkasim.consumer.Consumer``,
-``kafkasim.assignors``). Its module docstring is the lab text. It defines:
+The lab contract
+----------------
+A lab is a small module ``scenarios/<module>.py`` built only on the public APIs
+(``kafkasim.broker.Broker``, ``kafkasim.producer.Producer`` and its partitioners,
+``kafkasim.consumer.Consumer``, ``kafkasim.assignors``, ``kafkasim.server.metrics`` ...).
+It defines:
 
-- ``PARAMS``: ``{name: default}`` — the tunable parameters and their types;
-- ``run(data_dir, *, seed=42, echo=print, **params) -> dict``: runs on a
-  :class:`kafkasim.clock.MockClock` with randomness from ``random.Random(seed)``,
-  prints the lab's tables through ``echo`` and returns a JSON-able result.
+- its **module docstring**: the lab text a student reads (``kafkasim scenario show NAME``),
+  with the sections "What you will see" and "Why", and the Kafka references;
+- ``PARAMS``: ``{name: default}``, the tunable parameters (their defaults give their types);
+- ``CLAIM``: one sentence, the point of the lab, that its run must show;
+- ``run(data_dir, *, seed=42, echo=print, plot_dir=None, **params) -> dict`` which
 
-Registry::
+  1. runs on a :class:`kafkasim.clock.MockClock` with randomness from ``random.Random(seed)``;
+  2. prints plain sentences with units through ``echo`` (no Python reprs: one notation for
+     assignments, ``c0 owns 0, 1``; tables through ``kafkasim.scenarios._common.table``), and
+     explains any result that runs against the claim (e.g. a trial where it did not hold);
+  3. when ``plot_dir`` is given, writes at least one PNG that carries the claim into it
+     (``kafkasim.scenarios._figures``) and returns their paths under ``"pictures"``
+     (``[]`` without a ``plot_dir``);
+  4. returns a JSON-able dict holding the data behind every picture, and ``"claim"``;
+  5. asserts the claim: :func:`kafkasim.scenarios._common.check_claim` raises
+     :class:`kafkasim.errors.ClaimFailedError` naming the claim and the evidence if the run
+     does not show it (e.g. after a parameter change that removes the effect).
 
-    >>> from scenarios import SCENARIOS, run_scenario
-    >>> sorted(SCENARIOS)[:2]
-    ['add_partitions', 'consumer_crash']
-    >>> result = run_scenario("mixed_clients", "/tmp/lab", echo=lambda s: None)  # doctest: +SKIP
+  and ends with ``if __name__ == "__main__": raise SystemExit(main_for("<name>"))``.
 
-Invariants: the same name, seed and params give the same echoed text and the same
-result dict (no wall-clock time, no salted ``hash()``, no unseeded randomness).
-``run_scenario`` wipes ``data_dir`` first, but only a dir that is empty or was made by a
-scenario (see ``kafkasim.scenarios._common.MARKER``). Thread-safety: run one scenario per data
-dir at a time (the broker holds a lock on it).
+The registry
+------------
+:data:`LABS` lists every lab with its number in the course, its dashed name, its module and
+the old names kept as aliases. Look-ups accept a name, an alias or the module name::
+
+    >>> from kafkasim.scenarios import SCENARIOS, resolve
+    >>> resolve("hot_keys")
+    'hot-partition'
+    >>> result = run_scenario("mixed-clients", "/tmp/lab", plot_dir="/tmp/pics")  # doctest: +SKIP
+
+Invariants: the same name, seed and params give the same echoed text, the same result dict
+and the same PNG bytes (no wall-clock time, no salted ``hash()``, no unseeded randomness).
+``run_scenario`` wipes ``data_dir`` first, but only a dir that is empty or was made by a lab
+(see ``kafkasim.scenarios._common.MARKER``). Importing this package imports no lab module.
+Thread-safety: run one lab per data dir at a time (the broker holds a lock on it).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["SCENARIOS", "scenario_module", "list_scenarios", "parse_params", "run_scenario"]
+__all__ = ["Lab", "LABS", "SCENARIOS", "ALIASES", "resolve", "scenario_module", "lab_text",
+           "list_scenarios", "parse_params", "run_scenario", "add_run_options"]
 
-SCENARIOS: dict[str, str] = {
-    "hot_keys": "Zipf-skewed keys on murmur2 partitions, then the hot-keys and composite-key fixes",
-    "group_scaling": "6 partitions, 1/2/3/6/10 consumers (range, cooperative-sticky): owners and idle members",
-    "eager_vs_cooperative": "scale 3→4 consumers: revoked partitions, paused partition-seconds, rounds",
-    "add_partitions": "6→8 partitions: which keys move, and how per-key order breaks across the move",
-    "mixed_clients": "Java (murmur2) and librdkafka (consistent_random) producers split the same keys",
-    "retry_reorder": "retries with 5 in flight reorder and duplicate records unless idempotent",
-    "consumer_crash": "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
-}
-"""Scenario name → one-line description, in teaching order."""
+
+@dataclass(frozen=True)
+class Lab:
+    """One registry entry: course ``number``, dashed ``name``, ``module`` file, old names."""
+
+    number: int
+    name: str
+    module: str
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+LABS: list[Lab] = [
+    Lab(2, "hot-partition", "hot_keys",
+        "Zipf merchants on murmur2: one hot partition, three fixes side by side, the skew alert",
+        ("hot_keys",)),
+    Lab(3, "partition-count-change", "add_partitions",
+        "32 → 64 partitions mid-stream: keys move, a per-key total goes wrong; mirroring instead",
+        ("add_partitions",)),
+    Lab(4, "consumer-scaling", "group_scaling",
+        "6 partitions, 1/2/3/10 consumers: owners, idle members, throughput and lag",
+        ("group_scaling",)),
+    Lab(5, "rebalance-protocols", "eager_vs_cooperative",
+        "eager vs cooperative-sticky on a join and a crash: paused partition-seconds",
+        ("eager_vs_cooperative",)),
+    Lab(6, "mixed-clients", "mixed_clients",
+        "Java (murmur2) and librdkafka (consistent_random) producers split the same keys",
+        ("mixed_clients",)),
+    Lab(13, "retry-reorder", "retry_reorder",
+        "retries with 5 in flight reorder and duplicate records unless idempotent",
+        ("retry_reorder",)),
+    Lab(14, "consumer-crash", "consumer_crash",
+        "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
+        ("consumer_crash",)),
+]
+"""Every lab (teaching order is by ``number``; see :data:`SCENARIOS`)."""
+
+# ---- new labs (wt-newlabs): partitions-basics (1), assignor-comparison (7),
+# ---- crash-recovery (10), null-key-batching (11), co-partitioning (12) go in one block here:
+# LABS += [Lab(1, "partitions-basics", "partitions_basics", "...", ()), ...]
+
+
+def _index() -> tuple[dict[str, Lab], dict[str, str]]:
+    by_name: dict[str, Lab] = {}
+    aliases: dict[str, str] = {}
+    for lab in sorted(LABS, key=lambda lab: lab.number):
+        if lab.name in by_name:
+            raise InvalidArgumentError(f"lab {lab.name!r} is registered twice")
+        by_name[lab.name] = lab
+        for alias in (*lab.aliases, lab.module):
+            if alias != lab.name:
+                aliases[alias] = lab.name
+    return by_name, aliases
+
+
+_BY_NAME, ALIASES = _index()
+
+SCENARIOS: dict[str, str] = {lab.name: lab.description for lab in _BY_NAME.values()}
+"""Lab name → one-line description, in teaching order."""
+
+
+def resolve(name: str) -> str:
+    """The lab's name for ``name`` (a name, an alias or a module name); InvalidArgumentError if unknown."""
+    if name in _BY_NAME:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    raise InvalidArgumentError(f"unknown lab {name!r}; known: {', '.join(_BY_NAME)}")
 
 
 def scenario_module(name: str) -> ModuleType:
-    """The module of scenario ``name``; InvalidArgumentError naming it if unknown."""
-    if name not in SCENARIOS:
-        raise InvalidArgumentError(
-            f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
-    return importlib.import_module(f"kafkasim.scenarios.{name}")
+    """The module of lab ``name`` (or alias); InvalidArgumentError naming it if unknown."""
+    return importlib.import_module(f"kafkasim.scenarios.{_BY_NAME[resolve(name)].module}")
+
+
+def lab_text(name: str) -> str:
+    """The lab text of ``name``: its module docstring, plus its claim and parameters."""
+    module = scenario_module(name)
+    params = "\n".join(f"  {k} = {_show(v)}" for k, v in module.PARAMS.items())
+    return (f"{module.__doc__.strip()}\n\nClaim\n-----\n{module.CLAIM}\n\n"
+            f"Parameters (--param k=v)\n------------------------\n{params}")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def list_scenarios() -> list[dict]:
-    """``[{"name", "description", "params": {name: default}}]`` in teaching order."""
-    return [{"name": n, "description": d, "params": dict(scenario_module(n).PARAMS)}
-            for n, d in SCENARIOS.items()]
+    """``[{"number", "name", "aliases", "description", "claim", "params"}]`` in teaching order."""
+    out = []
+    for lab in _BY_NAME.values():
+        module = scenario_module(lab.name)
+        out.append({"number": lab.number, "name": lab.name,
+                    "aliases": [a for a, n in ALIASES.items() if n == lab.name],
+                    "description": lab.description, "claim": module.CLAIM,
+                    "params": dict(module.PARAMS)})
+    return out
 
 
 def _coerce(scenario: str, key: str, raw: Any, default: Any) -> Any:
@@ -93,7 +192,7 @@ def _coerce(scenario: str, key: str, raw: Any, default: Any) -> Any:
 
 
 def parse_params(name: str, pairs: Iterable[str]) -> dict[str, Any]:
-    """``["k=v", ...]`` → typed params of scenario ``name`` (types from its ``PARAMS``)."""
+    """``["k=v", ...]`` → typed params of lab ``name`` (types from its ``PARAMS``)."""
     module = scenario_module(name)
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -109,12 +208,25 @@ def parse_params(name: str, pairs: Iterable[str]) -> dict[str, Any]:
 
 
 def run_scenario(name: str, data_dir: str, *, seed: int = 42,
-                 echo: Callable[[str], Any] = print, **params: Any) -> dict:
-    """Run scenario ``name`` in ``data_dir`` (wiped first) and return its result dict."""
+                 echo: Callable[[str], Any] = print, plot_dir: Optional[str] = None,
+                 **params: Any) -> dict:
+    """Run lab ``name`` in ``data_dir`` (wiped first), pictures into ``plot_dir``; its result."""
     module = scenario_module(name)
     unknown = sorted(set(params) - set(module.PARAMS))
     if unknown:
         raise InvalidArgumentError(
             f"scenario {name} has no param {unknown[0]!r}; known: {', '.join(module.PARAMS)}")
     typed = {k: _coerce(name, k, v, module.PARAMS[k]) for k, v in params.items()}
-    return module.run(data_dir, seed=seed, echo=echo, **typed)
+    return module.run(data_dir, seed=seed, echo=echo, plot_dir=plot_dir, **typed)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of running one lab, shared by ``kafkasim scenario run`` and ``python -m``."""
+    p.add_argument("--seed", type=int, default=42, help="seed of every random choice (default 42)")
+    p.add_argument("--plot-dir", default=None, metavar="DIR",
+                   help="write the lab's pictures (PNG) into DIR (created)")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="OUT",
+                   help="--json alone: print only the result as JSON; --json OUT: print the "
+                        "lab's text and write the result as JSON to the file OUT")
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="override a lab parameter, e.g. partitions=24 (repeatable)")

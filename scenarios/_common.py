@@ -11,10 +11,15 @@
   only runs its background heartbeat thread (``Consumer.tick``), which is where it
   learns that a rebalance started. A "crashed" consumer is simply never called
   again, as if its process had died.
-- :class:`OwnershipClock` is a rebalance listener that sums *partition-milliseconds
+- :class:`OwnershipClock` (kept for labs written against it; the rebalance labs now use
+  the richer :class:`kafkasim.scenarios._ownership.OwnershipLog`, which also records who
+  owned what when) is a rebalance listener that sums *partition-milliseconds
   without an owner* (a revoked or lost partition is paused until someone is
   assigned it).
-- :func:`table` renders rows as aligned text for ``echo``.
+- :func:`table` renders rows as aligned text for ``echo`` (the CLI's rich style);
+  :func:`fmt_assignment` is the one notation of an assignment (``c0: p0, p1; c1: idle``).
+- :func:`check_claim` is how a lab asserts its claim (:class:`ClaimFailedError`).
+- :func:`write_json` writes a result file atomically (``--json OUT``).
 - :func:`main_for` is the ``python -m kafkasim.scenarios.<name>`` entry point.
 
 Invariants: everything is driven by the injected MockClock and seeded RNGs, so the
@@ -24,22 +29,29 @@ same calls give the same output. Thread-safety: none; a scenario runs in one thr
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import random
 import shutil
 import sys
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from rich.console import Console
+from rich.table import Table
+
 from kafkasim.broker import Broker
 from kafkasim.consumer import Consumer, ConsumerRebalanceListener, MemberState
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    CommitFailedError, InvalidArgumentError, KafkaSimError, RebalanceInProgressError,
+    ClaimFailedError, CommitFailedError, InvalidArgumentError, KafkaSimError,
+    RebalanceInProgressError,
 )
 from kafkasim.types import TopicPartition
 
 __all__ = ["MARKER", "START_MS", "fresh_broker", "GroupDriver", "OwnershipClock", "table",
+           "fmt_assignment", "check_claim", "write_json", "run_with_options",
            "main_for", "Echo"]
 
 MARKER = ".kafkasim-scenario"
@@ -49,6 +61,7 @@ START_MS = 1_700_000_000_000
 """Every scenario's MockClock starts here (2023-11-14T22:13:20Z)."""
 
 Echo = Callable[[str], Any]
+_NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?( ?(%|ms|s|x))?$")
 
 
 def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
@@ -137,8 +150,10 @@ class GroupDriver:
     """Steps consumers on one MockClock (see the module docstring)."""
 
     def __init__(self, broker: Broker, clock: MockClock, *, step_ms: int = 100,
-                 rng: Optional[random.Random] = None) -> None:
+                 rng: Optional[random.Random] = None,
+                 on_step: Optional[Callable[[], Any]] = None) -> None:
         self.broker, self.clock, self.step_ms = broker, clock, step_ms
+        self.on_step = on_step            # called after the clock moves, before members act
         self.rng = rng or random.Random(0)
         self.members: list[_Member] = []
 
@@ -162,6 +177,8 @@ class GroupDriver:
 
     def step(self) -> None:
         self.clock.advance(self.step_ms)
+        if self.on_step is not None:
+            self.on_step()
         now = self.clock.now_ms()
         for m in self.live():
             c = m.consumer
@@ -223,34 +240,88 @@ class GroupDriver:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Rows as a left-aligned text table under ``headers``."""
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+    """Rows as a table under ``headers`` in the CLI's one style (``kafkasim/cli/output.py``:
+    rich, no borders, two spaces between columns, numbers right-aligned, plain text). The
+    labs sit below the CLI layer, so the style is repeated here rather than imported."""
+    rows = [["-" if c is None else str(c) for c in r] for r in rows]
+    t = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0), show_header=True)
+    for i, h in enumerate(headers):
+        numeric = bool(rows) and all(_NUMBER.match(r[i]) or r[i] == "-" for r in rows)
+        t.add_column(str(h), justify="right" if numeric else "left", no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    out = io.StringIO()
+    Console(file=out, width=100_000, color_system=None, highlight=False, emoji=False,
+            markup=False, soft_wrap=False).print(t)
+    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
+
+
+def fmt_assignment(assignment: dict, *, prefix: str = "p") -> str:
+    """The one notation of an assignment in lab text: ``c0: p0, p1; c1: idle``."""
+    return "; ".join(f"{member}: {', '.join(f'{prefix}{p}' for p in parts) or 'idle'}"
+                     for member, parts in assignment.items())
+
+
+def check_claim(holds: bool, claim: str, evidence: str) -> None:
+    """Raise :class:`ClaimFailedError` naming ``claim`` and ``evidence`` unless ``holds``."""
+    if not holds:
+        raise ClaimFailedError(f"the lab's claim did not hold: {claim} Evidence: {evidence}")
+
+
+def write_json(path: str, result: dict) -> None:
+    """Write ``result`` as indented JSON to ``path`` via a temporary file renamed into place."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise InvalidArgumentError(f"cannot write the JSON result to {path!r}: {exc}") from exc
+
+
+def run_with_options(name: str, data_dir: str, args: argparse.Namespace) -> dict:
+    """Run lab ``name`` as :func:`kafkasim.scenarios.add_run_options` asked; print or write
+    the result and name the pictures."""
+    from kafkasim.scenarios import parse_params, run_scenario   # the registry owns params
+
+    quiet = args.json == "-"
+    echo = (lambda s: None) if quiet else print
+    params = parse_params(name, args.param)
+    result = run_scenario(name, data_dir, seed=args.seed, echo=echo, plot_dir=args.plot_dir,
+                          **params)
+    if quiet:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        if args.json:
+            write_json(args.json, result)
+            print(f"\nresult (JSON): {args.json}")
+        for path in result.get("pictures", []):
+            print(f"picture: {path}")
+    return result
 
 
 def main_for(name: str, argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m kafkasim.scenarios.<name> [--seed N] [--data-dir D] [--json] [--param k=v ...]``."""
-    from kafkasim.scenarios import parse_params, run_scenario   # the registry owns param parsing
+    """``python -m kafkasim.scenarios.<module> [--seed N] [--data-dir D] [--plot-dir D]
+    [--json [OUT]] [--param k=v ...]``: the same options as ``kafkasim scenario run``."""
+    from kafkasim.scenarios import add_run_options, resolve
 
+    lab = resolve(name)
     p = argparse.ArgumentParser(prog=f"python -m kafkasim.scenarios.{name}",
-                                description=f"Run the {name} scenario (see its module docstring).")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--data-dir", default=os.path.join("kafkasim-data", "scenarios", name))
-    p.add_argument("--json", action="store_true", help="print the result as JSON only")
-    p.add_argument("--param", action="append", default=[], metavar="K=V")
+                                description=f"Run the {lab} lab (`kafkasim scenario show {lab}`).")
+    p.add_argument("--data-dir", default=os.path.join("kafkasim-data", "scenarios", lab),
+                   help="where the lab's broker writes (wiped first; default %(default)s)")
+    add_run_options(p)
     args = p.parse_args(argv)
-    echo = (lambda s: None) if args.json else print
     try:
-        params = parse_params(name, args.param)
-        result = run_scenario(name, args.data_dir, seed=args.seed, echo=echo, **params)
+        run_with_options(lab, args.data_dir, args)
     except KafkaSimError as exc:
         print(f"kafkasim.scenarios.{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
-    if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
     return 0

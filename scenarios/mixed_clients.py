@@ -23,22 +23,29 @@ Kafka references: Java ``BuiltInPartitioner``; librdkafka CONFIGURATION.md
 (``partitioner``: default ``consistent_random``; ``murmur2_random`` "Java Producer
 compatible").
 
-Run it: ``kafkasim scenario run mixed_clients``.
+The picture: for every key, the partition each client picks (a grid of keys by Java
+partition × other client's partition); keys off the diagonal are split.
+
+Run it: ``kafkasim scenario run mixed-clients --plot-dir pics``.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kafkasim.consumer import Consumer
 from kafkasim.clock import MockClock
 from kafkasim.types import PRODUCER_HEADER, TopicPartition
 from kafkasim.producer import Producer
 from kafkasim.partitioning.partitioners import partition_for_key
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run", "make_keys"]
+__all__ = ["PARAMS", "CLAIM", "run", "make_keys"]
+
+CLAIM = ("A Java producer (murmur2) and a librdkafka producer (consistent_random) put most keys on two different partitions, and murmur2_random puts none there.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "keys": 1000,
@@ -73,7 +80,7 @@ def make_keys(seed: int, n: int) -> list[bytes]:
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return split-key counts per client pair."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]
@@ -99,7 +106,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
             split = sorted(k for k in keys if len(where[k]) > 1)
             predicted = sorted(k for k in keys
                                if partition_for_key(k, n, java) != partition_for_key(k, n, other))
-            results.append({"java": java, "other": other, "topic": topic,
+            grid = [[sum(1 for k in keys if partition_for_key(k, n, java) == a
+                         and partition_for_key(k, n, other) == b) for b in range(n)]
+                    for a in range(n)]
+            results.append({"java": java, "other": other, "topic": topic, "key_grid": grid,
                             "split_keys": len(split), "split_fraction": round(len(split) / len(keys), 4),
                             "predicted_split_keys": len(predicted),
                             "records_per_producer": dict(sorted(per_producer.items())),
@@ -107,19 +117,40 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                                           java: partition_for_key(k, n, java),
                                           other: partition_for_key(k, n, other)}
                                          for k in split[:3]]})
-    echo(f"{len(keys)} keys, {n} partitions, {cfg['records_per_key']} records per key from each producer\n")
-    echo(table(["Java producer", "other producer", "keys on two partitions", "fraction", "computed"],
-               [[r["java"], r["other"], r["split_keys"], f"{r['split_fraction']:.3f}",
+    echo(f"{len(keys)} keys, {n} partitions, {cfg['records_per_key']} records per key from each "
+         f"producer.\n")
+    echo(table(["Java producer", "other producer", "keys on two partitions", "share",
+                "computed from the hashes"],
+               [[r["java"], r["other"], r["split_keys"], f"{r['split_fraction']:.1%}",
                  r["predicted_split_keys"]] for r in results]))
-    echo(f"\n(for two unrelated hashes, expect about 1 - 1/{n} = {1 - 1 / n:.3f})")
+    echo(f"\nFor two unrelated hashes, expect about 1 - 1/{n} = {1 - 1 / n:.1%} of the keys split.")
     if results[0]["examples"]:
-        echo("\nExamples (murmur2 vs consistent_random):")
+        echo("For example:")
         for e in results[0]["examples"]:
-            echo(f"  {e['key']}: murmur2 → {e['murmur2']}, consistent_random → "
-                 f"{e['consistent_random']}")
-    echo("\nSet librdkafka's partitioner=murmur2_random to agree with Java clients.")
-    return {"simulated_ms": clock.now_ms() - START_MS, "keys": len(keys), "partitions": n,
-            "pairs": results}
+            echo(f"  {e['key']}: murmur2 picks partition {e['murmur2']}, consistent_random "
+                 f"partition {e['consistent_random']}")
+    echo("Set librdkafka's partitioner=murmur2_random to agree with Java clients: "
+         f"{results[1]['split_keys']} keys split then.")
+    pictures = []
+    if plot_dir is not None:
+        figure, axes = fig.figure(f"Where two clients put the same {len(keys)} keys "
+                                  f"({n} partitions; off the diagonal: the key is split)", 1, 2,
+                                  size=(13, 5.5))
+        for ax, r in zip(axes, results):
+            fig.grid(r["key_grid"], [str(p) for p in range(n)], [str(p) for p in range(n)],
+                     ax=ax, title=f"{r['java']} vs {r['other']}: {r['split_keys']} keys split",
+                     xlabel=f"partition picked by {r['other']}",
+                     ylabel=f"partition picked by {r['java']} (Java)", colourbar="keys")
+        pictures.append(fig.save(figure, plot_dir, "mixed-clients"))
+    crc, compatible = results
+    result = {"claim": CLAIM, "pictures": pictures, "simulated_ms": clock.now_ms() - START_MS,
+              "keys": len(keys), "partitions": n, "pairs": results}
+    check_claim(crc["split_keys"] == crc["predicted_split_keys"]
+                and crc["split_fraction"] > 0.5 and abs(crc["split_fraction"] - (1 - 1 / n)) < 0.1
+                and compatible["split_keys"] == 0, CLAIM,
+                f"split with consistent_random {crc['split_keys']} ({crc['split_fraction']:.1%}, "
+                f"computed {crc['predicted_split_keys']}), with murmur2_random {compatible['split_keys']}")
+    return result
 
 
 if __name__ == "__main__":

@@ -30,7 +30,10 @@ still guarantees order; before it, order needed ``max.in.flight.requests.per.con
 Kafka references: KIP-98, KIP-679 (idempotence on by default), producer configs
 ``enable.idempotence``, ``max.in.flight.requests.per.connection``, ``retries``.
 
-Run it: ``kafkasim scenario run retry_reorder``.
+The picture: each record's per-key sequence number against its position (offset) in the
+log, for both producers (a straight diagonal is perfect order), and the audit's counts.
+
+Run it: ``kafkasim scenario run retry-reorder --plot-dir pics``.
 """
 
 from __future__ import annotations
@@ -41,9 +44,13 @@ from typing import Any, Callable, Optional
 from kafkasim.clock import MockClock
 from kafkasim.types import SEQUENCE_HEADER
 from kafkasim.producer import LOST_REQUEST, LOST_RESPONSE, Producer
-from kafkasim.scenarios._common import START_MS, fresh_broker, main_for, table
+from kafkasim.scenarios import _figures as fig
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, main_for, table
 
-__all__ = ["PARAMS", "run", "audit_log"]
+__all__ = ["PARAMS", "CLAIM", "run", "audit_log"]
+
+CLAIM = ("With 5 requests in flight, retries reorder and duplicate records unless the producer is idempotent.")
+"""The lab's point, asserted by :func:`run`."""
 
 PARAMS: dict[str, Any] = {
     "records": 300,
@@ -83,7 +90,7 @@ def _injector(seed: int, rate: float, response_share: float) -> Callable:
 
 
 def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
-        **params: Any) -> dict:
+        plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return the audit per producer setting."""
     cfg = {**PARAMS, **params}
     clock = MockClock(START_MS)
@@ -116,23 +123,56 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
             audit.update({"batches": metrics["batch-total"], "requests": metrics["request-total"],
                           "injected_faults": metrics["injected-fault-total"],
                           "duplicate_batches_detected_by_broker": metrics["duplicate-batch-total"],
-                          "first_sequences_in_log": seqs[:12], "failed_sends": failed})
+                          "sequences_in_log": seqs, "failed_sends": failed})
             out[label.replace(" ", "_")] = audit
     echo(f"{cfg['records']} records of one key, one batch each (linger_ms=0), "
-         f"{cfg['max_in_flight']} in flight, {cfg['fault_rate']:.0%} of first attempts fail\n")
+         f"{cfg['max_in_flight']} in flight, {cfg['fault_rate']:.0%} of first attempts fail.\n")
     rows = [[label] + [out[label.replace(' ', '_')][k] for k in
                        ("batches", "injected_faults", "records_in_log", "out_of_order", "duplicates",
                         "lost", "duplicate_batches_detected_by_broker")] for label, _ in modes]
     echo(table(["producer", "batches", "faults", "records in log", "out of order", "duplicates", "lost",
                 "dups caught by broker"], rows))
-    echo("\nFirst sequence numbers in the log:")
+    echo("\nThe first sequence numbers in the log, in offset order:")
     for label, _ in modes:
-        echo(f"  {label:15} {out[label.replace(' ', '_')]['first_sequences_in_log']}")
+        seqs = out[label.replace(' ', '_')]["sequences_in_log"][:16]
+        echo(f"  {label + ':':16} {' '.join(map(str, seqs))} ...")
     plain, idem = out["not_idempotent"], out["idempotent"]
     echo(f"\nWithout idempotence the retries put {plain['out_of_order']} records out of order and "
-         f"wrote {plain['duplicates']} duplicates; with it: {idem['out_of_order']} and "
-         f"{idem['duplicates']}.")
-    return {"simulated_ms": clock.now_ms() - START_MS, "records": cfg["records"], **out}
+         f"wrote {plain['duplicates']} duplicates; with it, {idem['out_of_order']} out of order and "
+         f"{idem['duplicates']} duplicates: the broker recognised "
+         f"{idem['duplicate_batches_detected_by_broker']} retried batches it already had.")
+    pictures = []
+    if plot_dir is not None:
+        figure, axes = fig.figure(f"{cfg['records']} records of one key, {cfg['max_in_flight']} "
+                                  f"requests in flight, {cfg['fault_rate']:.0%} of first attempts "
+                                  "lost: order in the log", 1, 2, size=(13, 5.5))
+        show = min(80, max(len(o["sequences_in_log"]) for o in out.values()))
+        fig.lines(list(range(show)),
+                  {label: (out[label.replace(" ", "_")]["sequences_in_log"] + [float("nan")] * show)[:show]
+                   for label, _ in modes}, ax=axes[0],
+                  title=f"sequence number by position, first {show} offsets (diagonal = in order)",
+                  xlabel="offset in the log", ylabel="per-key sequence number", step=True)
+        kinds = ["out of order", "duplicates", "lost"]
+        width = 0.4
+        for i, (label, _) in enumerate(modes):
+            o = out[label.replace(" ", "_")]
+            axes[1].bar([x + (i - 0.5) * width for x in range(3)],
+                        [o["out_of_order"], o["duplicates"], o["lost"]], width=width,
+                        label=label, color=fig.PALETTE[i])
+        axes[1].set_xticks(range(3), kinds)
+        axes[1].set_title("what the audit of the log finds")
+        axes[1].set_xlabel("finding")
+        axes[1].set_ylabel("records")
+        axes[1].legend(fontsize=8)
+        pictures.append(fig.save(figure, plot_dir, "retry-reorder"))
+    result = {"claim": CLAIM, "pictures": pictures, "simulated_ms": clock.now_ms() - START_MS,
+              "records": cfg["records"], **out}
+    check_claim(plain["injected_faults"] > 0 and plain["out_of_order"] > 0 and plain["duplicates"] > 0
+                and idem["in_order"] and idem["lost"] == 0 and plain["lost"] == 0, CLAIM,
+                f"not idempotent: {plain['out_of_order']} out of order, {plain['duplicates']} "
+                f"duplicates; idempotent: {idem['out_of_order']} out of order, "
+                f"{idem['duplicates']} duplicates, {idem['lost']} lost")
+    return result
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def test_a_students_files_do_not_shadow_kafkasim_in_a_scenario(tmp_path):
                          cwd=lab, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["records"] == 2000 and result["hot_keys"][0]["key"] == "key-0001"
+    assert result["records"] == 2000 and result["hottest"][0]["key"] == "merchant-0001"
 
 
 def test_importing_the_vocabulary_or_the_root_imports_nothing_heavy():
