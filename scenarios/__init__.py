@@ -98,6 +98,14 @@ LABS: list[Lab] = [
 # ---- crash-recovery (10), null-key-batching (11), co-partitioning (12) go in one block here:
 # LABS += [Lab(1, "partitions-basics", "partitions_basics", "...", ()), ...]
 
+# ---- cluster labs (wt-clusterlabs): rack-aware-placement (8), add-broker-reassign (9)
+LABS += [
+    Lab(8, "rack-aware-placement", "rack_aware_placement",
+        "6 brokers in 3 racks, RF 3: a whole rack fails and acks=all still succeeds; rack-unaware does not"),
+    Lab(9, "add-broker-reassign", "add_broker_reassign",
+        "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
+]
+
 
 def _index() -> tuple[dict[str, Lab], dict[str, str]]:
     by_name: dict[str, Lab] = {}
