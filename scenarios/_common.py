@@ -45,7 +45,7 @@ from kafkasim.broker import Broker
 from kafkasim.consumer import Consumer, ConsumerRebalanceListener, MemberState
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    ClaimFailedError, CommitFailedError, InvalidArgumentError, KafkaSimError,
+    ClaimFailedError, CommitFailedError, IllegalStateError, InvalidArgumentError, KafkaSimError,
     RebalanceInProgressError,
 )
 from kafkasim.types import TopicPartition
@@ -232,7 +232,8 @@ class GroupDriver:
             self.step()
             if self.stable(group_id):
                 return self.clock.now_ms() - start
-        raise AssertionError(f"group {group_id!r} did not stabilise within {max_ms} ms")
+        raise IllegalStateError(f"group {group_id!r} did not stabilise within {max_ms} ms of "
+                                "simulated time (check the lab's parameters)")
 
     def assignments(self, group_id: str) -> dict[str, list[int]]:
         return {m.name: sorted(tp.partition for tp in m.consumer.assignment())

@@ -7,6 +7,7 @@ Every lab draws with these helpers, so every picture looks alike and says what i
 - :func:`bars` — one bar per item (records per partition ...) with the **average** as a
   dashed line and, when a verdict depends on one, the **limit** as a red line; bars above
   the limit are drawn red and marked with their value.
+- :func:`grouped` — side-by-side bars, one colour per series (e.g. two protocols per trial).
 - :func:`timeline` — partition ownership over time: one row per partition, coloured by the
   member that owned it, hatched grey while nobody did (paused), with labelled events.
 - :func:`grid` — a matrix of counts (e.g. keys by partition before × after a change), each
@@ -43,7 +44,7 @@ from matplotlib.patches import Patch
 
 from kafkasim.errors import InvalidArgumentError
 
-__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "RESTORING", "figure", "bars", "timeline", "grid",
+__all__ = ["DPI", "SIZE", "STYLE", "PALETTE", "UNOWNED", "RESTORING", "figure", "bars", "grouped", "timeline", "grid",
            "lines", "save", "colour_map"]
 
 DPI = 100
@@ -141,6 +142,26 @@ def bars(labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: 
     return ax.figure
 
 
+def grouped(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str,
+            xlabel: str, ylabel: str, ax: Optional[Axes] = None) -> Figure:
+    """Side-by-side bars: one group per label, one bar (and colour) per series."""
+    colours = colour_map(list(series))
+    width = 0.8 / max(1, len(series))
+    with _style():
+        ax = _panel(ax, title)
+        for i, (name, values) in enumerate(series.items()):
+            if len(values) != len(labels):
+                raise InvalidArgumentError(
+                    f"grouped: series {name!r} has {len(values)} values for {len(labels)} labels")
+            ax.bar([x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))],
+                   values, width=width, label=name, color=colours[name])
+        ax.set_xticks(range(len(labels)), [str(x) for x in labels])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(loc="best", fontsize=8)
+    return ax.figure
+
+
 def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
              xlabel: str = "time (s)", ax: Optional[Axes] = None,
              events: Sequence[tuple] = (), owners: Optional[Sequence[str]] = None) -> Figure:
@@ -170,9 +191,9 @@ def timeline(rows: Sequence[str], spans: Sequence[tuple], *, title: str,
             else:
                 ax.barh(y, end - start, left=start, height=0.7, color=colours[owner])
         ax.set_yticks(range(len(rows)), list(reversed(rows)))
-        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(-0.6, len(rows) + (0.3 if events else -0.4))   # room above for event labels
         ax.grid(axis="y", visible=False)
-        top = len(rows) - 0.45
+        top = len(rows) + 0.25
         for t, label in events:
             ax.axvline(t, color=LIMIT, linewidth=1, linestyle=":")
             ax.text(t, top, f" {label}", color=LIMIT, fontsize=8, va="top", ha="left",

@@ -39,7 +39,7 @@ from collections import Counter
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
-from kafkasim.errors import CommitFailedError
+from kafkasim.errors import CommitFailedError, InvalidArgumentError
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
     START_MS, GroupDriver, check_claim, fmt_assignment, fresh_broker, main_for, table,
@@ -90,6 +90,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     """Run the lab (see the module docstring); return eviction, re-delivery and fencing facts."""
     cfg = {**PARAMS, **params}
     n = cfg["partitions"]
+    if cfg["consumers"] < 2:
+        raise InvalidArgumentError(f"consumer-crash needs at least 2 consumers (one crashes, "
+                                   f"the others take over), got consumers={cfg['consumers']}")
     rng = random.Random(seed)
     clock = MockClock(START_MS)
     group = "workers"
@@ -139,7 +142,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                 break
             driver.step()
         else:
-            raise AssertionError(f"the survivors did not finish the topic: {len(done)} of {total}")
+            check_claim(False, CLAIM, f"the survivors did not finish the topic: {len(done)} of "
+                                      f"{total} records processed")
         end_ms = clock.now_ms()
         pauses = log.pauses(n, crash_ms, end_ms)
 
@@ -195,8 +199,12 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     else:
         echo(f"When {victim.name} woke up, its commit was accepted: the claim does not hold.")
     result["simulated_ms"] = clock.now_ms() - START_MS
+    start = crash_ms - 3000
+    result["timeline"] = {"from": "3 s before the crash", "crash_at_s": 3.0,
+                          "evicted_at_s": (evicted_ms - start) / 1000,
+                          "spans": [list(x) for x in log.spans(n, start, end_ms)]}
     if plot_dir is not None:
-        result["pictures"] = _pictures(plot_dir, log, result, cfg, crash_ms, evicted_ms, end_ms)
+        result["pictures"] = _pictures(plot_dir, result, cfg)
     timeout, hb = cfg["session_timeout_ms"], cfg["heartbeat_interval_ms"]
     check_claim(timeout - hb <= result["evicted_after_ms"] <= timeout + driver.step_ms
                 and victim.name not in after and 0 < len(uncommitted) == len(redelivered)
@@ -207,17 +215,15 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     return result
 
 
-def _pictures(plot_dir: str, log: OwnershipLog, r: dict, cfg: dict, crash_ms: int,
-              evicted_ms: int, end_ms: int) -> list[str]:
-    n = cfg["partitions"]
-    start = crash_ms - 3000
+def _pictures(plot_dir: str, r: dict, cfg: dict) -> list[str]:
+    n, tl = cfg["partitions"], r["timeline"]
     figure, axes = fig.figure(f"{r['victim']} crashes: its partitions wait for the session "
                               f"timeout, then its uncommitted records are processed again",
                               1, 2, size=(15, 5.5))
-    fig.timeline([f"p{p}" for p in range(n)], log.spans(n, start, end_ms), ax=axes[0],
+    fig.timeline([f"p{p}" for p in range(n)], [tuple(x) for x in tl["spans"]], ax=axes[0],
                  title="who owns each partition", xlabel="time since 3 s before the crash (s)",
-                 events=[((crash_ms - start) / 1000, f"{r['victim']} crashes"),
-                         ((evicted_ms - start) / 1000, "evicted")],
+                 events=[(tl["crash_at_s"], f"{r['victim']} crashes"),
+                         (tl["evicted_at_s"], "evicted")],
                  owners=[f"c{i}" for i in range(cfg["consumers"])])
     fig.grid(r["times_processed"], [f"p{p}" for p in range(n)],
              [str(o) for o in range(cfg["records_per_partition"])], ax=axes[1],

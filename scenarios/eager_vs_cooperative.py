@@ -272,16 +272,10 @@ def _pictures(plot_dir: str, runs: dict, assignors: tuple, cfg: dict) -> list[st
     figure, axes = fig.figure(f"Paused partition-seconds per trial ({cfg['trials']} trials, "
                               f"restore {cfg['restore_ms']} ms per moved partition)", 1, 2)
     for ax, event in zip(axes, EVENTS):
-        labels, values = [], []
-        for t in range(cfg["trials"]):
-            for a in assignors:
-                labels.append(f"t{t} {'coop' if a == 'cooperative-sticky' else a}")
-                values.append(runs[event][a][t]["paused_partition_seconds"])
-        fig.bars(labels, values, ax=ax, title=event, xlabel="trial and protocol",
-                 ylabel="paused partition-seconds (s)", average=False)
-        for patch, label in zip(ax.patches, labels):
-            if "coop" in label:
-                patch.set_color(fig.PALETTE[1])
+        fig.grouped([f"trial {t}" for t in range(cfg["trials"])],
+                    {a: [r["paused_partition_seconds"] for r in runs[event][a]] for a in assignors},
+                    ax=ax, title=f"{event}: paused partition-seconds", xlabel="trial",
+                    ylabel="paused partition-seconds (s)")
     paths.append(fig.save(figure, plot_dir, "rebalance-protocols-pauses"))
     return paths
 

@@ -149,6 +149,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
 
 
 def _pictures(plot_dir: str, steps: list[dict], cfg: dict, arriving: float) -> list[str]:
+    """Throughput (with the arriving rate and the one-member-per-partition ceiling), lag,
+    and records per member at the largest size."""
     x = steps[0]["over_time"]["t_s"]
     label = {s["consumers"]: f"{s['consumers']} consumer{'s' if s['consumers'] != 1 else ''}"
              for s in steps}
@@ -158,6 +160,11 @@ def _pictures(plot_dir: str, steps: list[dict], cfg: dict, arriving: float) -> l
               ax=axes[0], title="throughput", xlabel="time (s)",
               ylabel="records processed per second", limit=arriving,
               limit_label="arriving")
+    busy = min(cfg["partitions"], max(s["consumers"] for s in steps))
+    ceiling = busy * cfg["max_poll_records"] * 1000 / cfg["process_ms"]
+    axes[0].axhline(ceiling, color=fig.AVERAGE, linestyle="--", linewidth=1.2,
+                    label=f"ceiling: {busy} busy members, {ceiling:,.0f}")
+    axes[0].legend(loc="center right", fontsize=8)
     fig.lines(x, {label[s["consumers"]]: s["over_time"]["lag"] for s in steps}, ax=axes[1],
               title="lag", xlabel="time (s)", ylabel="records not yet processed")
     big = steps[-1]

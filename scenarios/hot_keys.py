@@ -73,7 +73,7 @@ PARAMS: dict[str, Any] = {
     "zipf_s": 1.2,         # Zipf exponent: larger = more skew
     "hot": 3,              # merchants treated as hot by the hot-key partitioner and the VIP topic
     "bucket_ms": 60000,    # composite key's time bucket
-    "scrape_s": 30,        # Prometheus scrape (and rule evaluation) interval, simulated seconds
+    "scrape_s": 60,        # scrape and rule evaluation interval (Prometheus default: 1m), simulated s
 }
 
 FIXES = ("murmur2 (no fix)", "composite key", "hot-key partitioner", "VIP topic")

@@ -152,18 +152,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                    for label, _ in modes}, ax=axes[0],
                   title=f"sequence number by position, first {show} offsets (diagonal = in order)",
                   xlabel="offset in the log", ylabel="per-key sequence number", step=True)
-        kinds = ["out of order", "duplicates", "lost"]
-        width = 0.4
-        for i, (label, _) in enumerate(modes):
-            o = out[label.replace(" ", "_")]
-            axes[1].bar([x + (i - 0.5) * width for x in range(3)],
-                        [o["out_of_order"], o["duplicates"], o["lost"]], width=width,
-                        label=label, color=fig.PALETTE[i])
-        axes[1].set_xticks(range(3), kinds)
-        axes[1].set_title("what the audit of the log finds")
-        axes[1].set_xlabel("finding")
-        axes[1].set_ylabel("records")
-        axes[1].legend(fontsize=8)
+        fig.grouped(["out of order", "duplicates", "lost"],
+                    {label: [out[label.replace(" ", "_")][k] for k in ("out_of_order", "duplicates", "lost")]
+                     for label, _ in modes}, ax=axes[1], title="what the audit of the log finds",
+                    xlabel="finding", ylabel="records")
         pictures.append(fig.save(figure, plot_dir, "retry-reorder"))
     result = {"claim": CLAIM, "pictures": pictures, "simulated_ms": clock.now_ms() - START_MS,
               "records": cfg["records"], **out}

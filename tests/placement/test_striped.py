@@ -176,3 +176,18 @@ def test_striped_spreads_over_racks_and_never_repeats_a_broker(n_racks, per_rack
     for replicas in placed.values():
         assert len(set(replicas)) == rf
         assert len({b // 10 for b in replicas}) == min(rf, n_racks)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fenced=st.lists(st.booleans(), min_size=1, max_size=8), rf=st.integers(1, 4),
+       n_partitions=st.integers(1, 20), seed=st.integers(0, 2**31))
+def test_a_fenced_broker_never_leads_and_is_used_only_when_needed(fenced, rf, n_partitions, seed):
+    brokers = [B(i, None, f) for i, f in enumerate(fenced)]
+    if all(fenced) or rf > len(brokers):
+        with pytest.raises(InvalidReplicationFactorError):
+            striped_place(brokers, n_partitions, rf, rng=JavaRandom(seed))
+        return
+    unfenced = {b.id for b in brokers if not b.fenced}
+    for replicas in striped_place(brokers, n_partitions, rf, rng=JavaRandom(seed)).values():
+        assert replicas[0] in unfenced and len(set(replicas)) == rf
+        assert len(set(replicas) & unfenced) == min(rf, len(unfenced))

@@ -306,6 +306,11 @@ def test_consumer_crash_eviction_redelivery_and_zombie_commit_rejected(first_run
     assert not any("[" in line or "(0," in line for line in lines)
 
 
+def test_consumer_crash_refuses_a_group_with_nobody_to_take_over(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="consumers=1"):
+        _run("consumer-crash", tmp_path, consumers=1)
+
+
 def test_fmt_records_groups_offsets_into_ranges():
     fmt = kafkasim.scenarios.consumer_crash.fmt_records
     assert fmt([(4, 9), (4, 8), (4, 10), (5, 3), (4, 12)]) == \
