@@ -243,6 +243,16 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     if two_in_rack:
         echo(f"Rack-unaware, partition(s) {', '.join(two_in_rack)} kept two of three replicas in "
              f"{cfg['failed_rack']}: one failure domain held a majority of their copies.")
+    else:
+        echo(f"Note: this rack-unaware placement happened to keep at most one replica of each "
+             f"partition in {cfg['failed_rack']}, so it survives this failure too; it is luck, "
+             f"not a guarantee (another rack or another start index does put two in one rack).")
+    if any(r != "ok" for r in aware["writes_during"].values()):
+        n_racks = len(set(racks.values()))
+        left = rf - 1 if rf <= n_racks else rf - -(-rf // n_racks)
+        echo(f"Note: even rack-aware, a partition spans min(RF, racks) = {min(rf, n_racks)} racks; "
+             f"losing one rack can leave it {left} in-sync replica(s), fewer than "
+             f"min.insync.replicas={min_isr}, so acks=all writes to it are refused.")
     pictures = _pictures(plot_dir, trials, racks, cfg) if plot_dir is not None else []
     result = {"claim": CLAIM, "pictures": pictures, "brokers": [{"id": b, "rack": r} for b, r in brokers],
               "rack_alternated": alternated, "partitions": n, "replication_factor": rf,

@@ -141,9 +141,11 @@ def test_rack_unaware_placement_refuses_exactly_the_partitions_with_two_replicas
 def test_rack_aware_claim_fails_with_replication_factor_two(tmp_path):
     # RF 2 over 3 racks: a partition with a replica in the failed rack keeps one in-sync
     # replica, below min.insync.replicas=2, even when placed rack-aware
+    lines = []
     with pytest.raises(ClaimFailedError, match="rack-aware writes during the failure"):
-        run_scenario("rack-aware-placement", str(tmp_path / "d"), echo=lambda s: None,
+        run_scenario("rack-aware-placement", str(tmp_path / "d"), echo=lines.append,
                      replication_factor=2, records_per_partition=2)
+    assert any("min(RF, racks) = 2" in line for line in lines)     # the lab says why
 
 
 def test_rack_aware_lab_rejects_an_unknown_rack_and_brokers_without_racks(tmp_path):
