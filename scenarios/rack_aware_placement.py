@@ -210,7 +210,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     echo(f"The cluster created topic {TOPIC} with a start index drawn from seed {seed}: "
          + ("the same placement as the documented example." if same else
             "; ".join(f"{p}: {', '.join(map(str, aware['assignment'][str(p)]))}" for p in range(n))
-            + " (a rotation of the same pattern)."))
+            + " (the same rack-alternated list, another start index and follower shift)."))
     echo("")
     failed = aware["failed_brokers"]
     echo(f"Both clusters take {cfg['records_per_partition']} records per partition with acks=all "

@@ -215,3 +215,16 @@ def test_cli_runs_a_cluster_lab_with_json(tmp_path, capsys):
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["loads_after_add"]["replicas"]["3"] == 0 and result["verified"]
+
+
+@pytest.mark.slow
+def test_another_seed_places_differently_but_still_one_replica_per_rack(tmp_path):
+    lines = []
+    result = run_scenario("rack-aware-placement", str(tmp_path / "d"), seed=7, echo=lines.append,
+                          records_per_partition=2)
+    aware = result["trials"][0]
+    assert not result["cluster_matches_documented"]
+    assert aware["assignment"] != COURSE_EXAMPLE
+    assert all(n == 3 for n in aware["racks_spanned"].values())
+    assert set(aware["writes_during"].values()) == {"ok"}
+    assert any("another start index" in line for line in lines)
