@@ -27,7 +27,9 @@ succeeds. Rack-aware, every partition keeps a leader and two in-sync replicas, s
 write is acknowledged. Rack-unaware, some partition had two of its three replicas in the
 failed rack: it keeps a leader, but its ISR has one member, fewer than
 ``min.insync.replicas``, and the write fails with ``NotEnoughReplicasError`` (Kafka's
-``NOT_ENOUGH_REPLICAS``, code 19). Finally the rack comes back, its replicas catch up and
+``NOT_ENOUGH_REPLICAS``, code 19; the lab sends each batch to the leader itself and shows
+that answer, where a Java producer would retry it, a retriable error, until
+``delivery.timeout.ms`` and then fail the send). Finally the rack comes back, its replicas catch up and
 rejoin the ISR, and every acknowledged record is read back.
 
 Why
