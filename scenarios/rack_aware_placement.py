@@ -322,7 +322,7 @@ def _pictures(plot_dir: str, trials: list[dict], racks: dict, cfg: dict) -> list
     broker_ids = sorted(racks)
     colours = fig.colour_map(sorted(set(racks.values())))
     figure, axes = fig.figure(f"Replicas by broker and partition (colour: rack; L leader, F follower, "
-                              f"down: broker stopped) before and after {cfg['failed_rack']} fails",
+                              f"F* out of the ISR, down: broker stopped) before and after {cfg['failed_rack']} fails",
                               2, 2, size=(13, 8))
     with matplotlib.rc_context(fig.STYLE):
         for row, t in enumerate(trials):
