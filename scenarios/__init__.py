@@ -109,6 +109,14 @@ LABS += [
         "repartitioning fixes it"),
 ]
 
+# ---- cluster labs (wt-clusterlabs): rack-aware-placement (8), add-broker-reassign (9)
+LABS += [
+    Lab(8, "rack-aware-placement", "rack_aware_placement",
+        "6 brokers in 3 racks, RF 3: a whole rack fails and acks=all still succeeds; rack-unaware does not"),
+    Lab(9, "add-broker-reassign", "add_broker_reassign",
+        "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
+]
+
 
 def _index() -> tuple[dict[str, Lab], dict[str, str]]:
     by_name: dict[str, Lab] = {}
