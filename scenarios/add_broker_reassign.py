@@ -54,14 +54,13 @@ from typing import Any, Callable, Optional
 
 from kafkasim.broker.cluster import Cluster
 from kafkasim.broker.reassign import SKEW_LIMIT
-from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.partitioning.hashing import murmur2, to_positive
 from kafkasim.placement.fixed_partitions import compare_remapping, partition_owners
 from kafkasim.placement.reassign import leader_changes, lower_bound_moves, plan_reassignment, replica_moves
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, main_for, table
+from kafkasim.scenarios._common import START_MS, check_claim, main_for, table, lab_clock
 from kafkasim.scenarios.rack_aware_placement import fresh_dir
 
 __all__ = ["PARAMS", "CLAIM", "run"]
@@ -163,7 +162,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     nb, n, rf = cfg["brokers"], cfg["partitions"], cfg["replication_factor"]
     root = fresh_dir(data_dir)
     rng = random.Random(seed)
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     new_id = nb
     cluster = Cluster(os.path.join(root, "cluster"), brokers=list(range(nb)), clock=clock, seed=seed)
     try:

@@ -61,12 +61,11 @@ from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from kafkasim.broker.cluster import Cluster, parse_brokers
-from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError, KafkaSimError
 from kafkasim.placement.admin_utils import BrokerMetadata, assign_replicas_to_brokers, rack_alternated_broker_list
 from kafkasim.records import record_batch as rb
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import MARKER, START_MS, check_claim, main_for, table
+from kafkasim.scenarios._common import MARKER, START_MS, check_claim, main_for, table, lab_clock
 
 __all__ = ["PARAMS", "CLAIM", "run", "fresh_dir"]
 
@@ -140,7 +139,7 @@ def _read_all(cluster: Cluster, partition: int) -> list[bytes]:
 
 
 def _trial(root: str, mode: str, brokers: list, racks: dict, cfg: dict, seed: int) -> dict:
-    clock = MockClock(START_MS)
+    clock = lab_clock()
     spec = brokers if mode == "rack-aware" else [(b, None) for b, _ in brokers]
     failed = sorted(b for b, r in racks.items() if r == cfg["failed_rack"])
     n, per = cfg["partitions"], cfg["records_per_partition"]
