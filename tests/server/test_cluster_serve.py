@@ -232,3 +232,34 @@ def test_clients_fail_over_when_a_leader_is_stopped_and_lose_no_acknowledged_rec
                 stored.update((rec.key, rec.value) for rec in r.records)
                 offset = r.next_offset
     assert acked <= stored
+
+
+def test_metrics_have_per_broker_gauges(serve_process, tmp_path):
+    import re
+    import urllib.request
+
+    from kafkasim.server.control import ServedCluster
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS, "--metrics-port", "0")
+    _create(served, "orders", 6, 2)
+    control = ServedCluster(served.data_dir)
+    victim = 1
+    control.stop_broker(victim)
+    d = control.describe_cluster()
+    port = read_address(served.data_dir)["metrics_port"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+    def gauge(name: str, broker: int) -> float:
+        (value,) = re.findall(rf'^{name}\{{broker="{broker}"[^}}]*\}} (\S+)$', text, re.M)
+        return float(value)
+
+    for b in d["brokers"]:
+        assert gauge("kafkasim_broker_up", b["id"]) == (0 if b["id"] == victim else 1)
+        assert gauge("kafkasim_broker_replicas", b["id"]) == b["replicas"]
+        assert gauge("kafkasim_broker_leaders", b["id"]) == b["leaders"]
+        assert gauge("kafkasim_broker_size_bytes", b["id"]) == b["bytes"]
+        led_short = sum(1 for p in d["partitions"] if p["leader"] == b["id"] and p["under_replicated"])
+        assert gauge("kafkasim_broker_under_replicated_partitions", b["id"]) == led_short
+    assert gauge("kafkasim_broker_leaders", victim) == 0
+    assert sum(gauge("kafkasim_broker_under_replicated_partitions", b) for b in range(3)) == \
+        d["under_replicated"] > 0
