@@ -129,8 +129,10 @@ def test_serve_opens_one_listener_per_broker_and_metadata_is_the_clusters(serve_
 def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_process, tmp_path):
     from kafkasim.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
     from kafkasim.records.record_batch import encode_batch
+    from kafkasim.server import kafka_records
     from kafkasim.server.control import ServedCluster
     from kafkasim.server.remote import RemoteBroker
+    from tests.server import raw
 
     served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
     _create(served, "t", 1, 3, {"min.insync.replicas": "3"})
@@ -139,24 +141,44 @@ def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_proces
     (part,) = control.describe_cluster()["partitions"]
     leader = part["leader"]
     follower = next(b for b in part["replicas"] if b != leader)
+    wire = kafka_records.encode_batch(0, [(0, 1000, b"k", b"v", ())])
+    produce = {"transactional_id": None, "acks": -1, "timeout": 10_000,
+               "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": wire}]}]}
+
+    def fetch(version: int) -> dict:
+        return {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "r1",
+                "topics": [{"topic": "t", "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+
+    list_latest = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    with raw.connect(*listeners[follower]) as sock:
+        answer = raw.call(sock, 0, 9, produce)
+        assert answer.responses[0].partition_responses[0].error_code == NotLeaderOrFollowerError.errno
+        answer = raw.call(sock, 2, 6, list_latest, correlation_id=2)
+        assert answer.topics[0].partitions[0].error_code == NotLeaderOrFollowerError.errno
+        answer = raw.call(sock, 1, 10, fetch(10), correlation_id=3)       # no client metadata
+        assert answer.responses[0].partitions[0].error_code == NotLeaderOrFollowerError.errno
+    with raw.connect(*listeners[leader]) as sock:
+        answer = raw.call(sock, 0, 9, produce)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    with raw.connect(*listeners[follower]) as sock:                      # KIP-392: v11+ may read a follower
+        answer = raw.call(sock, 1, 11, fetch(11))
+        p = answer.responses[0].partitions[0]
+        assert p.error_code == 0 and p.high_watermark == 1 and p.records
+
+    # kafkasim's own RemoteBroker, bootstrapped at a follower, sends to the leader
     batch = encode_batch(0, [(0, 1000, b"k", b"v", ())])
-
     with RemoteBroker(*listeners[follower]) as b:
-        with pytest.raises(NotLeaderOrFollowerError):
-            b.produce("t", 0, batch, acks=-1)
-        with pytest.raises(NotLeaderOrFollowerError):
-            b.list_offsets("t", 0, -1)
-    with RemoteBroker(*listeners[leader]) as b:
-        assert b.produce("t", 0, batch, acks=-1).base_offset == 0
-        assert b.list_offsets("t", 0, -1)[0] == 1
-
-    # min.insync.replicas=3 with one replica down: acks=all is refused before the append
-    other = next(x for x in part["replicas"] if x not in (leader, follower))
-    control.stop_broker(other)
-    with RemoteBroker(*listeners[leader]) as b:
+        assert b.produce("t", 0, batch, acks=-1).base_offset == 1
+        assert b.list_offsets("t", 0, -1)[0] == 2
+        # min.insync.replicas=3 with one replica down: acks=all is refused before the append
+        control.stop_broker(next(x for x in part["replicas"] if x not in (leader, follower)))
         with pytest.raises(NotEnoughReplicasError):
             b.produce("t", 0, batch, acks=-1)
-        assert b.produce("t", 0, batch, acks=1).base_offset == 1     # acks=1 does not wait for the ISR
+        assert b.produce("t", 0, batch, acks=1).base_offset == 2     # acks=1 does not wait for the ISR
 
 
 def _cli(data_dir, *args: str) -> subprocess.CompletedProcess:
