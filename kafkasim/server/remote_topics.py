@@ -127,6 +127,8 @@ class TopicCalls:
             segments = None
             if log_dir and os.path.isdir(log_dir):
                 path = os.path.join(log_dir, partition_dir_name(name, i))
+                if not os.path.isdir(path):     # a served cluster: the leader's log directory
+                    path = os.path.join(log_dir, f"broker-{p.leader_id}", partition_dir_name(name, i))
                 if os.path.isdir(path):
                     segments = len(list_segments(path))
             out.append({"partition": i, "leader": p.leader_id, "replicas": list(p.replica_nodes),

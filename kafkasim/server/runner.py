@@ -110,6 +110,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+    from kafkasim.server.control import remove_control_dir
     from kafkasim.server.listeners import ClusterListeners
 
     listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
@@ -125,3 +126,4 @@ async def _main_cluster(cluster, host, port, options, max_request_bytes, on_read
         await listeners.run(stop)
     finally:
         await listeners.close()
+        remove_control_dir(cluster.data_dir)
