@@ -285,3 +285,39 @@ def test_metrics_have_per_broker_gauges(serve_process, tmp_path):
     assert gauge("kafkasim_broker_leaders", victim) == 0
     assert sum(gauge("kafkasim_broker_under_replicated_partitions", b) for b in range(3)) == \
         d["under_replicated"] > 0
+
+
+@pytest.mark.parametrize("selector", [None, "RackAwareReplicaSelector"])
+def test_rack_aware_replica_selector_sends_a_consumer_to_the_replica_in_its_rack(serve_process, tmp_path, selector):
+    from kafkasim.server.control import ServedCluster
+    from tests.server import raw
+
+    extra = ("--replica-selector-class", selector) if selector else ()
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS, *extra)
+    _create(served, "t", 1, 3)
+    listeners = _listeners(served)
+    (part,) = ServedCluster(served.data_dir).describe_cluster()["partitions"]
+    leader = part["leader"]
+    near = next(b for b in part["replicas"] if b != leader)
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=_bootstrap(served), acks="all")
+    producer.send("t", partition=0, value=b"v").get(timeout=30)
+    producer.close(10)
+
+    fetch = {"replica_id": -1, "max_wait": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": f"r{near + 1}",
+             "topics": [{"topic": "t", "partitions": [{
+                 "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with raw.connect(*listeners[leader]) as sock:
+        started = time.monotonic()
+        p = raw.call(sock, 1, 11, fetch).responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 1
+    if selector:
+        assert p.preferred_read_replica == near and not p.records
+        assert time.monotonic() - started < 4          # answered at once, not after max_wait
+        with raw.connect(*listeners[near]) as sock:
+            p = raw.call(sock, 1, 11, fetch).responses[0].partitions[0]
+        assert p.error_code == 0 and p.preferred_read_replica == -1 and p.records
+    else:
+        assert p.preferred_read_replica == -1 and p.records
