@@ -52,7 +52,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     from kafkasim.broker import Broker
 
-    if brokers is not None or os.path.exists(os.path.join(data_dir, "meta", "cluster.json")):
+    is_cluster = os.path.exists(os.path.join(data_dir, "meta", "cluster.json"))
+    if brokers is not None and not is_cluster and os.path.isdir(data_dir) and os.listdir(data_dir):
+        raise InvalidArgumentError(f"{data_dir} is not empty and holds no cluster: a cluster starts in a new "
+                                   "data dir (serve this one without --brokers)")
+    if brokers is not None or is_cluster:
         from kafkasim.broker.cluster import Cluster
 
         broker = Cluster(data_dir, brokers, clock=SystemClock())

@@ -122,6 +122,10 @@ def test_serve_opens_one_listener_per_broker_and_metadata_is_the_clusters(serve_
 
     control.start_broker(victim)
     _wait(lambda: not _refuses(*listeners[victim]))
+    control.isolate(victim)                           # isolated: cut off from clients as well
+    _wait(lambda: _refuses(*listeners[victim]))
+    control.heal(victim)
+    _wait(lambda: not _refuses(*listeners[victim]))
     seen = _kafka_python_partitions(served, "orders")
     assert all(row["offline_replicas"] == [] and len(row["isr"]) == 3 for row in seen.values())
 
@@ -321,3 +325,15 @@ def test_rack_aware_replica_selector_sends_a_consumer_to_the_replica_in_its_rack
         assert p.error_code == 0 and p.preferred_read_replica == -1 and p.records
     else:
         assert p.preferred_read_replica == -1 and p.records
+
+
+def test_brokers_on_a_one_broker_data_dir_is_refused_and_writes_nothing(tmp_path):
+    data = tmp_path / "one"
+    made = _cli(data, "topics", "create", "a")
+    assert made.returncode == 0, made.stderr
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    done = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(data), "--brokers", "0,1",
+                           "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "holds no cluster" in done.stderr and str(data) in done.stderr
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
