@@ -176,6 +176,12 @@ class ServedCluster:
     def close(self) -> None:
         pass
 
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise InvalidArgumentError(f"{name} is not available while 'kafkasim serve' serves {self.data_dir}: "
+                                   "stop the server first")
+
     def __enter__(self) -> "ServedCluster":
         return self
 

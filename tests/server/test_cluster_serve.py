@@ -337,3 +337,16 @@ def test_brokers_on_a_one_broker_data_dir_is_refused_and_writes_nothing(tmp_path
     assert done.returncode != 0
     assert "holds no cluster" in done.stderr and str(data) in done.stderr
     assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+
+
+def test_cluster_commands_against_a_running_server_report_its_errors(serve_process, tmp_path):
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    done = _cli(served.data_dir, "cluster", "stop-broker", "7")
+    assert done.returncode == 1 and "broker 7 is not in the cluster" in done.stderr
+    done = _cli(served.data_dir, "cluster", "add-broker", "3:r1")
+    assert done.returncode == 1 and "stop the server first" in done.stderr
+    done = _cli(served.data_dir, "cluster", "stop-broker", "2")
+    assert done.returncode == 0, done.stderr
+    done = _cli(served.data_dir, "cluster", "stop-broker", "2")       # already stopped: the server says so
+    assert done.returncode == 1 and "broker 2 is stopped" in done.stderr
+    assert not os.listdir(os.path.join(served.data_dir, ".server-control"))   # answers read and removed
