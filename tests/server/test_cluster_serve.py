@@ -350,3 +350,46 @@ def test_cluster_commands_against_a_running_server_report_its_errors(serve_proce
     done = _cli(served.data_dir, "cluster", "stop-broker", "2")       # already stopped: the server says so
     assert done.returncode == 1 and "broker 2 is stopped" in done.stderr
     assert not os.listdir(os.path.join(served.data_dir, ".server-control"))   # answers read and removed
+
+
+@pytest.mark.slow
+def test_a_consumer_group_follows_the_coordinator_when_its_broker_stops(serve_process, tmp_path):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from kafkasim.server.control import ServedCluster
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    _create(served, "orders", 3, 3)
+    bootstrap = _bootstrap(served)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, retry_backoff_ms=200,
+                             metadata_max_age_ms=1000)
+    for i in range(60):
+        producer.send("orders", key=b"k%d" % i, value=b"first-%d" % i)
+    producer.flush(30)
+    consumer = KafkaConsumer("orders", bootstrap_servers=bootstrap, group_id="billing",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             metadata_max_age_ms=1000, consumer_timeout_ms=20_000)
+
+    def take(n: int) -> set[bytes]:
+        got: set[bytes] = set()
+        for msg in consumer:
+            got.add(msg.value)
+            if len(got) == n:
+                break
+        return got
+
+    assert take(60) == {b"first-%d" % i for i in range(60)}
+    consumer.commit()
+    ServedCluster(served.data_dir).stop_broker(0)       # the coordinator (lowest live broker)
+    for i in range(60):
+        producer.send("orders", key=b"k%d" % i, value=b"second-%d" % i)
+    producer.flush(30)
+    assert take(60) == {b"second-%d" % i for i in range(60)}
+    consumer.commit()                                   # on the new coordinator, broker 1
+    consumer.close()
+    producer.close(10)
+    from kafkasim.server.remote import RemoteBroker
+    listeners = _listeners(served)
+    with RemoteBroker(*listeners[1]) as b:
+        committed = b.offset_fetch("billing")
+    assert sum(c.offset for c in committed.values()) == 120
