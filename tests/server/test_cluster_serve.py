@@ -393,3 +393,41 @@ def test_a_consumer_group_follows_the_coordinator_when_its_broker_stops(serve_pr
     with RemoteBroker(*listeners[1]) as b:
         committed = b.offset_fetch("billing")
     assert sum(c.offset for c in committed.values()) == 120
+
+
+@pytest.mark.slow
+def test_aiokafka_produces_through_a_failover_and_a_group_reads_everything(serve_process, tmp_path):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    _create(served, "t", 3, 3, {"min.insync.replicas": "2"})
+    bootstrap = _bootstrap(served)
+
+    async def main() -> set[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", metadata_max_age_ms=1000)
+        await producer.start()
+        try:
+            for i in range(30):
+                await producer.send_and_wait("t", b"a%d" % i)
+            done = await asyncio.to_thread(_cli, served.data_dir, "cluster", "stop-broker", "1")
+            assert done.returncode == 0, done.stderr
+            for i in range(30):
+                await producer.send_and_wait("t", b"b%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("t", bootstrap_servers=bootstrap, group_id="g", auto_offset_reset="earliest")
+        await consumer.start()
+        got: set[bytes] = set()
+        try:
+            while len(got) < 60:
+                batch = await consumer.getmany(timeout_ms=10_000)
+                if not batch:
+                    break
+                got.update(m.value for msgs in batch.values() for m in msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(main()) == {b"a%d" % i for i in range(30)} | {b"b%d" % i for i in range(30)}
