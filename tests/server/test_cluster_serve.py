@@ -431,3 +431,29 @@ def test_aiokafka_produces_through_a_failover_and_a_group_reads_everything(serve
         return got
 
     assert asyncio.run(main()) == {b"a%d" % i for i in range(30)} | {b"b%d" % i for i in range(30)}
+
+
+def test_metadata_of_an_offline_partition_is_leader_not_available(tmp_path):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.clock import MockClock
+    from kafkasim.errors import LeaderNotAvailableError
+    from kafkasim.server.api import Node
+    from kafkasim.server.cluster import describe_cluster
+    from kafkasim.server.topology import Topology
+
+    with Cluster(tmp_path / "lab", brokers=[(0, "r1"), (1, "r2"), (2, "r3")], clock=MockClock()) as c:
+        c.create_topic("t", partitions=1, replication_factor=2)
+        topology = Topology(c)
+        for b in range(3):
+            topology.set_address(b, "127.0.0.1", 9092 + b)
+        replicas = c.describe_cluster()["partitions"][0]["replicas"]
+        for b in replicas:
+            c.stop_broker(b)
+        answer = describe_cluster(c, Node(0, "127.0.0.1", 9092), "id", ["t"], None, topology)
+        (spare,) = {0, 1, 2} - set(replicas)
+        assert [b["node_id"] for b in answer["brokers"]] == [spare]
+        assert answer["controller_id"] == spare
+        (p,) = answer["topics"][0]["partitions"]
+        assert p["error_code"] == LeaderNotAvailableError.errno and p["leader_id"] == -1
+        assert p["offline_replicas"] == replicas
+        assert topology.coordinator().node_id == spare
