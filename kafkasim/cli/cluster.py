@@ -30,13 +30,17 @@ def open_cluster(args):
     if not is_cluster_dir(path):
         raise InvalidArgumentError(f"{path} holds no cluster (no meta/cluster.json): "
                                    "create one with 'kafkasim cluster create --brokers 0:r1,1:r2,2:r3'")
-    return Cluster(path)
+    from kafkasim.server.control import served_cluster
+    served = served_cluster(path)       # a running 'kafkasim serve' holds it: ask it
+    return served if served is not None else Cluster(path)
 
 
 def open_cluster_or_broker(args, *, create: bool = False):
     """The cluster of the data dir when it holds one, else the broker of :func:`open_broker`."""
     if not getattr(args, "bootstrap_server", None) and is_cluster_dir(data_dir_of(args)):
-        return open_cluster(args)
+        from kafkasim.server.control import served_cluster
+        if served_cluster(data_dir_of(args)) is None:   # else a running server: over the wire
+            return open_cluster(args)
     return open_broker(args, create=create)
 
 
