@@ -17,6 +17,13 @@ then measures in one run, all on the same rows:
 - ``parquet_scan_records_per_s``: the same aggregation by Spark over the same rows
   stored as Parquet (written with pyarrow beforehand, not timed).
 - ``audit_generate_records_per_s``: how fast the test log was written (for the record).
+- ``audit_small_wall_s``: the wall time of the whole CLI process ``kafkasim audit all`` on
+  a ``SMALL_RECORDS`` (100k) record log written by the project's Broker and Producer with
+  default configs (topic ``orders``, ``SMALL_PARTITIONS`` partitions, 5,000 keys, a
+  consumer group committing as it goes). Baseline, in the same run: a process that starts a
+  SparkSession the same way (``build_session``, ``local[*]``) and counts the same rows
+  from Parquet. Target: at most 2.0 x the baseline (lower is better; ``ratio`` =
+  baseline / value, so the target is ratio >= 0.5). Best of ``SMALL_ROUNDS`` each.
 
 Target: ``audit_records_per_s`` ≥ 1 M records/s. Every figure is checked against the
 plain-Python replay (same per-partition totals and top keys) before it is reported.
@@ -143,7 +150,102 @@ def _spark_audit(df) -> tuple[dict, list]:
     return parts, top
 
 
-def run(records: int = RECORDS, segment_bytes: Optional[int] = None) -> dict:
+SMALL_RECORDS = 100_000
+SMALL_PARTITIONS = 6
+SMALL_ROUNDS = 2
+
+
+def generate_small(data_dir: str, n: int = SMALL_RECORDS) -> None:
+    """``n`` records through the project's Broker and Producer (default configs), half of
+    them consumed and committed by group ``billing``."""
+    import random
+    from kafkasim.broker import Broker
+    from kafkasim.clock import MockClock
+    from kafkasim.consumer import Consumer
+    from kafkasim.producer import Producer
+    rng = random.Random(7)
+    clock = MockClock(T0)
+    keys = [b"merchant-%04d" % i for i in range(5_000)]
+    with Broker(data_dir, clock=clock) as b:
+        b.create_topic("orders", partitions=SMALL_PARTITIONS)
+        with Producer(b, clock=clock, client_id="bench") as p:
+            for i in range(n):
+                p.send("orders", key=rng.choice(keys), value=b"order-%07d" % i)
+                if i % 1000 == 999:
+                    clock.advance(10)
+            p.flush()
+        c = Consumer(b, group_id="billing", clock=clock, auto_offset_reset="earliest")
+        c.subscribe(["orders"])
+        seen = 0
+        while seen < n // 2:
+            got = c.poll(timeout_ms=0, max_records=5000)
+            seen += sum(len(v) for v in got.values())
+            c.commit()
+            clock.advance(100)
+        c.close()
+
+
+def _small_wall(data_dir: str, parquet: str) -> tuple[float, float, dict]:
+    """Best wall times of the CLI ``audit all`` process and of the Parquet-count process."""
+    import json
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    audit = [sys.executable, "-m", "kafkasim", "audit", "all", "--data-dir", data_dir, "--json", "-"]
+    count = [sys.executable, "-c",
+             "import sys; from kafkasim.spark_jobs.session import build_session; "
+             "s = build_session('kafkasim-bench-parquet', master='local[*]'); "
+             f"print(s.read.parquet({parquet!r}).count()); s.stop()"]
+    best = {"audit": float("inf"), "parquet": float("inf")}
+    report, counted = {}, None
+    for _ in range(SMALL_ROUNDS):
+        for name, cmd in (("audit", audit), ("parquet", count)):
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            best[name] = min(best[name], time.perf_counter() - t0)
+            if name == "audit":
+                assert out.returncode in (0, 3), out.stderr[-2000:]
+                report = json.loads(out.stdout)
+            else:
+                assert out.returncode == 0, out.stderr[-2000:]
+                counted = int(out.stdout.split()[-1])
+    return best["audit"], best["parquet"], {"report": report, "counted": counted}
+
+
+def _small_parquet(data_dir: str, path: str) -> int:
+    """The log's rows (topic, partition, offset, timestamp, key, value) as Parquet."""
+    import pyarrow.parquet as pq
+    from kafkasim.spark_jobs.datasource import _Options, read_segment_arrow
+    from kafkasim.spark_jobs.logdir import LogDir
+    import pyarrow as pa
+    ld = LogDir(data_dir)
+    opts = _Options({"path": data_dir})
+    opts.columns = ["topic", "partition", "offset", "timestamp", "key", "value"]
+    batches = [b for seg in ld.segments({"orders"}) for b in read_segment_arrow(ld, seg, opts)]
+    table = pa.Table.from_batches(batches)
+    pq.write_table(table, path)
+    return table.num_rows
+
+
+def run_small(records: int = SMALL_RECORDS) -> dict:
+    """``audit_small_wall_s`` and its Parquet baseline (see the module docstring)."""
+    with scratch_dir("kafkasim-bench-audit-small-") as d:
+        data_dir = os.path.join(d, "data")
+        generate_small(data_dir, records)
+        parquet = os.path.join(d, "orders.parquet")
+        rows = _small_parquet(data_dir, parquet)
+        assert rows == records, (rows, records)
+        wall, base, got = _small_wall(data_dir, parquet)
+        assert got["counted"] == records and got["report"]["skew"]["records"] == records, got["counted"]
+    return {
+        "audit_small_wall_s": figure(wall, "s", baseline=base, higher_is_better=False,
+                                     baseline_name="spark_parquet_count_process_s",
+                                     target=f"<= 2.0 x the baseline, ratio >= 0.5 ({records:,} records, "
+                                            f"kafkasim audit all as a CLI process)"),
+    }
+
+
+def run(records: int = RECORDS, segment_bytes: Optional[int] = None, small: bool = True) -> dict:
     """The figures above; ``segment_bytes`` rolls the test log's segments smaller (e.g.
     ``run(segment_bytes=2 << 20)``: many small segments, one Spark task each)."""
     n = records
@@ -190,12 +292,14 @@ def run(records: int = RECORDS, segment_bytes: Optional[int] = None) -> dict:
             spark.stop()
     audit_rate = total / spark_s
     py_rate = total / py_s
-    return {
+    out = run_small() if small else {}
+    return {**out,
         "audit_records_per_s": figure(audit_rate, "records/s", baseline=py_rate,
                                       baseline_name="plain_python_replay_records_per_s",
                                       target=f">= 1,000,000 records/s on local[2] ({total:,} records)"),
         "plain_python_replay_records_per_s": figure(py_rate, "records/s"),
-        "parquet_scan_records_per_s": figure(total / pq_s, "records/s", baseline=audit_rate,
-                                             baseline_name="audit_records_per_s"),
+        "parquet_scan_records_per_s": figure(total / pq_s, "records/s"),
+        "audit_over_parquet_scan": figure(audit_rate / (total / pq_s), "x", target=">= 1.0 (the audit reads "
+                                          "segments at least as fast as Spark reads the same rows from Parquet)"),
         "audit_generate_records_per_s": figure(total / gen_s, "records/s"),
     }

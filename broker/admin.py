@@ -146,7 +146,8 @@ class TopicAdmin(BrokerCore):
             self._meta.save_topic(updated)
             self._topics[name] = updated
             for p in range(meta.partitions):
-                self._partitions[TopicPartition(name, p)].log.update_config(config)
+                for log in self._partitions[TopicPartition(name, p)].logs():
+                    log.update_config(config)
             return self._describe(updated)
 
     def partition_count(self, topic: str) -> int:
@@ -164,14 +165,15 @@ class TopicAdmin(BrokerCore):
     def _describe(self, meta: TopicMetadata) -> dict:
         parts = []
         for p in range(meta.partitions):
-            log = self._partitions[TopicPartition(meta.name, p)].log
+            part = self._partitions[TopicPartition(meta.name, p)]
+            log = part.log if part.log is not None else part.best_log()
             parts.append({
-                "partition": p, "leader": self.broker_id, "replicas": [self.broker_id],
-                "isr": [self.broker_id], "log_start_offset": log.log_start_offset,
-                "log_end_offset": log.log_end_offset, "high_watermark": log.high_watermark,
-                "size_bytes": log.size_in_bytes, "segments": len(log.segments),
+                "partition": p, "leader": part.leader, "leader_epoch": part.leader_epoch,
+                "replicas": list(part.replicas), "isr": list(part.isr),
+                "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
+                "high_watermark": part.high_watermark, "size_bytes": log.size_in_bytes,
+                "segments": len(log.segments),
             })
         return {"name": meta.name, "topic_id": meta.topic_id, "internal": meta.name in INTERNAL_TOPICS,
                 "replication_factor": meta.replication_factor, "configs": dict(meta.configs),
                 "partitions": parts}
-

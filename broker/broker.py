@@ -37,9 +37,11 @@ Thread-safety: every public method may be called from any thread. Topic metadata
 guarded by one lock; produce takes a per-partition lock around the idempotence check
 and the append, and each Log guards itself.
 
-Deliberate differences from Kafka: one broker (id 0) leads every partition; the
-replication factor is validated (≥ 1) and stored for the multi-broker work but not
-enforced against a broker count; there are no ACLs, quotas or transactions.
+Every partition is a :class:`kafkasim.broker.replica.PartitionState`; here it has one
+replica (this broker leads every partition, epoch 0), and
+:class:`kafkasim.broker.cluster.Cluster` runs the same code with several. Deliberate
+differences from Kafka: the replication factor is validated (≥ 1) and stored, but one
+broker holds one copy; there are no ACLs, quotas or transactions.
 """
 
 from __future__ import annotations

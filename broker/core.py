@@ -10,7 +10,7 @@ they share, set up by ``Lifecycle._open``:
   producer-id block; ``_closed`` is set under it;
 - ``_meta`` (:class:`~kafkasim.broker.metadata.MetadataStore`), ``_topics`` (name →
   :class:`~kafkasim.broker.metadata.TopicMetadata`), ``_partitions`` (TopicPartition →
-  :class:`_Partition`);
+  :class:`~kafkasim.broker.replica.PartitionState`: replicas, leader, ISR, epoch, HW);
 
 and the lookups they all use: :meth:`BrokerCore._check_open` (a closed broker raises
 :class:`~kafkasim.errors.BrokerNotAvailableError`), ``_topic``, ``_partition`` and the
@@ -44,44 +44,11 @@ from kafkasim.storage.log import Log
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.metadata import MetadataStore, TopicMetadata
-from kafkasim.broker.producer_state import ProducerStateTable
+from kafkasim.broker.replica import PartitionState
 
 __all__ = ["BrokerCore", "INTERNAL_TOPICS"]
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
-class _Partition:
-    """One hosted partition: its log, its produce lock and its idempotent-producer table."""
-
-    __slots__ = ("log", "lock", "producers", "_name")
-
-    def __init__(self, log: Log, name: str) -> None:
-        self.log = log
-        self.lock = threading.Lock()
-        self.producers: Optional[ProducerStateTable] = None  # built on first idempotent produce
-        self._name = name
-
-    def producer_table(self) -> ProducerStateTable:
-        if self.producers is None:
-            table = ProducerStateTable(self._name)
-            segments = self.log.segments
-            start = segments[-1].base_offset if segments else self.log.log_start_offset
-            start = max(start, self.log.log_start_offset)
-            table.load(_headers_from(self.log, start))
-            self.producers = table
-        return self.producers
-
-
-def _headers_from(log: Log, offset: int):
-    end = log.log_end_offset
-    while offset < end:
-        batches = log.read_batches(offset, 8 * 1024 * 1024)
-        if not batches:
-            return
-        for header, _ in batches:
-            yield header
-        offset = batches[-1][0].next_offset
 
 
 class BrokerCore:
@@ -95,12 +62,16 @@ class BrokerCore:
     _closed: bool
     _meta: MetadataStore
     _topics: dict[str, TopicMetadata]
-    _partitions: dict[TopicPartition, _Partition]
+    _partitions: dict[TopicPartition, PartitionState]
 
     def _check_open(self) -> None:
         if self._closed:
             raise BrokerNotAvailableError(
                 f"The broker over {self.data_dir} is closed; open a new Broker on the data dir")
+
+    def _check_node(self, node: int) -> None:
+        """A client request addressed to broker ``node``: a cluster refuses one that is down
+        or isolated (NetworkError); the one broker answers, and leadership is checked after."""
 
     def _topic(self, name: str) -> TopicMetadata:
         if type(name) is not str:
@@ -110,7 +81,7 @@ class BrokerCore:
             raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
         return meta
 
-    def _partition(self, topic: str, partition: int) -> _Partition:
+    def _partition(self, topic: str, partition: int) -> PartitionState:
         part = self._partitions.get(TopicPartition(topic, partition))
         if part is None:
             with self._lock:
@@ -124,30 +95,52 @@ class BrokerCore:
     def _config_of(self, meta: TopicMetadata) -> LogConfig:
         return self.default_config.with_overrides(meta.configs)
 
+    def _partition_path(self, broker_id: int, topic: str, partition: int) -> str:
+        """Where ``broker_id`` keeps its replica: ``data_dir/<topic>-<p>`` for the one broker
+        (a cluster overrides it: ``data_dir/broker-<id>/<topic>-<p>``)."""
+        return os.path.join(self.data_dir, partition_dir_name(topic, partition))
+
     def _open_partition(self, topic: str, partition: int, config: LogConfig) -> TopicPartition:
+        """Open the partition's replica logs and its replication state; the one broker is
+        replica, leader and ISR (a cluster overrides :meth:`_new_partition_state`)."""
         tp = TopicPartition(topic, partition)
-        path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-        log = Log(path, config, self.clock)
-        for line in log.recovery_report:
-            warnings.warn(f"{tp}: {line}", RuntimeWarning, stacklevel=3)
-        self._partitions[tp] = _Partition(log, str(tp))
+        self._partitions[tp] = self._new_partition_state(tp, config)
         return tp
+
+    def _open_replica_log(self, broker_id: int, tp: TopicPartition, config: LogConfig) -> Log:
+        log = Log(self._partition_path(broker_id, *tp), config, self.clock)
+        for line in log.recovery_report:
+            warnings.warn(f"{tp}: {line}", RuntimeWarning, stacklevel=4)
+        return log
+
+    def _new_partition_state(self, tp: TopicPartition, config: LogConfig) -> PartitionState:
+        log = self._open_replica_log(self.broker_id, tp, config)
+        return PartitionState(str(tp), [self.broker_id], {self.broker_id: log}, self.clock,
+                              leader=self.broker_id, isr=[self.broker_id])
 
     def _drop_partition(self, tp: TopicPartition) -> None:
         part = self._partitions.pop(tp, None)
-        path = os.path.join(self.data_dir, partition_dir_name(*tp))
+        paths = [self._partition_path(b, *tp) for b in self._replica_ids(tp, part)]
         if part is not None:
-            part.log.close()
-        if os.path.isdir(path):
-            # a short name: "<249-char topic>-<p>.<uuid>-delete" would pass the file-name limit
-            doomed = os.path.join(self.data_dir, f"{uuid.uuid4().hex}-delete")
-            with storage_errors("delete", path):
-                os.rename(path, doomed)
-                shutil.rmtree(doomed)
+            for r in part.hosted.values():
+                r.log.close()
+        for path in paths:
+            if os.path.isdir(path):
+                # a short name: "<249-char topic>-<p>.<uuid>-delete" would pass the file-name limit
+                doomed = os.path.join(os.path.dirname(path), f"{uuid.uuid4().hex}-delete")
+                with storage_errors("delete", path):
+                    os.rename(path, doomed)
+                    shutil.rmtree(doomed)
+
+    def _replica_ids(self, tp: TopicPartition, part: Optional[PartitionState]) -> list[int]:
+        return list(part.hosted) if part is not None else [self.broker_id]
 
     def _discard_stale_dir(self, topic: str, partition: int) -> None:
         """A partition dir without topic metadata is a leftover: never adopt its data."""
-        path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
+        for b in self._replica_ids(TopicPartition(topic, partition), None):
+            self._discard_stale_path(self._partition_path(b, topic, partition))
+
+    def _discard_stale_path(self, path: str) -> None:
         if os.path.exists(path):
             with storage_errors("remove the stale partition directory", path):
                 shutil.rmtree(path)

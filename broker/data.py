@@ -21,10 +21,11 @@ lookup fails and :meth:`~kafkasim.broker.core.BrokerCore._partition` raises
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from bisect import bisect_left
+from typing import NamedTuple, Optional
 
 from kafkasim.arguments import check_arg
-from kafkasim.errors import InvalidRequiredAcksError
+from kafkasim.errors import InvalidRequiredAcksError, NotLeaderOrFollowerError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.validation import check_records
 from kafkasim.storage.log import Log, RecordColumns
@@ -80,33 +81,45 @@ class DataPlane(BrokerCore):
     _next_producer_id: int
     _producer_id_limit: int
 
-    def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1) -> ProduceResult:
+    def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1, *,
+                node: Optional[int] = None) -> ProduceResult:
         """Append one encoded batch (kafkasim.records.record_batch.encode_batch) to a partition.
 
         The broker verifies the batch, applies the idempotent-producer rules and stamps
-        the base offset. ``acks`` is validated as Kafka does (0, 1, -1 or 'all'); with one
-        replica every accepted batch is in the log when this returns.
+        the base offset. ``acks`` is validated as Kafka does (0, 1, -1 or 'all'); the
+        replication rules (``min.insync.replicas``, waiting for the ISR on ``acks=all``) are
+        :mod:`kafkasim.broker.replica`'s; with one replica every accepted batch is in the
+        log and below the high watermark when this returns. ``node``: the broker the client
+        sent to, which must lead the partition (NotLeaderOrFollowerError).
         """
         if isinstance(acks, bool) or acks not in (0, 1, -1, "all", "0", "1", "-1"):
             raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+        required = -1 if acks == "all" else int(acks)
         part = self._checked_partition(topic, partition)
         if type(batch) is not bytes:
             check_arg("batch", batch, "bytes", what="bytes (an encoded record batch)")
         # the header is needed for the idempotence check; the log verifies the CRC and records
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
+        if node is not None:
+            self._check_node(node)
         with part.lock:
+            log = part.leader_log(node)
             if header.producer_id >= 0:
                 table = part.producer_table()
                 original = table.check(header)
                 if original is not None:
-                    return ProduceResult(original, -1, part.log.log_start_offset, True)
-                written = part.log.append_batch(batch)
-                table.update(written)
+                    return ProduceResult(original, -1, log.log_start_offset, True)
+
+                def append(b: bytes):
+                    written = log.append_batch(b)
+                    table.update(written)   # before any acks=all wait: a retry is then a duplicate
+                    return written
             else:
-                written = part.log.append_batch(batch)
+                append = log.append_batch
+            written = part.append_as_leader(batch, header, required, log.config.min_insync_replicas, append)
         append_time = (written.max_timestamp if written.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND
                        else -1)
-        return ProduceResult(written.base_offset, append_time, part.log.log_start_offset, False)
+        return ProduceResult(written.base_offset, append_time, log.log_start_offset, False)
 
     def append_records(self, topic: str, partition: int, records, **producer) -> ProduceResult:
         """Convenience: encode ``records`` — ``(timestamp, key, value, headers)`` tuples — as
@@ -139,48 +152,75 @@ class DataPlane(BrokerCore):
             self._next_producer_id += 1
             return pid, 0
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576) -> FetchResult:
-        """Records of one partition from ``offset`` (at least one batch, up to ``max_bytes``).
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576, *,
+              node: Optional[int] = None) -> FetchResult:
+        """Records of one partition from ``offset`` (at least one batch, up to ``max_bytes``),
+        only those below the high watermark (none when ``offset`` is at or past it).
 
         OffsetOutOfRangeError when ``offset`` is below the log start or above the log end.
         Compaction gaps are stepped over (``Log.fetch``): no records means none lie in
-        ``[offset, log end)``.
+        ``[offset, log end)``. ``node``: the broker asked (the leader, or with KIP-392 a
+        follower hosting a replica; NotLeaderOrFollowerError otherwise).
         """
-        log = self._checked_partition(topic, partition).log
+        part = self._checked_partition(topic, partition)
+        log = self._read_log(part, node)
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
+        hw = min(part.high_watermark, log.log_end_offset)
         records, next_offset = log.fetch(offset, max_bytes)
-        return FetchResult(records, log.high_watermark, log.log_start_offset, log.log_end_offset, next_offset)
+        if next_offset > hw:
+            records = [r for r in records if r.offset < hw]
+            next_offset = max(offset, hw)
+        return FetchResult(records, hw, log.log_start_offset, log.log_end_offset, next_offset)
 
     def fetch_columns(self, topic: str, partition: int, offset: int,
-                      max_bytes: int = 1_048_576) -> ColumnFetchResult:
+                      max_bytes: int = 1_048_576, *, node: Optional[int] = None) -> ColumnFetchResult:
         """:meth:`fetch` column-wise: the same records, same rules and errors, as a
         :class:`kafkasim.storage.log.RecordColumns` (offsets, timestamps, keys, values, headers
         lists; no producer fields). The consumer's fetcher uses it to build each
         ``ConsumerRecord`` directly, in C-level loops."""
-        log = self._checked_partition(topic, partition).log
+        part = self._checked_partition(topic, partition)
+        log = self._read_log(part, node)
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
+        hw = min(part.high_watermark, log.log_end_offset)
         columns, next_offset = log.fetch(offset, max_bytes, columns=True)
-        return ColumnFetchResult(columns, log.high_watermark, log.log_start_offset, log.log_end_offset, next_offset)
+        if next_offset > hw:
+            n = bisect_left(columns.offsets, hw)
+            columns = RecordColumns(*(col[:n] for col in columns))
+            next_offset = max(offset, hw)
+        return ColumnFetchResult(columns, hw, log.log_start_offset, log.log_end_offset, next_offset)
+
+    def _read_log(self, part, node: Optional[int]) -> Log:
+        if node is not None:
+            self._check_node(node)
+        if node is None or node == part.leader:
+            return part.leader_log(node)
+        replica = part.hosted.get(node)
+        if replica is None or node not in part.replicas:
+            raise NotLeaderOrFollowerError(f"broker {node} is not a replica of {part.name} "
+                                           f"(replicas {part.replicas})")
+        part.leader_log()    # a follower serves reads only while the partition has a leader
+        return replica.log
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
         (log end, -1); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp),
         or (-1, -1) when there is none."""
-        log = self._checked_partition(topic, partition).log
+        part = self._checked_partition(topic, partition)
+        log = part.leader_log()
         check_arg("timestamp", timestamp, "int", min=EARLIEST,
                   what="-2 (earliest), -1 (latest) or a timestamp >= 0, an int")
         if timestamp == EARLIEST:
             return log.log_start_offset, -1
         if timestamp == LATEST:
-            return log.log_end_offset, -1
+            return part.high_watermark, -1      # what a consumer can read up to
         found = log.offset_for_time(timestamp)
         return found if found is not None else (-1, -1)
 
     def log(self, topic: str, partition: int) -> Log:
-        """The partition's Log, for in-process components (e.g. the group coordinator)."""
-        return self._checked_partition(topic, partition).log
+        """The partition leader's Log, for in-process components (e.g. the group coordinator)."""
+        return self._checked_partition(topic, partition).leader_log()
 
     def _checked_partition(self, topic: str, partition: int):
         """The partition, after checking the arguments' types (kafkasim.arguments)."""
@@ -189,6 +229,11 @@ class DataPlane(BrokerCore):
         if type(partition) is not int:
             check_arg("partition", partition, "int")
         return self._partition(topic, partition)
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        """The partition's leader (a broker id; -1 while offline): the metadata a client asks
+        for before it sends. The one broker leads every partition."""
+        return self._checked_partition(topic, partition).leader
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition the broker hosts, sorted."""

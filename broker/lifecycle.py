@@ -50,6 +50,7 @@ from kafkasim.config import BROKER_CONFIGS, LogConfig, parse_configs
 from kafkasim.errors import KafkaStorageError
 from kafkasim.storage.cleaner import LogCleaner
 from kafkasim.storage.files import storage_errors
+from kafkasim.storage.layout import META_DIR
 from kafkasim.storage.log import Log
 
 from kafkasim.broker.core import BrokerCore
@@ -87,6 +88,7 @@ class Lifecycle(BrokerCore):
         self._lock_file = _lock_data_dir(self.data_dir)
         try:
             self._meta = MetadataStore(self.data_dir)
+            self._load_controller()        # a cluster's controller state (the one broker: none)
             self._remove_deleted_dirs()
             self._topics = self._meta.load_topics(self.default_config)   # checked as on create
             self._partitions = {}
@@ -98,10 +100,18 @@ class Lifecycle(BrokerCore):
                     self._open_partition(meta.name, p, config)
         except BaseException:
             for part in getattr(self, "_partitions", {}).values():
-                part.log.close()
+                for log in part.logs():
+                    log.close()
             self._lock_file.close()
             raise
         self._start_maintenance()
+
+    def _load_controller(self) -> None:
+        """Hook: :class:`kafkasim.broker.cluster.Cluster` loads ``meta/cluster.json`` here. The
+        one broker refuses a cluster's data dir (its replicas live under ``broker-<id>/``)."""
+        if os.path.exists(os.path.join(self.data_dir, META_DIR, "cluster.json")):
+            raise KafkaStorageError(f"{self.data_dir} holds a cluster (meta/cluster.json): open it with "
+                                    "kafkasim.broker.cluster.Cluster, or 'kafkasim cluster ...'")
 
     # ------------------------------------------------------------ maintenance
 
@@ -125,7 +135,7 @@ class Lifecycle(BrokerCore):
 
     def _open_logs(self) -> list[Log]:
         with self._lock:
-            return [] if self._closed else [part.log for part in self._partitions.values()]
+            return [] if self._closed else [log for part in self._partitions.values() for log in part.logs()]
 
     @property
     def log_cleaner(self) -> Optional[LogCleaner]:
@@ -159,14 +169,13 @@ class Lifecycle(BrokerCore):
         deleted = compacted = 0
         for tp in self.partitions():
             part = self._partitions.get(tp)
-            if part is None:
-                continue
-            config = part.log.config
-            if config.delete:
-                deleted += part.log.delete_old_segments()
-            if config.compact:
-                part.log.compact()
-                compacted += 1
+            for log in part.logs() if part is not None else ():
+                config = log.config
+                if config.delete:
+                    deleted += log.delete_old_segments()
+                if config.compact:
+                    log.compact()
+                    compacted += 1
         return {"segments_deleted": deleted, "logs_compacted": compacted}
 
     # ------------------------------------------------------------ flush / close
@@ -180,7 +189,8 @@ class Lifecycle(BrokerCore):
         log is attempted; the error of the first failing log (in partition order) is
         raised afterwards.
         """
-        logs = [part.log for part in map(self._partitions.get, self.partitions()) if part is not None]
+        logs = [log for part in map(self._partitions.get, self.partitions()) if part is not None
+                for log in part.logs()]
         if len(logs) <= 1:
             for log in logs:
                 log.flush()
@@ -215,7 +225,8 @@ class Lifecycle(BrokerCore):
         with self._lock:
             try:
                 for part in self._partitions.values():
-                    part.log.close()
+                    for log in part.logs():
+                        log.close()
                 self._partitions.clear()
             finally:
                 self._lock_file.close()  # releases the flock

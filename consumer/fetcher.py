@@ -14,6 +14,11 @@ Invariants:
 - compaction gaps never stall a position: the broker's fetch steps over them, and a
   fetch that finds no record below the log end moves the position to its
   ``next_offset`` (the end of the batches it read), as Kafka's consumer does;
+- with a broker or cluster that answers ``leader_for``, each fetch goes to the partition's
+  leader, or with ``client_rack`` to the replica the cluster prefers in that rack (KIP-392:
+  a follower serves records below the high watermark); a failover
+  (NotLeaderOrFollower, LeaderNotAvailable, NetworkError) drops the cached replica and
+  backs off ``retry_backoff_ms`` on the broker's clock;
 - a position outside the log (``OffsetOutOfRangeError``, e.g. after retention) goes
   to ``on_out_of_range(tp)``, which resets it by ``auto_offset_reset`` or raises.
 
@@ -28,7 +33,7 @@ from itertools import repeat
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkasim.consumer.subscription import SubscriptionState
-from kafkasim.errors import OffsetOutOfRangeError
+from kafkasim.errors import LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError, OffsetOutOfRangeError
 from kafkasim.types import TopicPartition
 
 __all__ = ["Fetcher", "ConsumerRecord", "CREATE_TIME", "LOG_APPEND_TIME"]
@@ -53,6 +58,7 @@ class ConsumerRecord(NamedTuple):
 _tuple_new = tuple.__new__
 _CR = ConsumerRecord
 _NO_BUFFER = (None, 0)
+_MOVED = (NotLeaderOrFollowerError, LeaderNotAvailableError, NetworkError)
 
 
 class Fetcher:
@@ -62,7 +68,8 @@ class Fetcher:
                  max_partition_fetch_bytes: int = 1_048_576, fetch_max_bytes: int = 52_428_800,
                  key_deserializer: Optional[Callable] = None,
                  value_deserializer: Optional[Callable] = None,
-                 on_out_of_range: Optional[Callable[[TopicPartition], None]] = None) -> None:
+                 on_out_of_range: Optional[Callable[[TopicPartition], None]] = None,
+                 client_rack: str = "", retry_backoff_ms: int = 100) -> None:
         self._broker = broker
         self._subs = subscriptions
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
@@ -73,12 +80,30 @@ class Fetcher:
         self._buffers: dict[TopicPartition, tuple] = {}   # tp -> (RecordColumns, next row)
         self._ts_type: dict[str, int] = {}
         self._next = 0
+        # leader / closest-replica routing (a broker or cluster answering leader_for)
+        self.client_rack = client_rack
+        self.retry_backoff_ms = retry_backoff_ms
+        self._routed = callable(getattr(broker, "leader_for", None))
+        self._replica: dict[TopicPartition, int] = {}
 
     def invalidate(self, tp: Optional[TopicPartition] = None) -> None:
         if tp is None:
             self._buffers.clear()
         else:
             self._buffers.pop(tp, None)
+
+    def _fetch_from(self, tp: TopicPartition, position: int, want: int):
+        """One fetch, sent to the partition's leader, or with ``client_rack`` to the replica
+        the cluster prefers for that rack (KIP-392); without routing, to the broker as is."""
+        if not self._routed:
+            return self._broker.fetch_columns(tp.topic, tp.partition, position, want)
+        node = self._replica.get(tp)
+        if node is None:
+            prefer = getattr(self._broker, "preferred_read_replica", None)
+            node = (prefer(tp.topic, tp.partition, self.client_rack) if prefer is not None and self.client_rack
+                    else self._broker.leader_for(tp.topic, tp.partition))
+            self._replica[tp] = node
+        return self._broker.fetch_columns(tp.topic, tp.partition, position, want, node=node)
 
     def _timestamp_type(self, topic: str) -> int:
         t = self._ts_type.get(topic)
@@ -111,12 +136,19 @@ class Fetcher:
                 want = min(self.max_partition_fetch_bytes, bytes_left)
                 bytes_left -= want
                 try:
-                    res = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want)
+                    res = self._fetch_from(tp, state.position, want)
                 except OffsetOutOfRangeError:
                     if self._on_out_of_range is None:
                         raise
                     self._on_out_of_range(tp)     # resets the position or raises
-                    res = self._broker.fetch_columns(tp.topic, tp.partition, state.position, want)
+                    res = self._fetch_from(tp, state.position, want)
+                except _MOVED:
+                    # a failover: forget the replica, back off retry_backoff_ms, ask again next time
+                    self._replica.pop(tp, None)
+                    clock = getattr(self._broker, "clock", None)
+                    if clock is not None:
+                        clock.sleep(self.retry_backoff_ms)
+                    continue
                 cols = res.columns
                 idx = bisect_left(cols[0], state.position)   # offsets increase: skip those below
                 if idx >= len(cols[0]):

@@ -42,6 +42,7 @@ import enum
 import logging
 from typing import Callable, Optional, Sequence
 
+from kafkasim.assignors.base import RackAwareAssignor
 from kafkasim.assignors import COOPERATIVE, EAGER, Subscription, get_assignor
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION, NO_MEMBER_ID
 from kafkasim.errors import (
@@ -85,8 +86,9 @@ class GroupMember:
     def __init__(self, broker, group_id: str, subscriptions, *, clock, client_id: str,
                  assignors: Sequence, session_timeout_ms: int, heartbeat_interval_ms: int,
                  max_poll_interval_ms: int, group_instance_id: Optional[str],
-                 metadata_max_age_ms: int, on_commit_needed: Callable[[], None]) -> None:
+                 metadata_max_age_ms: int, on_commit_needed: Callable[[], None], client_rack: str = "") -> None:
         self._broker = broker
+        self.client_rack = client_rack     # sent as the member's rack_id (KIP-881)
         self.group_id = group_id
         self._subs = subscriptions
         self._clock = clock
@@ -253,7 +255,7 @@ class GroupMember:
             owned, gen = [], NO_GENERATION
         return {"topics": list(self._subs.topics), "user_data": None,
                 "owned_partitions": [[tp.topic, tp.partition] for tp in owned],
-                "generation_id": gen, "rack_id": None}
+                "generation_id": gen, "rack_id": self.client_rack or None}
 
     def _send_join(self, now: int) -> None:
         if self._join_protocols is None:
@@ -307,6 +309,10 @@ class GroupMember:
         counts = self._partition_counts(topics)
         self._snapshot = counts
         self._last_metadata_check = self._clock.now_ms()
+        racks = getattr(self._broker, "partition_racks", None)     # a cluster: replica racks (KIP-881)
+        if callable(racks) and isinstance(assignor, RackAwareAssignor) and any(s.rack_id for s in subs.values()):
+            wanted = {tp: r for tp, r in racks().items() if tp.topic in counts}
+            return assignor.assign(counts, subs, partition_racks=wanted)
         return assignor.assign(counts, subs)
 
     def _partition_counts(self, topics) -> dict[str, int]:

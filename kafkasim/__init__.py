@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Broker": "kafkasim.broker.broker",
+    "Cluster": "kafkasim.broker.cluster",
     "Producer": "kafkasim.producer.producer",
     "Consumer": "kafkasim.consumer.consumer",
     "ConsumerRecord": "kafkasim.consumer.fetcher",

@@ -177,7 +177,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="the background cleaner compacts a log once this share of it is uncompacted"),
     _D("min.compaction.lag.ms", "long", 0, min=0,
        doc="records younger than this are not compacted"),
-    _D("min.insync.replicas", "int", 1, min=1, doc="stored for the multi-broker work", applied=False),
+    _D("min.insync.replicas", "int", 1, min=1,
+       doc="acks=all fails with NotEnoughReplicas while the ISR is smaller (kafkasim.broker.replica)"),
     _D("preallocate", "boolean", False, doc="stored only", applied=False),
     _D("retention.bytes", "long", -1, doc="-1: no size limit"),
     _D("retention.ms", "long", 604_800_000, min=-1, doc="-1: no time limit"),
@@ -186,8 +187,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="stored only: indexes grow as needed", applied=False),
     _D("segment.jitter.ms", "long", 0, min=0, doc="stored only", applied=False),
     _D("segment.ms", "long", 604_800_000, min=1, doc="roll a new segment after this long"),
-    _D("unclean.leader.election.enable", "boolean", False, doc="stored for the multi-broker work",
-       applied=False),
+    _D("unclean.leader.election.enable", "boolean", False,
+       doc="elect an out-of-sync replica when no ISR member is alive; the lost records are listed"),
 ]}
 
 
@@ -197,6 +198,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
            "(a background thread on a real clock; Broker.tick() under a MockClock)"),
     _D("log.retention.check.interval.ms", "long", 300_000, min=1,
        doc="how often the broker's maintenance pass runs (retention, compaction and the flush.ms check)"),
+    _D("replica.lag.time.max.ms", "long", 30_000, min=1,
+       doc="a follower not caught up with the leader for this long leaves the ISR (kafkasim.broker.replica)"),
 ]}
 """Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
 

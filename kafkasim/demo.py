@@ -12,7 +12,8 @@ one), then, on a MockClock and seeded RNGs:
    ordering hazard), and a fourth producer configured like a librdkafka client
    (``consistent_random``) writes some orders (the mixed-client bug);
 5. the broker is closed and Spark, reading only the segment files, audits ordering,
-   skew and lag; reports and charts go to ``<data_dir>/reports``.
+   skew and lag in one session (``kafkasim audit all``); reports (``audits.json``) and
+   charts go to ``<data_dir>/reports``.
 
 Returns a JSON-able summary; ``echo`` prints the story. The same seed prints the same
 result. Not thread-safe (one demo per data dir).
@@ -159,33 +160,28 @@ def _owners(group: list) -> str:
 
 
 def _audit(data_dir: str, say) -> dict:
-    from kafkasim.spark_jobs import lag, ordering, skew
-    from kafkasim.spark_jobs.common import write_json
+    """``kafkasim audit all`` over the demo's topic: one session, one scan, three reports."""
+    from kafkasim.spark_jobs import audit_all, common, options
+    from kafkasim.spark_jobs.progress import Progress
     from kafkasim.spark_jobs.session import build_session
 
     reports = os.path.join(data_dir, "reports")
     os.makedirs(reports, exist_ok=True)
-    say("5. Spark audits over the segment files (no broker running):")
-    spark = build_session("kafkasim-demo", master="local[*]",
-                          extra_conf={"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"})
+    say("5. Spark audits over the segment files (no broker running): kafkasim audit all")
+    args = common.job_parser("audit_all", "", "")
+    options.all_audits(args)
+    args = args.parse_args(["--data-dir", data_dir, "--topic", TOPIC, "--plot-dir", reports])
+    topics = common.check_inputs(data_dir, [TOPIC])
+    spark = build_session("kafkasim-demo", master="local[*]", extra_conf={
+        "spark.sql.shuffle.partitions": str(common.shuffle_partitions_for(common.input_bytes(data_dir, topics), 2))})
     try:
-        out = {}
-        for name, build in (
-            ("ordering", lambda: ordering.build_report(spark, data_dir, [TOPIC])),
-            ("skew", lambda: skew.build_report(spark, data_dir, [TOPIC],
-                                               plot=os.path.join(reports, "skew.png"))),
-            ("lag", lambda: lag.build_report(spark, data_dir, [TOPIC],
-                                             plot=os.path.join(reports, "lag.png"))),
-        ):
-            rep = build()
-            write_json(rep, os.path.join(reports, f"{name}.json"))
-            text = {"ordering": ordering.text, "skew": skew.text, "lag": lag.text}[name](rep)
-            for line in text.splitlines():
-                say("   " + line)
-            out[name] = rep
+        rep = audit_all.build_report(spark, data_dir, topics, args, Progress())
+        common.write_json(rep, os.path.join(reports, "audits.json"))
+        for line in audit_all.text(rep).splitlines():
+            say("   " + line)
         say(f"   reports and charts: {reports}")
-        return {"ordering_violations": out["ordering"]["violations"],
-                "max_over_avg": out["skew"]["max_over_avg"], "gini": out["skew"]["gini"],
+        return {"ordering_violations": rep["ordering"]["violations"],
+                "max_over_avg": rep["skew"]["max_over_avg"], "gini": rep["skew"]["gini"],
                 "reports": reports}
     finally:
         spark.stop()

@@ -5,26 +5,30 @@ so ``except KafkaSimError`` catches everything of ours::
 
     KafkaSimError                      root; never raised itself
     ├── BrokerResponseError            an error Kafka's protocol has a code for (``errno``)
-    │   ├── OffsetOutOfRangeError (1)            ├── UnsupportedVersionError (35)
-    │   ├── CorruptRecordError (2)               ├── TopicAlreadyExistsError (36)
-    │   ├── UnknownTopicOrPartitionError (3)     ├── InvalidPartitionsError (37)
-    │   ├── BrokerNotAvailableError (8) *        ├── InvalidReplicationFactorError (38)
-    │   ├── RecordTooLargeError (10)             ├── InvalidReplicaAssignmentError (39)
-    │   ├── NetworkError (13)                    ├── InvalidConfigurationError (40)
-    │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidRequestError (42)
-    │   ├── CoordinatorNotAvailableError (15)    ├── OutOfOrderSequenceNumberError (45)
-    │   ├── NotCoordinatorError (16)             ├── DuplicateSequenceNumberError (46)
-    │   ├── InvalidTopicError (17)               ├── InvalidProducerEpochError (47)
-    │   ├── RecordBatchTooLargeError (18)        ├── KafkaStorageError (56)
-    │   ├── InvalidRequiredAcksError (21)        ├── UnknownProducerIdError (59)
-    │   ├── IllegalGenerationError (22)          ├── NonEmptyGroupError (68)
-    │   ├── InconsistentGroupProtocolError (23)  ├── GroupIdNotFoundError (69)
-    │   ├── InvalidGroupIdError (24)             ├── FetchSessionIdNotFoundError (70)
-    │   ├── UnknownMemberIdError (25)            ├── MemberIdRequiredError (79)
-    │   ├── InvalidSessionTimeoutError (26)      ├── GroupMaxSizeReachedError (81)
-    │   ├── RebalanceInProgressError (27)        ├── FencedInstanceIdError (82)
-    │   └── InvalidTimestampError (32)           ├── InvalidRecordError (87)
-    │                                            └── UnknownServerError (-1)
+    │   ├── OffsetOutOfRangeError (1)            ├── InvalidTimestampError (32)
+    │   ├── CorruptRecordError (2)               ├── UnsupportedVersionError (35)
+    │   ├── UnknownTopicOrPartitionError (3)     ├── TopicAlreadyExistsError (36)
+    │   ├── LeaderNotAvailableError (5)          ├── InvalidPartitionsError (37)
+    │   ├── NotLeaderOrFollowerError (6)         ├── InvalidReplicationFactorError (38)
+    │   ├── RequestTimedOutError (7)             ├── InvalidReplicaAssignmentError (39)
+    │   ├── BrokerNotAvailableError (8) *        ├── InvalidConfigurationError (40)
+    │   ├── ReplicaNotAvailableError (9)         ├── InvalidRequestError (42)
+    │   ├── RecordTooLargeError (10)             ├── OutOfOrderSequenceNumberError (45)
+    │   ├── NetworkError (13)                    ├── DuplicateSequenceNumberError (46)
+    │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
+    │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
+    │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
+    │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
+    │   ├── RecordBatchTooLargeError (18)        ├── GroupIdNotFoundError (69)
+    │   ├── NotEnoughReplicasError (19)          ├── FetchSessionIdNotFoundError (70)
+    │   ├── NotEnoughReplicasAfterAppendError (20) ├── FencedLeaderEpochError (74)
+    │   ├── InvalidRequiredAcksError (21)        ├── UnknownLeaderEpochError (75)
+    │   ├── IllegalGenerationError (22)          ├── MemberIdRequiredError (79)
+    │   ├── InconsistentGroupProtocolError (23)  ├── GroupMaxSizeReachedError (81)
+    │   ├── InvalidGroupIdError (24)             ├── FencedInstanceIdError (82)
+    │   ├── UnknownMemberIdError (25)            ├── InvalidRecordError (87)
+    │   ├── InvalidSessionTimeoutError (26)      └── UnknownServerError (-1)
+    │   └── RebalanceInProgressError (27)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
@@ -60,7 +64,9 @@ __all__ = [
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
     "KafkaTimeoutError", "InvalidArgumentError", "NetworkError", "UnsupportedVersionError",
-    "FetchSessionIdNotFoundError",
+    "FetchSessionIdNotFoundError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
+    "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
 ]
 
 
@@ -112,6 +118,48 @@ class CorruptRecordError(BrokerResponseError):
 @_code(3, "This server does not host this topic-partition.", True)
 class UnknownTopicOrPartitionError(BrokerResponseError):
     """Raised when a request names a topic or partition that does not exist."""
+
+
+@_code(5, "There is no leader for this topic-partition as we are in the middle of a leadership election.", True)
+class LeaderNotAvailableError(BrokerResponseError):
+    """Raised when a partition has no leader (offline: no live ISR member, unclean election off)."""
+
+
+@_code(6, "For requests intended only for the leader, this error indicates that the broker is not the "
+          "current leader. For requests intended for any replica, this error indicates that the broker "
+          "is not a replica of the topic partition.", True)
+class NotLeaderOrFollowerError(BrokerResponseError):
+    """Raised when a produce or fetch reaches a broker that is not the partition's leader (or replica)."""
+
+
+@_code(7, "The request timed out.", True)
+class RequestTimedOutError(BrokerResponseError):
+    """Raised when an ``acks=all`` produce waited the request timeout for the ISR to catch up."""
+
+
+@_code(9, "The replica is not available for the requested topic-partition.", True)
+class ReplicaNotAvailableError(BrokerResponseError):
+    """Raised when a fetch names a replica that is not hosted or not reachable (stopped, isolated)."""
+
+
+@_code(19, "Messages are rejected since there are fewer in-sync replicas than required.", True)
+class NotEnoughReplicasError(BrokerResponseError):
+    """Raised before an ``acks=all`` append when the ISR is smaller than ``min.insync.replicas``."""
+
+
+@_code(20, "Messages are written to the log, but to fewer in-sync replicas than required.", True)
+class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+    """Raised after an ``acks=all`` append when the ISR shrank below ``min.insync.replicas`` meanwhile."""
+
+
+@_code(74, "The leader epoch in the request is older than the epoch on the broker.", True)
+class FencedLeaderEpochError(BrokerResponseError):
+    """Raised when a request carries a leader epoch older than the partition's current one."""
+
+
+@_code(75, "The leader epoch in the request is newer than the epoch on the broker.", True)
+class UnknownLeaderEpochError(BrokerResponseError):
+    """Raised when a request carries a leader epoch newer than the partition's current one."""
 
 
 @_code(10, "The request included a message larger than the max message size the server will accept.")

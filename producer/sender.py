@@ -36,7 +36,12 @@ Retries, the in-flight model (numbered):
    was not written: it fails alone, and with idempotence the later batches of its
    partition give back its sequence numbers (Kafka's ``adjustSequencesDueToFailedBatch``:
    each later base sequence moves down by its record count) and go on.
-6. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
+6. Leader routing: with a broker or cluster that answers ``leader_for`` (metadata), each
+   batch goes to its partition's leader (``produce(..., node=leader)``). A
+   ``NotLeaderOrFollowerError`` or ``LeaderNotAvailableError`` (a failover) makes the sender
+   sleep ``retry_backoff_ms`` on the clock and drop the cached leader, so the retry asks the
+   metadata again (Kafka's Sender requesting a metadata update); the retry rules above apply.
+7. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
    instead: each round gives every pending batch at most one attempt, then the sender
    sleeps ``retry_backoff_ms`` on the producer's clock (simulated on a MockClock); it
    gives up at the deadline, leaving the unacknowledged batches pending.
@@ -66,7 +71,10 @@ from collections import deque
 from typing import Callable, Optional
 
 from kafkasim.clock import Clock
-from kafkasim.errors import KafkaSimError, KafkaTimeoutError, OutOfOrderSequenceNumberError, RecordTooLargeError
+from kafkasim.errors import (
+    KafkaSimError, KafkaTimeoutError, LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError, RecordTooLargeError,
+)
 from kafkasim.records.record_batch import encode_trusted_batch
 from kafkasim.types import TopicPartition
 
@@ -78,6 +86,7 @@ __all__ = ["Sender"]
 
 _INT_MAX = 2**31 - 1
 _HALF_RANGE = 2**30     # sequence a is after b iff 0 < (a - b) mod 2**31 < 2**30 (they wrap)
+_STALE_METADATA = (NotLeaderOrFollowerError, LeaderNotAvailableError)
 
 
 class Sender:
@@ -109,6 +118,16 @@ class Sender:
         self._overtaken: dict[TopicPartition, int] = {}   # later batches attempted since the retry
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        # leader routing: a broker (or cluster) that answers metadata gets each batch sent to
+        # the partition's leader; a remote broker routes for itself
+        self._routed = callable(getattr(broker, "leader_for", None))
+        self._leaders: dict[TopicPartition, int] = {}
+
+    def _leader(self, tp: TopicPartition) -> int:
+        leader = self._leaders.get(tp)
+        if leader is None or leader < 0:
+            leader = self._leaders[tp] = self._broker.leader_for(tp.topic, tp.partition)
+        return leader
 
     @property
     def pending_retries(self) -> int:
@@ -359,12 +378,23 @@ class Sender:
             if fault == LOST_REQUEST:
                 m["injected-fault-total"] += 1
                 raise self._faults.lost_request(tp, b.batch_no, b.attempts)
-            res = self._broker.produce(tp.topic, tp.partition, b.encoded, acks=self._acks)
+            if self._routed:    # to the partition's leader, from the (cached) metadata
+                res = self._broker.produce(tp.topic, tp.partition, b.encoded, acks=self._acks,
+                                           node=self._leader(tp))
+            else:
+                res = self._broker.produce(tp.topic, tp.partition, b.encoded, acks=self._acks)
             m["byte-total"] += len(b.encoded)
             if fault == LOST_RESPONSE and self._acks != 0:
                 m["injected-fault-total"] += 1
                 raise self._faults.lost_response(tp, b.batch_no, b.attempts, res.base_offset)
         except KafkaSimError as exc:
+            if self._routed and isinstance(exc, _STALE_METADATA):
+                # the leader moved (or is down): back off retry_backoff_ms on the clock, then
+                # refresh the metadata before the retry (Kafka's Sender + Metadata)
+                self._leaders.pop(tp, None)
+                self._clock.sleep(self._retry_backoff_ms)
+            elif self._routed and isinstance(exc, NetworkError):
+                self._leaders.pop(tp, None)     # a broker that went away: ask the metadata again
             if self._acks == 0:        # fire and forget: the producer never hears about it
                 b.complete(-1)
                 return None

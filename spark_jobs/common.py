@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Callable, Iterable, Optional, Sequence
@@ -38,7 +39,7 @@ __all__ = [
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
     "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
-    "verdict_of", "checks_text",
+    "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
 ]
 
 EXIT_OK = 0
@@ -109,6 +110,8 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     """The log under ``data_dir`` as a DataFrame (``kafkasim.spark_jobs.datasource.SCHEMA``, or just
     ``columns`` of it: the reader then builds and ships only those)."""
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
+    for k, v in input_plan_options(spark).items():
+        reader = reader.option(k, v)
     if columns:
         from kafkasim.spark_jobs.datasource import schema_of
         reader = reader.schema(schema_of(columns))
@@ -118,6 +121,31 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
         if v is not None:
             reader = reader.option(k, str(v))
     return reader.load(data_dir)
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes_conf(text: str) -> int:
+    """A Spark byte-size setting (``134217728b``, ``128m``, ``4MB``) in bytes."""
+    import re
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InvalidArgumentError(f"not a byte size: {text!r}")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+def input_plan_options(spark) -> dict[str, str]:
+    """The data source's planning options from the session, as Spark's file sources take
+    them: ``spark.sql.files.maxPartitionBytes``, ``spark.sql.files.openCostInBytes`` and
+    ``spark.sql.files.minPartitionNum`` (default: the default parallelism)."""
+    conf = spark.conf
+    out = {"maxPartitionBytes": str(_bytes_conf(conf.get("spark.sql.files.maxPartitionBytes", "128m"))),
+           "openCostInBytes": str(_bytes_conf(conf.get("spark.sql.files.openCostInBytes", "4m")))}
+    min_parts = conf.get("spark.sql.files.minPartitionNum", None)
+    out["minPartitionNum"] = str(int(min_parts) if min_parts else spark.sparkContext.defaultParallelism)
+    return out
 
 
 def topic_partition_counts(data_dir: str) -> dict[str, int]:
@@ -192,14 +220,43 @@ def data_dir_of(args) -> str:
     return args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or "./kafkasim-data"
 
 
-def open_spark(args, spark=None):
+def input_bytes(data_dir: str, topics: Optional[Sequence[str]]) -> int:
+    """Bytes of the segment files of ``topics`` (all topics when None): the audit's input."""
+    return sum(s.size for s in LogDir(data_dir).segments(set(topics) if topics else None))
+
+
+SHUFFLE_BYTES = 128 << 20   # input bytes per shuffle partition beyond the core count
+
+
+def shuffle_partitions_for(input_bytes: int, parallelism: int, cap: int = 200) -> int:
+    """Shuffle partitions for an audit over ``input_bytes`` of segments: one per core, plus
+    one per 128 MiB of input beyond that, at most ``cap`` (Spark's default count): the
+    audits shuffle small aggregates, so 200 empty partitions only cost task launches.
+
+    >>> shuffle_partitions_for(5 << 20, 2), shuffle_partitions_for(10 << 30, 2)
+    (2, 80)
+    """
+    return max(1, min(cap, max(int(parallelism), math.ceil(input_bytes / SHUFFLE_BYTES))))
+
+
+def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
     """``spark`` if given (tests pass theirs), else a session from ``build_session``.
 
     The master is ``--master`` if given; else the one ``spark-submit`` put in the
-    Spark conf; else ``local[*]``.
+    Spark conf; else ``local[*]``. With ``input_bytes``, a session started here gets
+    ``spark.sql.shuffle.partitions`` sized to the input (:func:`shuffle_partitions_for`)
+    unless the conf already sets it.
     """
     if spark is not None:
         return spark
+    session = _open(args)
+    if input_bytes is not None and not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        session.conf.set("spark.sql.shuffle.partitions",
+                         str(shuffle_partitions_for(input_bytes, session.sparkContext.defaultParallelism)))
+    return session
+
+
+def _open(args):
     from kafkasim.spark_jobs.session import build_session
     master = args.master
     if not master:   # under spark-submit the JVM is already up and names the master
@@ -309,8 +366,13 @@ def lorenz_points(values: Sequence[float]) -> tuple[list[float], list[float]]:
 
 
 def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], title: str,
-                    ylabel: str) -> None:
-    """PNG: per-partition bars with the average line, and the Lorenz curve beside them."""
+                    ylabel: str, *, limit_over_avg: Optional[float] = None,
+                    xlabel: str = "topic-partition") -> dict:
+    """PNG: per-partition bars with the average line, and the Lorenz curve beside them.
+
+    With ``limit_over_avg`` the limit (``limit_over_avg`` × average, the line a verdict
+    depends on) is drawn too, and the bars above it are red and named in the legend.
+    Returns ``{"average", "limit", "above"}`` (``above``: the labels of the red bars)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -318,16 +380,27 @@ def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], t
     FigureCanvasAgg(fig)
     ax, lz = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
     xs = range(len(values))
-    ax.bar(xs, values, color="#4C72B0")
+    avg = sum(values) / len(values) if values else None
+    limit = avg * limit_over_avg if avg is not None and limit_over_avg is not None else None
+    above = [i for i, v in enumerate(values) if limit is not None and v > limit]
+    ax.bar(xs, values, color=["#C44E52" if i in above else "#4C72B0" for i in xs])
+    if avg is not None:
+        ax.axhline(avg, color="grey", linestyle="--", label=f"average {avg:,.1f}")
+    if limit is not None:
+        ax.axhline(limit, color="#C44E52", linestyle="-",
+                   label=f"limit {limit_over_avg:g} x average = {limit:,.1f}")
     if values:
-        avg = sum(values) / len(values)
-        ax.axhline(avg, color="#C44E52", linestyle="--", label=f"average {avg:,.1f}")
-        ax.legend(loc="upper right")
+        from matplotlib.patches import Patch
+        handles, _ = ax.get_legend_handles_labels()
+        if above:
+            handles.append(Patch(color="#C44E52", label=f"above the limit: {len(above)}"))
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.set_xticks(list(xs))
     many = len(labels) > 12
     ax.set_xticklabels(labels, rotation=60 if many else 0, fontsize=8, ha="right" if many else "center")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     cx, cy = lorenz_points(values)
     lz.plot(cx, cy, marker=".", label=f"Lorenz (Gini {gini(values):.3f})")
     lz.plot([0, 1], [0, 1], color="grey", linestyle=":", label="equality")
@@ -337,6 +410,7 @@ def plot_partitions(path: str, labels: Sequence[str], values: Sequence[float], t
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png", dpi=100)
+    return {"average": avg, "limit": limit, "above": [labels[i] for i in above]}
 
 
 def require(cond: bool, message: str) -> None:

@@ -1,9 +1,9 @@
 """A Spark data source over kafkasim's on-disk log: ``spark.read.format("kafkasim").load(DIR)``.
 
 Built on PySpark 4's Python data source API. The driver lists segment files
-(:mod:`kafkasim.spark_jobs.logdir`); there is **one input partition per segment file** (or per
-group of small ones, with ``maxPartitionBytes``); each
-task decodes its segment with ``kafkasim.records`` (the one reader of the format: the shared
+(:mod:`kafkasim.spark_jobs.logdir`); input partitions are planned as Spark's file
+sources do (small segments share a task, big ones are cut at batch boundaries; see
+``maxPartitionBytes``); each task decodes its pieces of segments with ``kafkasim.records`` (the one reader of the format: the shared
 batch walk of ``framing``, records into Arrow buffers with ``columns``) and yields pyarrow
 ``RecordBatch``es of up to ``batchRows`` rows.
 
@@ -37,11 +37,14 @@ Options (all optional, case-insensitive):
   (``topic, partition, segment, position, skipped_bytes, error``): the countable side
   of ``corrupt=report``. :func:`scan_corruption` wraps it.
 - ``batchRows``: rows per Arrow batch (default 65536).
-- ``maxPartitionBytes``: 0 (default) gives one input partition per segment file. A
-  positive value packs consecutive segments of the same topic partition into one input
-  partition of at most that many bytes (a bigger segment stays alone), as Spark's file
-  sources pack small files (``spark.sql.files.maxPartitionBytes``): for logs of many small
-  segments, where one task per segment makes Spark shuffle one partial aggregate per task.
+- ``maxPartitionBytes`` (default 134217728 = 128 MiB, ``spark.sql.files.maxPartitionBytes``'s
+  default), ``openCostInBytes`` (default 4194304 = 4 MiB) and ``minPartitionNum`` (default 1;
+  :func:`kafkasim.spark_jobs.common.read_log` passes the session's default parallelism and
+  its ``spark.sql.files.*`` settings): the input is planned as Spark's file sources plan
+  files (:mod:`kafkasim.spark_jobs.splits`): small segments share a task up to the split
+  size, and a segment bigger than it is cut at batch boundaries found through its offset
+  index, so one 1 GiB segment is read by several tasks. ``maxPartitionBytes=0``: one
+  input partition per segment file.
 
 Columns: Python data sources get no column pruning from Spark, so a reader that needs
 only some columns says so with a user schema that is a subset of ``SCHEMA`` (any order,
@@ -72,6 +75,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
+from kafkasim.spark_jobs import splits
 from kafkasim.spark_jobs.logdir import LogDir, SegmentRef
 from kafkasim.records import record_batch as rb
 from kafkasim.records.columns import ArrowColumnBuilder
@@ -131,9 +135,13 @@ class _Options:
         self.batch_rows = self._int(options, "batchRows", 65536)
         if self.batch_rows < 1:
             raise InvalidArgumentError(f"batchRows must be >= 1, got {self.batch_rows}")
-        self.max_partition_bytes = self._int(options, "maxPartitionBytes", 0)
-        if self.max_partition_bytes < 0:
-            raise InvalidArgumentError(f"maxPartitionBytes must be >= 0, got {self.max_partition_bytes}")
+        self.max_partition_bytes = self._int(options, "maxPartitionBytes", splits.MAX_PARTITION_BYTES)
+        self.open_cost = self._int(options, "openCostInBytes", splits.OPEN_COST_BYTES)
+        self.min_partitions = self._int(options, "minPartitionNum", 1)
+        for name, v, least in (("maxPartitionBytes", self.max_partition_bytes, 0),
+                               ("openCostInBytes", self.open_cost, 0), ("minPartitionNum", self.min_partitions, 1)):
+            if v < least:
+                raise InvalidArgumentError(f"{name} must be >= {least}, got {v}")
 
     @staticmethod
     def _int(options, name: str, default: int) -> int:
@@ -152,28 +160,11 @@ class _Options:
 
 
 class _SegmentPartition(InputPartition):
-    """One or more consecutive segments of one topic partition, read in offset order."""
+    """Pieces of segments (``splits.Piece``), read in order."""
 
-    def __init__(self, segs: list[SegmentRef]) -> None:
-        super().__init__(segs[0].path)
-        self.segs = segs
-
-
-def _group_segments(segs: list[SegmentRef], max_bytes: int) -> list[list[SegmentRef]]:
-    """Pack consecutive segments of the same topic partition into groups of at most
-    ``max_bytes`` (a segment larger than that is a group of its own); 0: one per segment."""
-    groups: list[list[SegmentRef]] = []
-    size = 0
-    for s in segs:
-        last = groups[-1] if groups else None
-        if (max_bytes and last and (last[-1].topic, last[-1].partition) == (s.topic, s.partition)
-                and size + s.size <= max_bytes):
-            last.append(s)
-            size += s.size
-        else:
-            groups.append([s])
-            size = s.size
-    return groups
+    def __init__(self, pieces: list) -> None:
+        super().__init__(pieces[0].seg.path)
+        self.pieces = pieces
 
 
 class KafkasimDataSource(DataSource):
@@ -248,24 +239,29 @@ class _Reader(DataSourceReader):
         segs = [s for s in self.logdir.segments(o.topics)
                 if (s.size > 0 or _missing_offsets(s, s.base_offset) is not None)
                 and s.base_offset < o.end_offset and (s.end_offset is None or s.end_offset > o.start_offset)]
+        tasks = splits.plan(self.logdir, segs, o.max_partition_bytes, o.open_cost, o.min_partitions,
+                            cut=o.mode == "records")   # the corruption scan reads whole segments
         # Spark needs at least one partition; an empty one reads nothing.
-        return [_SegmentPartition(g) for g in _group_segments(segs, o.max_partition_bytes)] or [InputPartition(None)]
+        return [_SegmentPartition(t) for t in tasks] or [InputPartition(None)]
 
     def read(self, partition):
-        segs = getattr(partition, "segs", ())
+        pieces = getattr(partition, "pieces", ())
         if self.opts.mode == "corruption":
-            return (row for seg in segs for row in _corruption_batches(self.logdir, seg))
-        return (batch for seg in segs for batch in read_segment_arrow(self.logdir, seg, self.opts))
+            return (row for p in pieces for row in _corruption_batches(self.logdir, p.seg))
+        return (batch for p in pieces for batch in read_segment_arrow(self.logdir, p.seg, self.opts, p))
 
 
-def _report(seg: SegmentRef, pos: int, exc: Exception) -> None:
-    msg = f"corrupt data in {seg.path} at position {pos}, the rest of the segment skipped: {exc}"
+def _report(seg: SegmentRef, pos: int, exc: Exception, end: Optional[int] = None) -> None:
+    rest = ("the rest of the segment" if end is None or end >= seg.size
+            else f"up to position {end} (the next batch boundary the offset index vouches for)")
+    msg = f"corrupt data in {seg.path} at position {pos}, {rest} skipped: {exc}"
     log.warning(msg)
     warnings.warn(msg, CorruptBatchWarning, stacklevel=2)
 
 
 def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
-                        builder: Optional[ArrowColumnBuilder] = None) -> Iterator[tuple[int, rb.BatchHeader]]:
+                        builder: Optional[ArrowColumnBuilder] = None,
+                        piece: Optional[splits.Piece] = None) -> Iterator[tuple[int, rb.BatchHeader]]:
     """Yield ``(pos, header)`` of each valid batch; call ``on_corrupt(pos, exc)`` at the
     first corrupt one and stop (the rest of the segment is skipped, FORMAT.md §5).
 
@@ -277,8 +273,9 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
     but their records are not decoded, and they are not yielded. A contiguous segment whose
     batches end short of the next segment is reported at its end (``on_corrupt(size, exc)``).
     """
-    batches = BatchIterator(buf, where=seg.path, first_offset=seg.base_offset, end_offset=seg.end_offset,
-                            contiguous=seg.contiguous)
+    piece = piece or splits.whole(seg)
+    batches = BatchIterator(buf, piece.start, piece.end, where=seg.path, first_offset=piece.first_offset,
+                            end_offset=piece.end_offset, contiguous=seg.contiguous)
     for pos, h in batches:
         wanted = want is None or want(h)
         if wanted and builder is not None:
@@ -292,30 +289,37 @@ def _iter_valid_batches(buf, seg: SegmentRef, on_corrupt, want=None,
     if batches.error is not None:
         on_corrupt(batches.position, batches.error)
     else:
-        missing = _missing_offsets(seg, batches.next_offset)
+        missing = _missing_offsets(seg, batches.next_offset, piece)
         if missing is not None:
             on_corrupt(batches.position, missing)
 
 
-def _missing_offsets(seg: SegmentRef, next_offset: int) -> Optional[CorruptRecordError]:
-    """The error for a contiguous segment whose batches end (at ``next_offset``) short of the
-    next segment's base offset — offsets lost without a trace in the file — or None."""
-    if not seg.contiguous or seg.end_offset is None or next_offset >= seg.end_offset:
+def _missing_offsets(seg: SegmentRef, next_offset: int,
+                     piece: Optional[splits.Piece] = None) -> Optional[CorruptRecordError]:
+    """The error for a contiguous segment (or piece of one) whose batches end (at
+    ``next_offset``) short of where the next segment (piece) starts — offsets lost without
+    a trace in the file — or None."""
+    end_offset = seg.end_offset if piece is None else piece.end_offset
+    end = seg.size if piece is None else piece.end
+    if not seg.contiguous or end_offset is None or next_offset >= end_offset:
         return None
+    nxt = "segment" if end >= seg.size else "piece (offset index entry)"
     return CorruptRecordError(
-        f"{seg.path}: the batches end at position {seg.size} with offset {next_offset - 1}, but the next "
-        f"segment starts at offset {seg.end_offset}: offsets {next_offset}..{seg.end_offset - 1} are missing")
+        f"{seg.path}: the batches end at position {end} with offset {next_offset - 1}, but the next "
+        f"{nxt} starts at offset {end_offset}: offsets {next_offset}..{end_offset - 1} are missing")
 
 
 _FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before
 
 
-def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Iterator[pa.RecordBatch]:
-    """Decode one segment into Arrow batches with ``SCHEMA`` (the data source's ``read``)."""
+def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
+                       piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
+    """Decode one segment (or one ``piece`` of it) into Arrow batches with ``SCHEMA`` (the
+    data source's ``read``)."""
     def on_corrupt(pos, exc):
         if opts.corrupt == "fail":
             raise exc
-        _report(seg, pos, exc)
+        _report(seg, pos, exc, None if piece is None else piece.end)
 
     def want(h: rb.BatchHeader) -> bool:
         return (h.next_offset > opts.start_offset and h.base_offset < opts.end_offset
@@ -323,7 +327,7 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options) -> Itera
 
     cols = _Columns(seg)
     with logdir.open_segment(seg.path) as buf:
-        for _pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, cols.builder):
+        for _pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, cols.builder, piece):
             cols.added(h)
             if cols.builder.rows >= opts.batch_rows or cols.builder.nbytes >= _FLUSH_BYTES:
                 yield cols.flush(opts)

@@ -26,24 +26,26 @@ Invariants: pure transforms. Thread-safety: no shared state.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common, options
 
-__all__ = ["committed_offsets", "log_end", "group_lag", "uncommitted_partitions", "report", "main",
+__all__ = ["commit_records", "lag_history", "history_summary", "plot_history", "committed_offsets", "log_end", "group_lag", "uncommitted_partitions", "report", "main",
            "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
+HISTORY_ROWS = 5000   # at most this many lag-history rows in the JSON report (the summary is complete)
 _COMMITS = "group string, topic string, partition int, committed_offset long, metadata string, commit_timestamp long, tombstone boolean, _p int, _o long"
 
 
-def committed_offsets(offsets_records: DataFrame) -> DataFrame:
-    """``(group, topic, partition, committed_offset, metadata, commit_timestamp)``: the latest
-    live commit per key from the records of ``__consumer_offsets``."""
+def commit_records(offsets_records: DataFrame) -> DataFrame:
+    """Every offset commit in ``__consumer_offsets`` (``_COMMITS``: group, topic, partition,
+    committed_offset, metadata, commit_timestamp, tombstone, and where it sits: ``_p``, ``_o``)."""
     import pyarrow as pa
 
     def decode(batches):
@@ -71,7 +73,72 @@ def committed_offsets(offsets_records: DataFrame) -> DataFrame:
                 ("commit_timestamp", pa.int64()), ("tombstone", pa.bool_()), ("_p", pa.int32()),
                 ("_o", pa.int64())]))
 
-    decoded = offsets_records.select("partition", "offset", "key", "value").mapInArrow(decode, _COMMITS)
+    return offsets_records.select("partition", "offset", "key", "value").mapInArrow(decode, _COMMITS)
+
+
+def committed_offsets(offsets_records: DataFrame) -> DataFrame:
+    """``(group, topic, partition, committed_offset, metadata, commit_timestamp)``: the latest
+    live commit per key from the records of ``__consumer_offsets``."""
+    return _latest(commit_records(offsets_records))
+
+
+def lag_history(commits: DataFrame, df: DataFrame) -> DataFrame:
+    """``(group, topic, partition, commit_timestamp, committed_offset, log_end_offset, lag_records)``:
+    one row per live commit, the lag it left — the log end offset at the commit's time (1 +
+    the highest offset whose record timestamp is ≤ it) minus the committed offset, at least 0."""
+    ends = (df.groupBy("topic", "partition", "timestamp").agg(F.max("offset").alias("_off"))
+            .select("topic", "partition", F.col("timestamp").alias("_ts"), "_off",
+                    F.lit(None).cast("string").alias("group"), F.lit(None).cast("long").alias("committed_offset"),
+                    F.lit(0).alias("_k")))
+    marks = (commits.where(~F.col("tombstone"))
+             .select("topic", "partition", F.col("commit_timestamp").alias("_ts"), F.lit(None).cast("long").alias("_off"),
+                     "group", "committed_offset", F.lit(1).alias("_k")))
+    w = (Window.partitionBy("topic", "partition").orderBy("_ts", "_k")
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    leo = F.coalesce(F.max("_off").over(w) + 1, F.lit(0)).cast("long")
+    return (ends.unionByName(marks).withColumn("log_end_offset", leo).where(F.col("_k") == 1)
+            .select("group", "topic", "partition", F.col("_ts").alias("commit_timestamp"), "committed_offset",
+                    "log_end_offset",
+                    F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)).alias("lag_records")))
+
+
+def history_summary(rows: Sequence[dict]) -> list[dict]:
+    """Per (group, topic, partition) with two or more commits: ``commits``, ``first_lag``,
+    ``last_lag``, ``max_lag`` and ``building`` (the lag grew from the first commit to the
+    last and ends at its maximum) — sorted by ``last_lag``, largest first."""
+    series: dict[tuple, list[int]] = {}
+    for r in rows:
+        series.setdefault((r["group"], r["topic"], r["partition"]), []).append(r["lag_records"])
+    out = [{"group": g, "topic": t, "partition": p, "commits": len(lags), "first_lag": lags[0],
+            "last_lag": lags[-1], "max_lag": max(lags), "building": lags[-1] > lags[0] and lags[-1] == max(lags)}
+           for (g, t, p), lags in series.items() if len(lags) >= 2]
+    return sorted(out, key=lambda s: (-s["last_lag"], s["group"], s["topic"], s["partition"]))
+
+
+def plot_history(path: str, rows: Sequence[dict]) -> None:
+    """PNG: lag (records) over time (seconds since the first commit), one line per partition."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(11, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    t0 = min(r["commit_timestamp"] for r in rows)
+    series: dict[tuple, list] = {}
+    for r in rows:
+        series.setdefault((r["group"], r["topic"], r["partition"]), []).append(r)
+    for (g, t, p), pts in sorted(series.items()):
+        ax.plot([(x["commit_timestamp"] - t0) / 1000 for x in pts], [x["lag_records"] for x in pts],
+                marker=".", label=f"{g}: {t}-{p}")
+    ax.set_xlabel("time since the first commit (s)")
+    ax.set_ylabel("lag (records)")
+    ax.set_title("consumer lag over time per partition, at each offset commit")
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, format="png", dpi=100)
+
+
+def _latest(decoded: DataFrame) -> DataFrame:
     latest = decoded.groupBy("group", "topic", "partition").agg(
         F.max_by(F.struct("committed_offset", "metadata", "commit_timestamp", "tombstone"),
                  F.struct("_p", "_o")).alias("c"))
@@ -164,26 +231,45 @@ def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Opti
 
 def build_report(spark, data_dir: str, topics: Optional[list[str]], groups: Optional[list[str]] = None, *,
                  max_lag_records: Optional[int] = None, max_lag_ms: Optional[int] = None,
-                 corrupt: str = "report", plot: Optional[str] = None) -> dict:
-    """Read → transform → collect: the lag report."""
+                 corrupt: str = "report", plot: Optional[str] = None, df: Optional[DataFrame] = None,
+                 corruption: Optional[list] = None) -> dict:
+    """Read → transform → collect: the lag report (``df``: the log of the audited topics,
+    already read and persisted by the caller; ``corruption``: their corrupt batches)."""
     found = OFFSETS_TOPIC in common.topic_partition_counts(data_dir)
-    offsets = common.read_log(spark, data_dir, [OFFSETS_TOPIC], corrupt=corrupt)
-    committed = committed_offsets(offsets)
+    offsets = common.read_log(spark, data_dir, [OFFSETS_TOPIC], corrupt=corrupt,
+                              columns=("partition", "offset", "key", "value"))
+    commits = commit_records(offsets)
     if groups:
-        committed = committed.where(F.col("group").isin(list(groups)))
+        commits = commits.where(F.col("group").isin(list(groups)))
     if topics:
-        committed = committed.where(F.col("topic").isin(list(topics)))
+        commits = commits.where(F.col("topic").isin(list(topics)))
+    commits = commits.persist()
+    committed = _latest(commits)
     targets = sorted({r["topic"] for r in committed.select("topic").distinct().collect()})
-    rows, no_commit = [], []
+    rows, no_commit, history = [], [], []
     if targets:
-        df = common.read_log(spark, data_dir, targets, corrupt=corrupt)
+        if df is None or not set(targets) <= set(topics or ()):
+            df = common.read_log(spark, data_dir, targets, corrupt=corrupt, columns=("topic", "partition", "offset", "timestamp"))
+        else:
+            df = df.select("topic", "partition", "offset", "timestamp").where(F.col("topic").isin(targets))
         rows = [r.asDict() for r in group_lag(committed, df).orderBy("group", "topic", "partition").collect()]
         counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(targets)}
         no_commit = [r.asDict() for r in uncommitted_partitions(committed, df, counts)
                      .orderBy("group", "topic", "partition").collect()]
-    rep = report(rows, max_lag_records=max_lag_records, max_lag_ms=max_lag_ms,
-                 corruption=common.corruption_of(spark, data_dir, [OFFSETS_TOPIC] + targets),
+        history = [r.asDict() for r in lag_history(commits, df)
+                   .orderBy("group", "topic", "partition", "commit_timestamp", "committed_offset").collect()]
+    commits.unpersist()
+    if corruption is None:
+        corruption = common.corruption_of(spark, data_dir, [OFFSETS_TOPIC] + targets)
+    else:
+        corruption = [c for c in corruption if c["topic"] in {OFFSETS_TOPIC, *targets}]
+    rep = report(rows, max_lag_records=max_lag_records, max_lag_ms=max_lag_ms, corruption=corruption,
                  offsets_topic_found=found, no_commit=no_commit)
+    rep["history"] = {"commits": len(history), "partitions": history_summary(history),
+                      "rows": history[:HISTORY_ROWS], "truncated": len(history) > HISTORY_ROWS}
+    if plot and rep["history"]["partitions"]:
+        rep["history"]["chart"] = os.path.splitext(plot)[0] + "-history.png"
+        plot_history(rep["history"]["chart"], history)
     if plot:
         common.plot_partitions(plot, [f"{r['group']}:{r['topic']}-{r['partition']}" for r in rows],
                                [r["lag_records"] for r in rows], "consumer lag per partition (records)",
@@ -202,6 +288,14 @@ def text(rep: dict) -> str:
     for r in rep.get("no_commit", [])[:100]:
         lines.append(f"  {r['group']:20} {r['topic']}-{r['partition']:<4} committed {'-':>10} "
                      f"end {r['log_end_offset']:>10,}  lag {'-':>10} (no commit)")
+    hist = rep.get("history") or {}
+    if hist.get("partitions"):
+        building = [s for s in hist["partitions"] if s["building"]]
+        lines.append(f"  lag history: {hist['commits']:,} commits; lag building on "
+                     + (", ".join(f"{s['group']} {s['topic']}-{s['partition']} ({s['first_lag']:,} -> {s['last_lag']:,})"
+                                  for s in building[:5]) or "no partition"))
+        if hist.get("chart"):
+            lines.append(f"  lag over time: {hist['chart']}")
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped: {len(rep['corrupt_batches'])}")
     lines += common.checks_text(rep)
@@ -215,7 +309,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     common.check_inputs(data_dir, args.topic)                # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, args.topic))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, args.topic, args.group, max_lag_records=args.max_lag_records,
         max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=args.plot), text, violations)

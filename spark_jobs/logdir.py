@@ -177,6 +177,19 @@ class LogDir:
         except OSError as exc:
             raise KafkaStorageError(f"cannot read {path!r}: {exc}") from exc
 
+    def read_range(self, path: str, pos: int, n: int) -> bytes:
+        """Up to ``n`` bytes of ``path`` from ``pos`` (fewer at the end of the file)."""
+        try:
+            if self.is_local:
+                with open(path, "rb") as f:
+                    f.seek(pos)
+                    return f.read(n)
+            fs, _ = self._pafs()
+            with fs.open_input_file(path) as f:
+                return f.read_at(max(0, min(n, f.size() - pos)), pos)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot read {path!r}: {exc}") from exc
+
     @contextmanager
     def open_segment(self, path: str) -> Iterator[memoryview]:
         """The bytes of one segment as a read-only buffer (mmap for local files)."""

@@ -88,4 +88,22 @@ def copartition(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-details", type=int, default=1000, help="at most this many detail rows")
 
 
-ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition}
+def all_audits(p: argparse.ArgumentParser) -> None:
+    """Options of ``audit all``: those of ordering, skew and lag (one ``--plot-dir`` for the charts)."""
+    _min_records(p)
+    p.add_argument("--sequence", default="header", help="ordering: where the send sequence comes from")
+    p.add_argument("--partitioner", default="murmur2", help="ordering: the producers' partitioner (default murmur2)")
+    p.add_argument("--max-details", type=int, default=1000, help="ordering: at most this many detail rows")
+    p.add_argument("--top-k", type=int, default=10, help="skew: hot keys to list (default 10)")
+    p.add_argument("--window-ms", type=int, default=60_000, help="skew: time window (default 60000 = 1 min)")
+    p.add_argument("--window-threshold", type=float, default=5.0, help="skew: window max/avg alert (default 5)")
+    p.add_argument("--max-over-avg", type=float, default=1.3, help="skew: overall max/avg limit (default 1.3)")
+    p.add_argument("--group", action="append", default=None, help="lag: group to report (repeatable)")
+    p.add_argument("--max-lag-records", type=int, default=None, help="lag: violation above this lag (records)")
+    p.add_argument("--max-lag-ms", type=int, default=None, help="lag: violation above this lag (ms)")
+    p.add_argument("--plot-dir", default=None, metavar="DIR",
+                   help="write skew.png, lag.png and lag-history.png into DIR")
+
+
+ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition,
+               "all": all_audits}

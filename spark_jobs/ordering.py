@@ -50,9 +50,7 @@ from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
 from kafkasim.spark_jobs import common, options
 
 __all__ = ["with_sequence", "key_moves", "sequence_violations", "partition_count_history",
-           "partitioner_mismatches", "ordering_details", "report", "main", "KINDS", "CANDIDATES",
-           "java_hashcode_partitions", "explained_by", "producer_partitioners", "partition_count_changes",
-           "moves_explained_by_change", "causes_of", "round_robin", "cause_text"]
+           "partitioner_mismatches", "ordering_details", "report", "main", "KINDS", "round_robin"]
 
 KINDS = ("key_in_multiple_partitions", "sequence_inversion", "sequence_gap", "duplicate",
          "partitioner_mismatch")
@@ -203,176 +201,6 @@ def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence:
             .unionByName(partitioner_mismatches(df, history, current_counts, partitioner)))
 
 
-# -- causes ------------------------------------------------------------------------------
-CANDIDATES = ("murmur2", "consistent_random", "consistent", "murmur2_random", "fnv1a", "murmur3",
-              "java_hashcode")
-"""Partitioners tried on a producer whose records mismatch: the named ones of
-``kafkasim.partitioning.partitioners`` plus ``java_hashcode``, the hand-written Java
-``Math.abs(new String(key, UTF_8).hashCode()) % n``."""
-
-
-def java_hashcode_partitions(keys: Sequence[Optional[bytes]], n: int):
-    """``Math.abs(new String(key, UTF_8).hashCode()) % n`` per key (int32 numpy array); -1 for
-    a null key, a key that is not UTF-8, or a hash of ``Integer.MIN_VALUE`` (Java would
-    return a negative partition and the send would fail).
-
-    >>> java_hashcode_partitions([b"a", b"hello", None], 10**9).tolist()   # Java's hashCode values
-    [97, 99162322, -1]
-    """
-    import numpy as np
-    out = np.full(len(keys), -1, dtype=np.int32)
-    for i, k in enumerate(keys):      # only over the records of producers that mismatch
-        if k is None:
-            continue
-        try:
-            units = k.decode("utf-8").encode("utf-16-be")
-        except UnicodeDecodeError:
-            continue
-        h = 0
-        for j in range(0, len(units), 2):
-            h = (31 * h + (units[j] << 8 | units[j + 1])) & 0xFFFFFFFF
-        if h == 0x80000000:
-            continue
-        h = h - (1 << 32) if h & 0x80000000 else h
-        out[i] = abs(h) % n
-    return out
-
-
-def explained_by(df: DataFrame, counts_col: str, candidates: Sequence[str] = CANDIDATES) -> DataFrame:
-    """Append one boolean column ``by_<name>`` per candidate: does it put the record's ``key``
-    in its ``partition`` under any count of the ``array<int>`` column ``counts_col``?"""
-    import pyarrow as pa
-    from pyspark.sql.types import BooleanType, StructField, StructType
-
-    names = list(candidates)
-    schema = StructType(df.schema.fields + [StructField("by_" + c, BooleanType()) for c in names])
-
-    def run(batches):
-        import numpy as np
-        import pyarrow.compute as pc
-        from kafkasim.partitioning.partitioners import partition_many
-        for batch in batches:
-            keys = batch.column("key")
-            parts = batch.column("partition").to_numpy(zero_copy_only=False)
-            counts = batch.column(counts_col).to_pylist()
-            distinct = sorted({c for cs in counts for c in (cs or ())})
-            pykeys = keys.to_pylist() if "java_hashcode" in names else None
-            for name in names:
-                ok = np.zeros(len(parts), dtype=bool)
-                for c in distinct:
-                    has = np.array([c in (cs or ()) for cs in counts], dtype=bool)
-                    got = (java_hashcode_partitions(pykeys, c) if name == "java_hashcode"
-                           else partition_many(keys, c, partitioner=name))
-                    ok |= has & (got == parts)
-                batch = batch.append_column("by_" + name, pa.array(ok, pa.bool_()))
-            yield batch
-
-    return df.mapInArrow(run, schema)
-
-
-def producer_partitioners(df: DataFrame, history: DataFrame, current_counts: dict[str, int],
-                          partitioner: str = "murmur2", candidates: Sequence[str] = CANDIDATES) -> DataFrame:
-    """Per (topic, producer_id, client_id) with a record ``partitioner`` does not explain:
-    ``records`` (keyed), ``mismatches``, and ``explained_<name>`` = how many of its keyed
-    records each candidate explains under a plausible count. ``client_id`` is the
-    ``kafkasim.producer`` header, ``producer_id`` the batch's (null when < 0)."""
-    names = list(dict.fromkeys([partitioner, *candidates]))
-    keyed = (df.where(F.col("key").isNotNull())
-             .select("topic", "partition", "key",
-                     F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("producer_id"),
-                     common.header_value(PRODUCER_HEADER).cast("string").alias("client_id"))
-             .join(F.broadcast(_count_arrays(df, history, current_counts)), "topic"))
-    by = explained_by(keyed, "counts", names)
-    agg = by.groupBy("topic", "producer_id", "client_id").agg(
-        F.count(F.lit(1)).alias("records"),
-        F.count(F.when(~F.col("by_" + partitioner), 1)).alias("mismatches"),
-        *[F.count(F.when(F.col("by_" + c), 1)).alias("explained_" + c) for c in names])
-    return agg.where(F.col("mismatches") > 0)
-
-
-def partition_count_changes(df: DataFrame, history: DataFrame, partitioner: str = "murmur2",
-                            exclude: Sequence[tuple] = ()) -> DataFrame:
-    """``(topic, from_count, to_count, partition, offset, timestamp)``: for each inferred
-    change of a topic's partition count (consecutive plausible counts), per partition the
-    first offset holding a keyed record that follows the new count's mapping and not the
-    old one's — where the change took effect in that partition. Records of the producers
-    in ``exclude`` (``(topic, producer_id, client_id)``: those using another partitioner)
-    are left out: their partitions say nothing about the count."""
-    w = Window.partitionBy("topic").orderBy("partition_count")
-    changes = (history.withColumn("from_count", F.lag("partition_count").over(w))
-               .where(F.col("from_count").isNotNull())
-               .select("topic", "from_count", F.col("partition_count").alias("to_count"),
-                       F.array("from_count", "partition_count").alias("_counts")))
-    keyed = (df.where(F.col("key").isNotNull())
-             .select("topic", "partition", "offset", "timestamp", "key",
-                     F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("_pid"),
-                     common.header_value(PRODUCER_HEADER).cast("string").alias("_cid")))
-    if exclude:
-        ex = df.sparkSession.createDataFrame(list(exclude), "x_topic string, x_pid long, x_cid string")
-        keyed = keyed.join(F.broadcast(ex), (F.col("topic") == F.col("x_topic"))
-                           & F.col("_pid").eqNullSafe(F.col("x_pid")) & F.col("_cid").eqNullSafe(F.col("x_cid")),
-                           "left_anti")
-    keyed = keyed.drop("_pid", "_cid").join(F.broadcast(changes), "topic")
-    hashed = common.partition_for_keys(keyed, "_counts", partitioner)
-    return (hashed.where((F.col("expected")[1] == F.col("partition")) & (F.col("expected")[0] != F.col("partition")))
-            .groupBy("topic", "from_count", "to_count", "partition")
-            .agg(F.min_by(F.struct("offset", "timestamp"), "offset").alias("m"))
-            .select("topic", "from_count", "to_count", "partition", "m.offset", "m.timestamp"))
-
-
-def moves_explained_by_change(moves: DataFrame, changes: Sequence[tuple[str, int, int]],
-                              partitioner: str = "murmur2") -> DataFrame:
-    """``(topic, from_count, to_count, moves, keys)``: the key moves (``key_in_multiple_partitions``
-    details) from the key's partition under ``from_count`` to its partition under ``to_count``."""
-    ch = moves.sparkSession.createDataFrame([(t, a, b) for t, a, b in changes] or [("", 1, 1)],
-                                            "topic string, from_count int, to_count int")
-    m = (moves.select("topic", "key", "partition", "other_partition").join(F.broadcast(ch), "topic")
-         .withColumn("_counts", F.array("from_count", "to_count")))
-    hashed = common.partition_for_keys(m, "_counts", partitioner)
-    return (hashed.where((F.col("expected")[0] == F.col("other_partition"))
-                         & (F.col("expected")[1] == F.col("partition")))
-            .groupBy("topic", "from_count", "to_count")
-            .agg(F.count(F.lit(1)).alias("moves"), F.count_distinct("key").alias("keys")))
-
-
-def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, int], *,
-              partitioner: str = "murmur2") -> list[dict]:
-    """The causes the violations point at (see docs/spark-audits.md, "Causes")."""
-    out: list[dict] = []
-    history = partition_count_history(df, current_counts)
-    producers = []
-    if counts.get("partitioner_mismatch"):
-        producers = producer_partitioners(df, history, current_counts, partitioner).orderBy(
-            "topic", "client_id", "producer_id").collect()
-    if counts.get("key_in_multiple_partitions") or counts.get("partitioner_mismatch"):
-        exclude = [(r["topic"], r["producer_id"], r["client_id"]) for r in producers]
-        eff = partition_count_changes(df, history, partitioner, exclude).orderBy(
-            "topic", "from_count", "partition").collect()
-        by_change: dict[tuple, list] = {}
-        for r in eff:
-            by_change.setdefault((r["topic"], r["from_count"], r["to_count"]), []).append(
-                {"partition": r["partition"], "offset": r["offset"], "timestamp": r["timestamp"]})
-        explained = {}
-        if by_change and counts.get("key_in_multiple_partitions"):
-            explained = {(r["topic"], r["from_count"], r["to_count"]): (r["moves"], r["keys"]) for r in
-                         moves_explained_by_change(key_moves(df), list(by_change), partitioner).collect()}
-        for (t, a, b), parts in sorted(by_change.items()):
-            mv, ks = explained.get((t, a, b), (0, 0))
-            out.append({"cause": "partition_count_change", "topic": t, "from_partitions": a, "to_partitions": b,
-                        "effective": parts, "explains": {"key_in_multiple_partitions": int(ks), "moves": int(mv)}})
-    if producers:
-        names = list(dict.fromkeys([partitioner, *CANDIDATES]))
-        for r in producers:
-            fits = [c for c in names if c != partitioner and r["explained_" + c] == r["records"]]
-            best = max((c for c in names if c != partitioner), key=lambda c: r["explained_" + c])
-            out.append({"cause": "producer_partitioner", "topic": r["topic"], "producer_id": r["producer_id"],
-                        "client_id": r["client_id"], "records": int(r["records"]),
-                        "explains": {"partitioner_mismatch": int(r["mismatches"])},
-                        "partitioners": fits,
-                        "best": None if fits else {"partitioner": best, "records": int(r["explained_" + best])}})
-    return out
-
-
 def round_robin(details: DataFrame) -> DataFrame:
     """``details`` ordered so that kinds alternate: the 1st of every kind, then the 2nd, ...
     (within a kind by topic, partition, offset)."""
@@ -408,10 +236,15 @@ def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
 def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "header",
                  partitioner: str = "murmur2", corrupt: str = "report",
                  max_details: int = 1000,
-                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
-    """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``."""
+                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
+                 df: Optional[DataFrame] = None, corruption: Optional[list] = None) -> dict:
+    """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``
+    (``df``/``corruption``: already read and persisted by the caller, as in ``skew``)."""
     from pyspark import StorageLevel
-    df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+    from kafkasim.spark_jobs.causes import causes_of
+    own = df is None
+    if own:
+        df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         sizes = with_sequence(df, sequence).agg(
             F.count(F.lit(1)).alias("records"), F.count_distinct("topic", "key").alias("keys"),
@@ -425,13 +258,15 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
                    F.count_distinct("topic", "key")).otherwise(F.count(F.lit(1))).alias("n")).collect()}
         rows = round_robin(details).limit(max_details).collect()
         details.unpersist()
-        causes = causes_of(df, current, counts, partitioner=partitioner) if counts else []
+        causes = causes_of(df, current, counts, partitioner=partitioner, sequence=sequence) if counts else []
     finally:
-        df.unpersist()
+        if own:
+            df.unpersist()
     out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items() if v is not None}
            for r in rows]
-    rep = report(sizes["records"], sizes["keys"], counts, out,
-                 common.corruption_of(spark, data_dir, topics), max_details,
+    if corruption is None:
+        corruption = common.corruption_of(spark, data_dir, topics)
+    rep = report(sizes["records"], sizes["keys"], counts, out, corruption, max_details,
                  partitions=sum(current.values()) or None, min_records_per_partition=min_records_per_partition,
                  causes=causes)
     rep["sequenced_records"] = int(sizes["sequenced"])
@@ -445,6 +280,7 @@ def text(rep: dict) -> str:
     lines += [f"  {k:28} {v[k]:>8,}" for k in KINDS]
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped      {len(rep['corrupt_batches']):>8,}")
+    from kafkasim.spark_jobs.causes import cause_text
     for c in rep.get("causes", ()):
         lines.append("  cause: " + cause_text(c))
     for d in rep["details"][:20]:
@@ -457,31 +293,21 @@ def text(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def cause_text(c: dict) -> str:
-    """One line for a cause of the report."""
-    if c["cause"] == "partition_count_change":
-        eff = ", ".join(f"p{e['partition']}@{e['offset']}" for e in c["effective"])
-        return (f"{c['topic']}: partition count changed {c['from_partitions']} -> {c['to_partitions']}, "
-                f"effective from offset {eff}; explains {c['explains']['key_in_multiple_partitions']} "
-                f"moved key(s)")
-    who = f"producer client_id={c['client_id']} producer_id={c['producer_id']}"
-    if c["partitioners"]:
-        what = f"uses {' / '.join(c['partitioners'])} (explains all {c['records']:,} keyed records)"
-    elif c.get("best"):
-        what = (f"matches no known partitioner (best: {c['best']['partitioner']}, "
-                f"{c['best']['records']:,} of {c['records']:,} records)")
-    else:
-        what = "matches no known partitioner"
-    return f"{c['topic']}: {who} {what}; {c['explains']['partitioner_mismatch']:,} mismatch(es)"
-
-
 violations = common.violations
+
+
+def __getattr__(name: str):
+    """The causes live in :mod:`kafkasim.spark_jobs.causes`; ``ordering.cause_text`` etc. still work."""
+    from kafkasim.spark_jobs import causes
+    if name in causes.__all__:
+        return getattr(causes, name)
+    raise AttributeError(name)
 
 
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, topics))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
         corrupt=args.corrupt, max_details=args.max_details,

@@ -206,11 +206,19 @@ def report(stats: list[dict], overall: dict, per_topic: list[dict], hot: list[di
 def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, window_ms: int = 60_000,
                  window_threshold: float = 5.0, max_over_avg_limit: float = 1.3,
                  corrupt: str = "report", plot: Optional[str] = None,
-                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION) -> dict:
-    """Read → transform → collect: the skew report for ``topics`` under ``data_dir``."""
+                 min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
+                 df: Optional[DataFrame] = None, corruption: Optional[list] = None) -> dict:
+    """Read → transform → collect: the skew report for ``topics`` under ``data_dir``.
+
+    ``df``/``corruption``: the log (with at least ``COLUMNS``, already persisted) and its
+    corrupt batches when the caller has read them (``audit all``: one scan for every audit)."""
     from pyspark import StorageLevel
     counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
-    df = common.read_log(spark, data_dir, topics, corrupt=corrupt, columns=COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    own = df is None
+    if own:
+        df = common.read_log(spark, data_dir, topics, corrupt=corrupt, columns=COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    else:
+        df = df.select(*COLUMNS)
     try:
         stats_df = partition_stats(df, counts).persist(StorageLevel.MEMORY_AND_DISK)
         stats = [r.asDict() for r in stats_df.orderBy("topic", "partition").collect()]
@@ -232,14 +240,19 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
         windows = [r.asDict() for r in window_skew(df, counts, window_ms, window_threshold)
                    .orderBy("topic", "window_start").collect()]
     finally:
-        df.unpersist()
+        if own:
+            df.unpersist()
+    if corruption is None:
+        corruption = common.corruption_of(spark, data_dir, topics)
     rep = report(stats, overall, per_topic, hot, windows, max_over_avg_limit=max_over_avg_limit,
-                 window_threshold=window_threshold, corruption=common.corruption_of(spark, data_dir, topics),
+                 window_threshold=window_threshold, corruption=corruption,
                  window_ms=window_ms, min_records_per_partition=min_records_per_partition)
     if plot:
-        common.plot_partitions(plot, [f"{s['topic']}-{s['partition']}" for s in stats],
-                               [s["records"] for s in stats],
-                               f"records per partition (max/avg {_f(rep['max_over_avg'])})", "records")
+        rep["chart"] = common.plot_partitions(
+            plot, [f"{s['topic']}-{s['partition']}" for s in stats], [s["records"] for s in stats],
+            f"{', '.join(topics)}: records per partition (max/avg {_f(rep['max_over_avg'])}, "
+            f"limit {max_over_avg_limit:g})", "records", limit_over_avg=max_over_avg_limit)
+        rep["chart"]["path"] = plot
     return rep
 
 
@@ -277,7 +290,7 @@ violations = common.violations
 def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
-    spark = common.open_spark(args, spark)
+    spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, topics))
     return common.run_job(args, lambda: build_report(
         spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
         window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,

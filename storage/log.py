@@ -23,7 +23,8 @@ Invariants:
 - The segment holding offset ``o`` is the floor entry of ``o``; only the last one (the
   active segment) is written; closed segments change only by retention (deleted whole)
   and compaction (replaced whole).
-- log start offset = base offset of the first segment; high watermark = LEO (one replica).
+- log start offset = base offset of the first segment; high watermark = LEO (the log's view;
+  a replicated partition's is kafkasim.broker.replica's). Follower append, truncation: replica_log.py.
 - A read never returns a record under another offset, and never skips an offset without a
   report: offsets are checked per batch (FORMAT.md §2.4, contiguous where never compacted),
   and compaction gaps are stepped over (:meth:`Log.fetch`).
@@ -64,6 +65,7 @@ from kafkasim.storage.fetch import (
 )
 from kafkasim.storage.files import fsync_dir, storage_errors
 from kafkasim.storage.loader import load_segments
+from kafkasim.storage.replica_log import ReplicaLogOps
 from kafkasim.storage.segment import LogSegment
 from kafkasim.storage.segments import MAX_OPEN_CLOSED_SEGMENTS, SegmentInfo
 from kafkasim.storage.validation import encode_for_append, stamp_log_append_time, validate_batch
@@ -77,7 +79,7 @@ _UINT32_MAX = 0xFFFFFFFF
 log_ = logging.getLogger("kafkasim.storage")
 
 
-class Log:
+class Log(ReplicaLogOps):
     """A partition's segmented log in ``directory`` (see the module docstring)."""
 
     def __init__(self, directory: str, config: LogConfig = LogConfig(), clock: Optional[Clock] = None) -> None:
@@ -93,9 +95,8 @@ class Log:
         self._first_unflushed_ms: Optional[int] = None
         with storage_errors("create log directory", self.directory):
             os.makedirs(self.directory, exist_ok=True)
-        # MAX_OPEN_CLOSED_SEGMENTS is read from this module at open (tests lower it)
-        self._segments = load_segments(self.directory, config, self._report, self._clock,
-                                       MAX_OPEN_CLOSED_SEGMENTS)
+        self._max_open = MAX_OPEN_CLOSED_SEGMENTS   # read from this module at open (tests lower it)
+        self._segments = load_segments(self.directory, config, self._report, self._clock, self._max_open)
         try:
             self._write_recovery_point()
         except BaseException:
@@ -219,15 +220,7 @@ class Log:
             if self._config.message_timestamp_type == "LogAppendTime":
                 batch, h = stamp_log_append_time(batch, h, cols, now)
             h = h._replace(base_offset=self._segments.active.next_offset)   # written by the segment: no copy
-            self._maybe_roll(h.size, h, now)
-            self._segments.active.append(batch, h, now)
-            self._unflushed_messages += h.record_count
-            if self._first_unflushed_ms is None:
-                self._first_unflushed_ms = now
-            if (self._unflushed_messages >= self._config.flush_messages
-                    or now - self._first_unflushed_ms >= self._config.flush_ms):
-                self._flush_locked()
-            return h
+            return self._write_locked(batch, h, now)
 
     def _maybe_roll(self, size: int, h: BatchHeader, now: int) -> None:
         act = self._segments.active

@@ -1,4 +1,4 @@
-"""``kafkasim audit ordering|skew|lag|repartition|copartition``: the Spark audits of a data dir.
+"""``kafkasim audit all|ordering|skew|lag|repartition|copartition``: the Spark audits of a data dir.
 
 Each subcommand parses the job's options (``spark_jobs/<job>.py``: the same options as
 ``spark-submit spark_jobs/<job>.py``) and calls the job's ``run``, which reads the
@@ -21,6 +21,8 @@ from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
 __all__ = ["register", "JOBS"]
 
 JOBS = {
+    "all": ("Run the ordering, skew and lag audits in one Spark session, from one scan.",
+            "kafkasim audit all --data-dir ./kafkasim-data --plot-dir reports --json audits.json"),
     "ordering": ("Check per-key partition stability, send order and partitioner conformance.",
                  "kafkasim audit ordering --data-dir ./kafkasim-data --topic orders --json ordering.json"),
     "skew": ("Measure partition, hot-key and time-window skew (PNG chart with --plot).",
@@ -46,7 +48,7 @@ def register(sub) -> None:
 
 
 def _module(name: str):
-    return importlib.import_module(f"kafkasim.spark_jobs.{name}")
+    return importlib.import_module(f"kafkasim.spark_jobs.{'audit_all' if name == 'all' else name}")
 
 
 def _handler(name: str):

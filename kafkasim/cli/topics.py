@@ -1,10 +1,15 @@
-"""``kafkasim topics create|list|describe|delete|add-partitions|alter``: thin calls into Broker."""
+"""``kafkasim topics create|list|describe|delete|add-partitions|alter``: thin calls into Broker.
+
+On a data dir holding a cluster (``kafkasim cluster create``) they call the Cluster: topics
+are placed on its brokers, and ``describe`` shows Leader, Replicas and Isr as kafka-topics
+does, filtered with ``--under-replicated-partitions`` / ``--unavailable-partitions``."""
 
 from __future__ import annotations
 
 import argparse
 
-from kafkasim.cli.common import add_broker_options, add_json, command, emit, open_broker
+from kafkasim.cli.cluster import open_cluster_or_broker as open_broker
+from kafkasim.cli.common import add_broker_options, add_json, command, emit
 from kafkasim.errors import InvalidArgumentError
 
 __all__ = ["register"]
@@ -22,7 +27,7 @@ def register(sub) -> None:
                 handler=_create)
     p.add_argument("name")
     p.add_argument("--partitions", type=int, default=1, help="number of partitions (default 1)")
-    p.add_argument("--replication-factor", type=int, default=1, help="stored for multi-broker work (default 1)")
+    p.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default 1); on a cluster, placed as Kafka does")
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                    help="a topic config with Kafka's name, e.g. segment.bytes=1048576 (repeatable)")
     add_broker_options(p)
@@ -33,9 +38,14 @@ def register(sub) -> None:
     add_broker_options(p)
     add_json(p)
 
-    p = command(tsub, "describe", help="partitions, offsets, sizes and configs of a topic",
-                example="kafkasim topics describe orders", handler=_describe)
-    p.add_argument("name")
+    p = command(tsub, "describe", help="partitions (leader, replicas, ISR), offsets, sizes and configs",
+                example="kafkasim topics describe orders; kafkasim topics describe --under-replicated-partitions",
+                handler=_describe)
+    p.add_argument("name", nargs="?", help="the topic (default: every topic)")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica list")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader")
     add_broker_options(p)
     add_json(p)
 
@@ -77,7 +87,8 @@ def _describe_text(d: dict) -> str:
              f"ReplicationFactor: {d['replication_factor']}\tConfigs: "
              + ",".join(f"{k}={v}" for k, v in sorted(d["configs"].items()))]
     for p in d["partitions"]:
-        lines.append(f"\tPartition: {p['partition']}\tLeader: {p['leader']}\tReplicas: "
+        leader = "none" if p["leader"] < 0 else p["leader"]     # kafka-topics prints "none" when offline
+        lines.append(f"\tPartition: {p['partition']}\tLeader: {leader}\tReplicas: "
                      f"{','.join(map(str, p['replicas']))}\tIsr: {','.join(map(str, p['isr']))}\t"
                      f"LogStart: {p['log_start_offset']}\tLogEnd: {p['log_end_offset']}\t"
                      f"Segments: {p['segments']}\tBytes: {p['size_bytes']}")
@@ -100,8 +111,19 @@ def _list(args) -> int:
 
 def _describe(args) -> int:
     with open_broker(args) as b:
-        d = b.describe_topic(args.name)
-    emit(args, d, _describe_text)
+        names = [args.name] if args.name else b.list_topics()
+        topics = [b.describe_topic(n) for n in names]
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    if filtered:
+        for d in topics:
+            d["partitions"] = [p for p in d["partitions"]
+                               if (args.under_replicated_partitions and len(p["isr"]) < len(p["replicas"]))
+                               or (args.unavailable_partitions and p["leader"] < 0)]
+        topics = [d for d in topics if d["partitions"]]
+    if args.name and not filtered:
+        emit(args, topics[0], _describe_text)
+    else:
+        emit(args, topics, lambda ts: "\n".join(_describe_text(d) for d in ts))
     return 0
 
 

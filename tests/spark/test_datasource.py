@@ -87,7 +87,7 @@ def test_round_trip_of_a_rolled_storage_log(spark, tmp_path):
     finally:
         log.close()
     assert segments > 3
-    df = spark.read.format("kafkasim").load(str(d))
+    df = spark.read.format("kafkasim").option("maxPartitionBytes", 0).load(str(d))
     assert df.rdd.getNumPartitions() == segments
     rows = sorted((r.offset, r.value, r.timestamp) for r in df.collect())
     assert rows == [(i, b"value-%02d" % i, 1_000_000 + i) for i in range(12)]
@@ -95,33 +95,25 @@ def test_round_trip_of_a_rolled_storage_log(spark, tmp_path):
 
 def test_one_input_partition_per_segment_and_segment_column(spark, tmp_path):
     d = _logdir_with_two_segments(tmp_path)
-    df = spark.read.format("kafkasim").load(d)
+    df = spark.read.format("kafkasim").option("maxPartitionBytes", 0).load(d)
     assert df.rdd.getNumPartitions() == 4
     segs = {(r.offset, os.path.basename(r.segment)) for r in df.where("topic = 'orders' and partition = 0").collect()}
     assert segs == {(0, layout.segment_name(0)), (1, layout.segment_name(0)), (2, layout.segment_name(0)),
                     (3, layout.segment_name(3))}
 
 
-def test_max_partition_bytes_packs_small_segments_of_one_partition(spark, tmp_path):
-    d = _logdir_with_two_segments(tmp_path)   # orders-0: two segments, orders-1 and other-0: one each
-    full = spark.read.format("kafkasim").load(d)
-    packed = spark.read.format("kafkasim").option("maxPartitionBytes", 1 << 20).load(d)
-    assert packed.rdd.getNumPartitions() == 3   # orders-0's segments share a task; partitions never do
-    assert _rows(packed) == _rows(full)
-    tiny = spark.read.format("kafkasim").option("maxPartitionBytes", 1).load(d)
-    assert tiny.rdd.getNumPartitions() == 4     # each segment is bigger than the limit: alone
-    corrupt = spark.read.format("kafkasim").option("mode", "corruption").option("maxPartitionBytes", 1 << 20)
+def test_small_segments_share_tasks_by_default_and_read_the_same_rows(spark, tmp_path):
+    d = _logdir_with_two_segments(tmp_path)   # four tiny segments over three partitions
+    one_each = spark.read.format("kafkasim").option("maxPartitionBytes", 0).load(d)
+    packed = spark.read.format("kafkasim").load(d)      # default: 128 MiB budget, 4 MiB open cost
+    assert one_each.rdd.getNumPartitions() == 4
+    assert packed.rdd.getNumPartitions() == 1           # 4 x (size + 4 MiB) fits one split
+    assert _rows(packed) == _rows(one_each)
+    spread = spark.read.format("kafkasim").option("minPartitionNum", 2).load(d)
+    assert spread.rdd.getNumPartitions() == 2           # split size = total / 2 cores: two tasks
+    assert _rows(spread) == _rows(one_each)
+    corrupt = spark.read.format("kafkasim").option("mode", "corruption")
     assert corrupt.load(d).count() == 0
-
-
-def test_group_segments_keeps_offset_order_and_the_byte_limit():
-    from kafkasim.spark_jobs.datasource import _group_segments
-    from kafkasim.spark_jobs.logdir import SegmentRef
-    segs = [SegmentRef("t", 0, b, None, f"t-0/{b}", 40) for b in (0, 10, 20, 30)] + \
-           [SegmentRef("t", 1, 0, None, "t-1/0", 40), SegmentRef("u", 0, 0, None, "u-0/0", 500)]
-    groups = _group_segments(segs, 100)
-    assert [[s.path for s in g] for g in groups] == [["t-0/0", "t-0/10"], ["t-0/20", "t-0/30"], ["t-1/0"], ["u-0/0"]]
-    assert [len(g) for g in _group_segments(segs, 0)] == [1] * 6
 
 
 def test_headers_nulls_and_producer_fields(spark, tmp_path):

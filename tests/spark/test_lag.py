@@ -64,3 +64,37 @@ def test_no_offsets_topic_means_no_groups(spark, tmp_path):
     assert lag.main(["--data-dir", d, "--json", str(out)], spark=spark) == EXIT_OK
     rep = json.loads(out.read_text())
     assert rep["partitions"] == [] and not rep["offsets_topic_found"]
+
+
+def test_lag_history_shows_lag_building_on_one_partition(spark, tmp_path):
+    """A group commits every 100 ms; partition 0 is read as fast as it is written, partition
+    1's consumer stops at offset 2 while the producer keeps writing: the history has the
+    lag of each commit, building on partition 1 only, and the chart is drawn."""
+    d = str(tmp_path / "data")
+    clock = MockClock(1_700_000_000_000)
+    tp0, tp1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    with Broker(d, clock=clock) as b:
+        b.create_topic("orders", partitions=2)
+        c = Consumer(b, group_id="billing", clock=clock, enable_auto_commit=False)
+        with Producer(b, clock=clock, linger_ms=0) as p:
+            for step in range(1, 6):              # after step s: s records on each partition
+                p.send("orders", key=b"a", value=b"v", partition=0)
+                p.send("orders", key=b"b", value=b"v", partition=1)
+                p.flush()
+                clock.advance(100)
+                c.commit({tp0: OffsetAndMetadata(step), tp1: OffsetAndMetadata(min(step, 2))})
+                clock.advance(100)
+        c.close()
+    out, png = tmp_path / "lag.json", tmp_path / "lag.png"
+    assert lag.main(["--data-dir", d, "--json", str(out), "--plot", str(png)], spark=spark) == EXIT_OK
+    rep = json.loads(out.read_text())
+    hist = rep["history"]
+    lags = {p: [r["lag_records"] for r in hist["rows"] if r["partition"] == p] for p in (0, 1)}
+    assert lags == {0: [0, 0, 0, 0, 0], 1: [0, 0, 1, 2, 3]}
+    summary = {s["partition"]: s for s in hist["partitions"]}
+    assert summary[1]["building"] and not summary[0]["building"]
+    assert (summary[1]["first_lag"], summary[1]["last_lag"], summary[1]["commits"]) == (0, 3, 5)
+    assert hist["partitions"][0]["partition"] == 1           # the worst first
+    chart = tmp_path / "lag-history.png"
+    assert hist["chart"] == str(chart) and chart.read_bytes()[:4] == b"\x89PNG"
+    assert "lag building on billing orders-1 (0 -> 3)" in lag.text(rep)

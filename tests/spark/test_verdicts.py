@@ -102,6 +102,28 @@ def test_a_librdkafka_producer_is_named_with_its_partitioner(grown):
     assert "client_id=c-app" in line and "consistent_random" in line
 
 
+@pytest.mark.parametrize("write,explains", [
+    (logs.write_duplicated, {"duplicate": 1, "sequence_inversion": 0}),
+    (logs.write_reordered, {"duplicate": 0, "sequence_inversion": 1}),
+])
+def test_retries_without_idempotence_are_named_with_the_producer(spark, tmp_path, write, explains):
+    d = str(tmp_path / "data")
+    write(d)
+    out = tmp_path / "ordering.json"
+    assert ordering.main(["--data-dir", d, "--json", str(out)], spark=spark) == EXIT_VIOLATIONS
+    rep = json.loads(out.read_text())
+    (cause,) = rep["causes"]
+    assert (cause["cause"], cause["client_id"], cause["producer_id"], cause["keys"]) == \
+        ("retries_without_idempotence", "app", None, 1)
+    assert cause["explains"] == explains
+    assert "retried without idempotence" in ordering.text(rep)
+
+
+def test_an_idempotent_producer_is_never_blamed_for_retries(grown):
+    _, rep, _ = grown
+    assert not [c for c in rep["causes"] if c["cause"] == "retries_without_idempotence"]
+
+
 def test_details_show_every_kind_round_robin(grown):
     _, rep, _ = grown
     kinds = [d["kind"] for d in rep["details"][:2]]

@@ -1,0 +1,126 @@
+"""``kafkasim audit all``: the ordering, skew and lag audits in one Spark session, from one scan.
+
+Run it::
+
+    spark-submit --py-files dist/kafkasim-jobs.zip spark_jobs/audit_all.py --data-dir DIR [--topic T] [--json OUT] [--plot-dir DIR]
+
+or ``kafkasim audit all --data-dir DIR``. Steps (each a phase of the terminal progress):
+
+1. check the arguments, the data dir and the topics (before the JVM starts);
+2. start Spark, with ``spark.sql.shuffle.partitions`` sized to the input
+   (:func:`kafkasim.spark_jobs.common.shuffle_partitions_for`) when this process starts the session;
+3. read the audited topics once (every column the three audits use), persisted, and scan
+   them plus ``__consumer_offsets`` once for corrupt batches;
+4. run ordering, skew and lag over that one DataFrame (each its ``build_report`` with
+   ``df=`` and ``corruption=``), then release it.
+
+The JSON report is ``{"ordering": ..., "skew": ..., "lag": ..., "verdict": ...}`` (each
+as its own job writes it); ``verdict`` is ``failed`` when any audit failed, else ``ok``
+when any is ``ok``, else ``not enough data``. Exit code 3 when it is ``failed``.
+``--plot-dir DIR`` writes ``skew.png``, ``lag.png`` and (with a commit history)
+``lag-history.png``.
+
+Invariants: the three reports equal those of the three jobs run one by one on the same
+data (the test checks it). Thread-safety: one run at a time (one SparkSession).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Sequence
+
+from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.progress import Progress
+
+__all__ = ["build_report", "text", "run", "main", "AUDITS"]
+
+AUDITS = ("ordering", "skew", "lag")
+
+
+def _columns() -> list[str]:
+    from kafkasim.spark_jobs import skew
+    need = ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "producer_id"]
+    return list(dict.fromkeys(need + list(skew.COLUMNS)))
+
+
+def build_report(spark, data_dir: str, topics: list[str], args, progress: Optional[Progress] = None) -> dict:
+    """Read once → the three reports (see the module docstring)."""
+    from pyspark import StorageLevel
+    from kafkasim.spark_jobs import lag, ordering, skew
+    progress = progress or Progress.disabled()
+    plot_dir = getattr(args, "plot_dir", None)
+    plot = (lambda name: os.path.join(plot_dir, name)) if plot_dir else (lambda name: None)
+    with progress.phase("reading", f"{len(topics)} topic(s)"):
+        df = common.read_log(spark, data_dir, topics, corrupt=args.corrupt, columns=_columns()) \
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        df.count()
+        scanned = [lag.OFFSETS_TOPIC, *topics] if lag.OFFSETS_TOPIC in common.topic_partition_counts(data_dir) \
+            else list(topics)
+        corruption = common.corruption_of(spark, data_dir, scanned)
+    try:
+        mine = lambda ts: [c for c in corruption if c["topic"] in set(ts)]  # noqa: E731
+        out = {}
+        with progress.phase("ordering"):
+            out["ordering"] = ordering.build_report(
+                spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
+                corrupt=args.corrupt, max_details=args.max_details,
+                min_records_per_partition=args.min_records_per_partition, df=df, corruption=mine(topics))
+        with progress.phase("skew"):
+            out["skew"] = skew.build_report(
+                spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
+                window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
+                corrupt=args.corrupt, plot=plot("skew.png"),
+                min_records_per_partition=args.min_records_per_partition, df=df, corruption=mine(topics))
+        with progress.phase("lag"):
+            out["lag"] = lag.build_report(
+                spark, data_dir, topics, args.group, max_lag_records=args.max_lag_records,
+                max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=plot("lag.png"), df=df,
+                corruption=corruption)
+    finally:
+        df.unpersist()
+    verdicts = [out[a]["verdict"] for a in AUDITS]
+    out["verdict"] = (common.VERDICT_FAILED if common.VERDICT_FAILED in verdicts else
+                      common.VERDICT_OK if common.VERDICT_OK in verdicts else common.VERDICT_NOT_ENOUGH_DATA)
+    out["timings_s"] = {name: round(s, 3) for name, s in progress.timings}
+    return out
+
+
+def text(rep: dict) -> str:
+    from kafkasim.spark_jobs import lag, ordering, skew
+    texts = {"ordering": ordering.text, "skew": skew.text, "lag": lag.text}
+    parts = [texts[a](rep[a]) for a in AUDITS]
+    parts.append("audit all: " + ", ".join(f"{a} {rep[a]['verdict']}" for a in AUDITS)
+                 + f" -> {rep['verdict'].upper()}")
+    return "\n".join(parts)
+
+
+def violations(rep: dict) -> int:
+    return sum(common.violations(rep[a]) for a in AUDITS)
+
+
+def run(args, spark=None) -> int:
+    progress = Progress()
+    with progress.phase("checking inputs"):
+        data_dir = common.data_dir_of(args)
+        topics = common.check_inputs(data_dir, args.topic)           # before the JVM starts
+        size = common.input_bytes(data_dir, topics)
+    own = spark is None
+    with progress.phase("starting Spark"):
+        spark = common.open_spark(args, spark, input_bytes=size)
+    try:
+        return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text, violations)
+    finally:
+        if own:     # stop what we started: a cluster otherwise relaunches executors while we exit
+            spark.stop()
+
+
+def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:
+    p = common.job_parser("audit_all", "Run the ordering, skew and lag audits in one Spark session.",
+                          "spark-submit spark_jobs/audit_all.py --data-dir ./kafkasim-data --json audits.json")
+    options.all_audits(p)
+    return run(p.parse_args(argv), spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
