@@ -69,7 +69,7 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
 
         group = [group_member(c, clock, TOPIC, GROUP, "settle-a"),
                  group_member(c, clock, TOPIC, GROUP, "settle-b")]
-        with progress.phase("consumer group", "2 members, then 3"):
+        with progress.phase("cluster group", "2 members, then 3"):
             gens = [settle(group, clock, TOPIC)]
             before = owners(group)
             consumed = consume(group, clock, rounds=10)
@@ -91,7 +91,7 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
             if i == stop_at:
                 c.stop_broker(victim)
 
-        with progress.phase("broker failure", f"broker {victim} stops mid-traffic"):
+        with progress.phase("cluster failure", f"broker {victim} stops mid-traffic"):
             futures += produce([producer], TOPIC, merchants, clock, records - first, between=fail)
             producer.close()
             desc = c.describe_cluster()
@@ -127,7 +127,7 @@ def _reassign(c: Cluster, clock: MockClock, acked: list, say, progress) -> dict:
     before = _loads(c)
     current = c.assignment()
     brokers = {b["id"]: b["rack"] for b in c.describe_cluster()["brokers"]}
-    with progress.phase("reassignment", f"broker {NEW_BROKER[0]} joins"):
+    with progress.phase("cluster reassignment", f"broker {NEW_BROKER[0]} joins"):
         plan = plan_reassignment(current, brokers)
         moves = replica_moves(current, plan)
         result = c.reassign(plan, throttle_bytes_per_s=THROTTLE)
@@ -140,7 +140,7 @@ def _reassign(c: Cluster, clock: MockClock, acked: list, say, progress) -> dict:
            "copy_time_ms": result["time_ms"], "throttle_bytes_per_s": THROTTLE,
            "before": before, "after": after, "balanced": after["replicas_ratio"] is not None
            and max(after["replicas"].values()) - min(after["replicas"].values()) <= 1,
-           "verified": done, "acked_lost": lost,
+           "verified": done["complete"], "acked_lost": lost,
            "plan": {tp.partition: r for tp, r in sorted(plan.items())}}
     say(f"5. broker {NEW_BROKER[0]} joined rack {NEW_BROKER[1]} holding nothing: replicas per broker "
         f"{_counts(before['replicas'])} (max/min {_ratio_text(before['replicas_ratio'])}); "

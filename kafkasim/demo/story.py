@@ -19,7 +19,8 @@ one) and tells, on MockClocks and seeded RNGs:
 
 Every long step shows rich progress on an interactive stderr. Returns a JSON-able summary
 (also written to ``reports/summary.json``) whose ``files`` lists the pictures and reports
-written. The same seed gives the same summary, apart from ``wall_s`` and paths. Not
+written. The same seed gives the same summary, apart from ``wall_s``, ``phases_s`` (wall time per
+long step) and paths. Not
 thread-safe (one demo per data dir).
 """
 
@@ -48,9 +49,10 @@ GROUP = "billing"
 
 
 def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, spark: bool = True,
-             echo: Optional[Callable[[str], None]] = print, progress=None) -> dict:
+             echo: Optional[Callable[[str], None]] = print, progress=None, spark_session=None) -> dict:
     """Run the story (module docstring); ``records`` is the shop topic's in-process traffic
-    (default 30,000; the cluster gets a third of it, the real client a tenth)."""
+    (default 30,000; the cluster gets a third of it, the real client a tenth). The audits
+    start (and stop) a local SparkSession unless ``spark_session`` is given (left running)."""
     from kafkasim.demo.cluster_story import run_cluster
     from kafkasim.spark_jobs.progress import Progress
 
@@ -75,10 +77,11 @@ def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, sp
     summary.update(_shop(shop, seed, n, say, prog))
 
     if spark:
-        summary["audits"] = _audit(shop, reports, say, prog)
+        summary["audits"] = _audit(shop, reports, say, prog, spark_session)
     summary["files"] = sorted(os.path.join(reports, f) for f in os.listdir(reports)) \
         + [os.path.join(reports, "summary.json")]
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
+    summary["phases_s"] = {name: round(took, 1) for name, took in prog.timings}
     with open(os.path.join(reports, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, default=str)
     say("Pictures and reports written:")
@@ -193,7 +196,7 @@ def _plot_balance(path: str, rep: dict) -> None:
     fig.savefig(path, dpi=100)
 
 
-def _audit(shop: str, reports: str, say, prog) -> dict:
+def _audit(shop: str, reports: str, say, prog, spark=None) -> dict:
     """``kafkasim audit all`` over the shop's topic: one session, one scan, three reports."""
     from kafkasim.spark_jobs import audit_all, common, options
     from kafkasim.spark_jobs.session import build_session
@@ -203,8 +206,9 @@ def _audit(shop: str, reports: str, say, prog) -> dict:
     options.all_audits(args)
     args = args.parse_args(["--data-dir", shop, "--topic", TOPIC, "--plot-dir", reports])
     topics = common.check_inputs(shop, [TOPIC])
+    own = spark is None
     with prog.phase("spark session"):
-        spark = build_session("kafkasim-demo", master="local[*]", extra_conf={
+        spark = spark or build_session("kafkasim-demo", master="local[*]", extra_conf={
             "spark.sql.shuffle.partitions": str(common.shuffle_partitions_for(common.input_bytes(shop, topics), 2))})
     try:
         rep = audit_all.build_report(spark, shop, topics, args, prog)
@@ -213,7 +217,8 @@ def _audit(shop: str, reports: str, say, prog) -> dict:
             say("   " + line)
         return _findings(rep)
     finally:
-        spark.stop()
+        if own:
+            spark.stop()
 
 
 def _findings(rep: dict) -> dict:
