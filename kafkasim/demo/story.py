@@ -204,7 +204,7 @@ def _audit(shop: str, reports: str, say, prog, spark=None) -> dict:
     say(f"7. Spark audits over the segment files of {shop} (no broker running): kafkasim audit all")
     args = common.job_parser("audit_all", "", "")
     options.all_audits(args)
-    args = args.parse_args(["--data-dir", shop, "--topic", TOPIC, "--plot-dir", reports])
+    args = args.parse_args(["--data-dir", shop, "--topic", TOPIC, "--plot-dir", reports, "--max-details", "20"])
     topics = common.check_inputs(shop, [TOPIC])
     own = spark is None
     with prog.phase("spark session"):
