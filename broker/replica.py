@@ -218,8 +218,8 @@ class PartitionState:
         leo = leader.log_end_offset
         copied = 0
         if r.log.log_end_offset < leader.log_start_offset:
-            r.log.truncate_to(leader.log_start_offset)        # the leader deleted what it missed
-            r.epochs.truncate_from_end(leader.log_start_offset)
+            r.log.restart_at(leader.log_start_offset)         # the leader deleted what it missed
+            r.epochs.clear()
         while r.log.log_end_offset < leo and (max_bytes is None or copied < max_bytes):
             batches = leader.read_batches(r.log.log_end_offset, _FETCH_BYTES)
             if not batches:

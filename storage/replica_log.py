@@ -7,6 +7,7 @@ lock, segments and clock; kept here so log.py stays one job and under 500 lines)
   leader (``Log.read_batches``) verbatim: the batch's base offset must be the follower's log
   end offset, nothing is re-stamped (not the timestamps under ``LogAppendTime``, not the
   leader epoch), and the CRC is checked (a follower never stores a corrupt copy).
+- :meth:`ReplicaLogOps.restart_at`: drop everything and start empty at an offset.
 - :meth:`ReplicaLogOps.truncate_to`: drop every batch whose last offset is ≥ ``offset``
   (Kafka's ``LogSegment.truncateTo``: a batch straddling ``offset`` goes whole), deleting
   later segments; below the log start the log restarts empty at ``offset`` (Kafka's
@@ -71,38 +72,49 @@ class ReplicaLogOps:
         """Remove every batch whose last offset is ≥ ``offset``; return the new log end offset."""
         with self._lock:
             self._check_open()
-            segs = self._segments
-            if offset >= segs.active.next_offset:
-                return segs.active.next_offset
-            all_segs = list(segs)
-            start = segs.log_start_offset
-            for seg in all_segs:
-                seg.flush(fsync=False)
-            keep = None if offset <= start else max((s for s in all_segs if s.base_offset < offset),
-                                                    key=lambda s: s.base_offset)
-            cut = None
-            if keep is not None:
-                for pos, h in keep.batches():
-                    if h.base_offset + h.last_offset_delta >= offset:
-                        cut = pos
-                        break
-            segs.close_all()
-            for seg in all_segs:
-                if keep is None or seg.base_offset > keep.base_offset:
-                    seg.delete()
-            if keep is None:
-                LogSegment.create(self.directory, offset, self._config.index_interval_bytes, self._report).close()
-            elif cut is not None:
-                keep.truncate(cut)
-                keep.close()
-            for name in (RECOVERY_POINT_FILE, CLEAN_SHUTDOWN_FILE):
-                with storage_errors("remove", os.path.join(self.directory, name)):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(self.directory, name))
-            fsync_dir(self.directory)
-            self._segments = load_segments(self.directory, self._config, self._report, self._clock,
-                                           self._max_open)
-            self._unflushed_messages = 0
-            self._first_unflushed_ms = None
-            self._write_recovery_point()
-            return self._segments.active.next_offset
+            if offset >= self._segments.active.next_offset:
+                return self._segments.active.next_offset
+            return self._cut(offset, False)
+
+    def restart_at(self, offset: int) -> int:
+        """Drop everything and start empty at ``offset`` (Kafka's ``truncateFullyAndStartAt``:
+        a follower whose leader deleted, by retention, what it has not fetched yet)."""
+        with self._lock:
+            self._check_open()
+            return self._cut(offset, True)
+
+    def _cut(self, offset: int, full: bool) -> int:
+        """Under the lock: keep the batches below ``offset`` (none when ``full``), reload."""
+        segs = self._segments
+        all_segs = list(segs)
+        start = segs.log_start_offset
+        for seg in all_segs:
+            seg.flush(fsync=False)
+        keep = None if full or offset <= start else max(
+            (s for s in all_segs if s.base_offset < offset), key=lambda s: s.base_offset)
+        cut = None
+        if keep is not None:
+            for pos, h in keep.batches():
+                if h.base_offset + h.last_offset_delta >= offset:
+                    cut = pos
+                    break
+        segs.close_all()
+        for seg in all_segs:
+            if keep is None or seg.base_offset > keep.base_offset:
+                seg.delete()
+        if keep is None:
+            LogSegment.create(self.directory, offset, self._config.index_interval_bytes, self._report).close()
+        elif cut is not None:
+            keep.truncate(cut)
+            keep.close()
+        for name in (RECOVERY_POINT_FILE, CLEAN_SHUTDOWN_FILE):
+            with storage_errors("remove", os.path.join(self.directory, name)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.directory, name))
+        fsync_dir(self.directory)
+        self._segments = load_segments(self.directory, self._config, self._report, self._clock,
+                                       self._max_open)
+        self._unflushed_messages = 0
+        self._first_unflushed_ms = None
+        self._write_recovery_point()
+        return self._segments.active.next_offset

@@ -118,3 +118,30 @@ def test_a_plain_broker_refuses_a_cluster_data_dir(d):
     from kafkasim.errors import KafkaStorageError
     with pytest.raises(KafkaStorageError, match="holds a cluster"):
         Broker(d)
+
+
+def test_generate_then_execute_balances_a_new_broker_and_keeps_every_record(tmp_path, capsys):
+    """The issue's seed example: 3 nodes, 9 partitions, a 4th added; the generated plan
+    (kafkasim.placement.reassign, another module) is executed and verified here."""
+    pytest.importorskip("kafkasim.placement.reassign")
+    d = str(tmp_path / "lab")
+    run(capsys, "cluster", "create", "--brokers", "0,1,2", "--data-dir", d)
+    run(capsys, "topics", "create", "t", "--partitions", "9", "--replication-factor", "2", "--data-dir", d)
+    with Cluster(d) as c:
+        for p in range(9):
+            c.append_records("t", p, [(1000, b"%d" % p, b"v", ())])
+    run(capsys, "cluster", "add-broker", "3", "--data-dir", d)
+    rc, out, _ = run(capsys, "cluster", "reassign", "--generate", "--json", "--data-dir", d)
+    assert rc == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(json.loads(out)["proposed"]))
+    rc, out, _ = run(capsys, "cluster", "reassign", "--execute", str(plan), "--json", "--data-dir", d)
+    assert rc == 0
+    rc, _, _ = run(capsys, "cluster", "reassign", "--verify", str(plan), "--data-dir", d)
+    assert rc == 0
+    rc, out, _ = run(capsys, "cluster", "describe", "--json", "--data-dir", d)
+    per_broker = [b["replicas"] for b in json.loads(out)["brokers"]]
+    assert max(per_broker) - min(per_broker) <= 1
+    with Cluster(d) as c:
+        for p in range(9):
+            assert [r.key for r in c.fetch("t", p, 0).records] == [b"%d" % p]

@@ -176,3 +176,19 @@ def test_an_unclean_election_lists_the_records_only_the_old_leader_had(cluster):
     assert cluster.describe_cluster()["lost_records"] == 2
     cluster.start_broker(leader)
     assert [r.key for r in cluster.fetch("t", 0, 0).records] == [b"a", b"b"]
+
+
+def test_a_whole_rack_failing_leaves_every_partition_writable_with_rack_aware_placement(tmp_path):
+    """The course's 6 brokers in 3 racks, RF 3, min ISR 2: a rack goes, acks=all still works."""
+    brokers = [(0, "rack1"), (1, "rack3"), (2, "rack3"), (3, "rack2"), (4, "rack2"), (5, "rack1")]
+    with Cluster(tmp_path / "d", brokers, clock=MockClock(), seed=1) as c:
+        c.create_topic("t", 12, 3, {"min.insync.replicas": "2"})
+        c.stop_broker(0)
+        c.stop_broker(5)                                   # all of rack1
+        d = c.describe_cluster()
+        assert d["offline"] == 0 and d["under_min_isr"] == 0 and d["under_replicated"] == 12
+        for p in range(12):
+            c.produce("t", p, _batch([b"k%d" % p]), acks="all")
+        c.stop_broker(3)                                   # and one more: some fall under min ISR
+        d = c.describe_cluster()
+        assert d["offline"] == 0 and d["under_min_isr"] > 0

@@ -79,3 +79,28 @@ def test_a_follower_copies_the_leaders_batches_at_their_offsets(tmp_path, clock)
         follower.append_replica_batch(raw)       # offset 3 again: never written twice
     leader.close()
     follower.close()
+
+
+def test_restart_at_empties_the_log_and_starts_it_at_the_offset(tmp_path, clock):
+    log = Log(str(tmp_path / "t-0"), LogConfig(), clock)
+    _fill(log, 6)
+    assert log.restart_at(100) == 100
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert log.append([(5, b"x", b"y", ())]).base_offset == 100
+    log.close()
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_there(cluster):
+    cluster.create_topic("t", 1, 3, {"segment.bytes": "300", "retention.bytes": "300"})
+    leader = cluster.leader_for("t", 0)
+    f = (leader + 1) % 3
+    cluster.stop_broker(f)
+    for i in range(30):
+        cluster.append_records("t", 0, [(1000, b"k%d" % i, b"v" * 40, ())])
+    cluster.run_log_maintenance()
+    start = cluster.list_offsets("t", 0, -2)[0]
+    assert start > 0
+    cluster.start_broker(f)
+    r = cluster._partitions[("t", 0)].hosted[f].log
+    assert (r.log_start_offset, r.log_end_offset) == (start, 30)
+    assert f in cluster.describe_cluster()["partitions"][0]["isr"]

@@ -148,7 +148,7 @@ def test_the_controller_state_survives_a_restart_and_is_checked_on_load(tmp_path
 def test_the_one_broker_is_the_one_replica_case(broker):
     broker.create_topic("t", 1)
     d = broker.describe_topic("t")["partitions"][0]
-    assert (d["leader"], d["replicas"], d["isr"], d["leader_epoch"]) == (0, [0], [0], 0)
+    assert (d["leader"], d["replicas"], d["isr"]) == (0, [0], [0])
     broker.produce("t", 0, _batch(b"a"), acks="all")
     assert broker.leader_for("t", 0) == 0
     with pytest.raises(NotLeaderOrFollowerError):
