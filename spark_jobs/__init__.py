@@ -3,9 +3,11 @@
 Modules: ``session`` (the one place a SparkSession is configured), ``logdir`` (listing and
 reading a data dir: local, ``file://`` or any pyarrow file system), ``datasource``
 (``spark.read.format("kafkasim")``, decoding through :mod:`kafkasim.records` only),
-``common`` (shared read/report/chart/exit-code helpers), ``options`` (CLI options), the
-jobs ``ordering``, ``skew``, ``lag``, ``repartition``, ``copartition``, and ``package``
-(the ``--py-files`` zip). See docs/spark-audits.md.
+``splits`` (input planning: packing small segments, cutting big ones at index-verified
+batch boundaries), ``common`` (shared read/report/chart/exit-code helpers), ``options``
+(CLI options), ``progress`` (phases on the terminal), the jobs ``ordering`` (with
+``causes``), ``skew``, ``lag``, ``repartition``, ``copartition``, ``audit_all`` (ordering,
+skew and lag from one scan), and ``package`` (the ``--py-files`` zip). See docs/spark-audits.md.
 
 Layering (a ``forbidden`` contract in pyproject.toml): imports only the vocabulary, the
 record format (``kafkasim.records``), partitioning (``kafkasim.partitioning``), the

@@ -105,10 +105,33 @@ def checks_text(rep: dict) -> list[str]:
 
 
 # -- reading -----------------------------------------------------------------------------
+LOCAL_SCAN_BYTES = 32 << 20
+"""Up to this many bytes of segments on a local path, :func:`read_log` decodes in the
+driver and :func:`corruption_of` scans there: at ≈3 M records/s per core that takes well
+under a second, less than one Spark job's Python-worker start-up and planning."""
+
+
 def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
-             corrupt: str = "report", columns: Optional[Sequence[str]] = None, **options):
+             corrupt: str = "report", columns: Optional[Sequence[str]] = None,
+             local_max_bytes: Optional[int] = None, **options):
     """The log under ``data_dir`` as a DataFrame (``kafkasim.spark_jobs.datasource.SCHEMA``, or just
-    ``columns`` of it: the reader then builds and ships only those)."""
+    ``columns`` of it: the reader then builds and ships only those).
+
+    A local log of at most ``local_max_bytes`` (default :data:`LOCAL_SCAN_BYTES`; 0: never)
+    is decoded in this process by the data source's own reader
+    (``datasource.read_local_table``) and handed to Spark as an Arrow-backed local
+    relation: the same rows, without a Python worker start per scan task and planning
+    step — which is most of a small audit's time. Larger logs, and URIs, are read by the
+    ``kafkasim`` data source on the executors."""
+    limit = LOCAL_SCAN_BYTES if local_max_bytes is None else local_max_bytes
+    log_dir = LogDir(data_dir)
+    if limit > 0 and log_dir.is_local and not options.get("mode"):
+        segs = log_dir.segments(set(topics) if topics else None)
+        if sum(s.size for s in segs) <= limit:
+            from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
+            table = read_local_table(data_dir, list(topics) if topics else None,
+                                     list(columns) if columns else None, corrupt, **options)
+            return spark.createDataFrame(table, schema=schema_of(columns) if columns else SCHEMA)
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
     for k, v in input_plan_options(spark).items():
         reader = reader.option(k, v)
@@ -154,8 +177,15 @@ def topic_partition_counts(data_dir: str) -> dict[str, int]:
 
 
 def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) -> list[dict]:
-    """Corrupt batches under ``data_dir`` (see ``datasource.scan_corruption``)."""
-    from kafkasim.spark_jobs.datasource import scan_corruption
+    """Corrupt batches under ``data_dir`` (see ``datasource.scan_corruption``): the same
+    per-segment scan, as a Spark job, or in this process for a small local log
+    (:data:`LOCAL_SCAN_BYTES`); same rows, same order either way."""
+    from kafkasim.spark_jobs.datasource import scan_corruption, scan_segment_corruption
+    log_dir = LogDir(data_dir)
+    segs = log_dir.segments(set(topics) if topics else None)
+    if log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
+        found = [row for s in segs for row in scan_segment_corruption(log_dir, s)]
+        return sorted(found, key=lambda r: (r["topic"], r["partition"], r["segment"], r["position"]))
     return scan_corruption(spark, data_dir, list(topics) if topics else None)
 
 

@@ -81,7 +81,7 @@ from kafkasim.records import record_batch as rb
 from kafkasim.records.columns import ArrowColumnBuilder
 from kafkasim.records.framing import BatchIterator
 
-__all__ = ["KafkasimDataSource", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
+__all__ = ["KafkasimDataSource", "read_local_table", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
            "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption", "schema_of"]
 
 log = logging.getLogger(__name__)
@@ -431,6 +431,23 @@ def _corruption_batches(logdir: LogDir, seg: SegmentRef) -> Iterator[tuple]:
     for row in scan_segment_corruption(logdir, seg):
         yield (row["topic"], row["partition"], row["segment"], row["position"],
                row["skipped_bytes"], row["error"])
+
+
+def read_local_table(path: str, topics: Optional[list] = None, columns: Optional[list] = None,
+                     corrupt: str = "report", **options) -> pa.Table:
+    """The rows the data source would give for ``path`` (same options, same reader
+    function, same order as a scan of the tasks in sequence), decoded in this process into
+    one pyarrow Table: for a small local log, where starting Python workers for a scan
+    costs more than the scan (``common.read_log`` uses it below ``LOCAL_SCAN_BYTES``)."""
+    raw = {"path": path, "corrupt": corrupt, **{k: str(v) for k, v in options.items() if v is not None}}
+    if topics:
+        raw["topics"] = ",".join(topics)
+    opts = _Options(raw)
+    opts.columns = list(columns) if columns else [n for n, _ in _COLUMNS]
+    reader = _Reader(opts)
+    schema = pa.schema([_ARROW_SCHEMA.field(n) for n in opts.columns])
+    batches = [b for part in reader.partitions() for b in reader.read(part)]
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def register(spark) -> None:

@@ -177,6 +177,16 @@ def test_corrupt_batch_is_reported_with_file_and_position_and_skipped(spark, tmp
     assert "CRC mismatch" in found[0]["error"] and path in found[0]["error"]
 
 
+def test_corruption_of_a_small_local_log_is_scanned_in_the_driver_with_the_same_rows(spark, tmp_path, monkeypatch):
+    from kafkasim.spark_jobs import common
+    d, path, pos = _corrupt_second_batch(tmp_path)
+    write_segment(d, "orders", 1, 0, [[(1000, b"z", b"v", [])]])
+    in_driver = common.corruption_of(spark, d)
+    monkeypatch.setattr(common, "LOCAL_SCAN_BYTES", -1)     # force the Spark job
+    assert in_driver == common.corruption_of(spark, d) == scan_corruption(spark, d)
+    assert [(r["segment"], r["position"]) for r in in_driver] == [(path, pos)]
+
+
 def test_corrupt_batch_warns_in_the_reader(tmp_path):
     d, path, pos = _corrupt_second_batch(tmp_path)
     ld = LogDir(d)

@@ -76,7 +76,7 @@ def _listening(pids: set[int]) -> set[str]:
 def test_a_local_audit_prints_no_spark_noise_and_listens_only_on_loopback(tmp_path):
     d = str(tmp_path / "data")
     _write(d)
-    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "audit", "skew", "--data-dir", d],
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "audit", "all", "--data-dir", d],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
                             env={k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"})
     seen: set[str] = set()
@@ -87,6 +87,7 @@ def test_a_local_audit_prints_no_spark_noise_and_listens_only_on_loopback(tmp_pa
     out, err = proc.communicate(timeout=60)
     assert proc.returncode in (0, 3), err
     assert "skew audit: 50 records over 2 partitions" in out.decode()
+    assert "audit all: ordering" in out.decode()
     assert err.decode() == ""                       # no JVM, log4j or Spark lines
     assert seen, "the audit's JVM never listened (py4j at least should)"
     assert seen <= {"127.0.0.1", "::1"}, seen
@@ -97,7 +98,7 @@ def test_a_local_audit_prints_no_spark_noise_and_listens_only_on_loopback(tmp_pa
     (["--data-dir", "{tmp}/data", "--topic", "nope"], "no such topic(s) nope"),
     (["--data-dir", "{tmp}"], "holds no kafkasim topics"),
 ])
-@pytest.mark.parametrize("job", ["skew", "ordering", "lag"])
+@pytest.mark.parametrize("job", ["all", "skew", "ordering", "lag"])
 def test_a_bad_data_dir_or_topic_fails_before_spark_starts(tmp_path, job, argv, message):
     _write(str(tmp_path / "data"))
     argv = [a.format(tmp=tmp_path) for a in argv]
