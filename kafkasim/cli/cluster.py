@@ -30,7 +30,9 @@ def open_cluster(args):
     if not is_cluster_dir(path):
         raise InvalidArgumentError(f"{path} holds no cluster (no meta/cluster.json): "
                                    "create one with 'kafkasim cluster create --brokers 0:r1,1:r2,2:r3'")
-    return Cluster(path)
+    from kafkasim.server.control import served_cluster
+    served = served_cluster(path)       # a running 'kafkasim serve' holds it: ask it
+    return served if served is not None else Cluster(path)
 
 
 def open_cluster_or_broker(args, *, create: bool = False):

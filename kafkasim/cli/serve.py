@@ -21,12 +21,17 @@ def register(sub) -> None:
                      "confluent-kafka) over Kafka's wire protocol, in the foreground; "
                      "Ctrl-C or SIGTERM stops it cleanly. Creates the data dir if missing, "
                      "as a Kafka broker creates its log dir",
-                example="kafkasim serve --data-dir ./kafkasim-data --listen 127.0.0.1:9092",
+                example="kafkasim serve --data-dir ./kafkasim-data --listen 127.0.0.1:9092\n"
+                        "  kafkasim serve --data-dir ./lab --brokers 0:r1,1:r2,2:r3 --listen 127.0.0.1:9092",
                 handler=_serve)
     add_data_dir(p)
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to listen on (default {DEFAULT_LISTEN}; port 0 picks a free one). "
                         "Binds loopback unless told otherwise")
+    p.add_argument("--brokers", default=None, metavar="ID[:RACK],...",
+                   help="serve a cluster of these brokers (created in the data dir if it holds none), one "
+                        "listener each on consecutive ports from --listen's (all free ports with port 0). "
+                        "A data dir made by 'kafkasim cluster create' is served as its cluster without it")
     p.add_argument("--no-auto-create-topics", action="store_true",
                    help="answer Metadata for a missing topic with UNKNOWN_TOPIC_OR_PARTITION instead "
                         "of creating it (auto.create.topics.enable=false)")
@@ -71,18 +76,29 @@ def _serve(args) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise InvalidArgumentError(f"--metrics-port {args.metrics_port}: outside 0-65535")
 
+    brokers = None
+    if args.brokers is not None:
+        from kafkasim.broker.cluster import parse_brokers
+        brokers = parse_brokers(args.brokers)
+
     def ready(bound_host: str, bound_port: int, metrics_port) -> None:
+        from kafkasim.server.address import read_address
+        listeners = (read_address(data_dir) or {}).get("brokers")
         if args.json:
             info = {"host": bound_host, "port": bound_port, "data_dir": data_dir}
             if metrics_port is not None:
                 info["metrics_port"] = metrics_port
+            if listeners is not None:
+                info["brokers"] = listeners
             print(json.dumps(info), flush=True)
         else:
             metrics = (f"; metrics at http://127.0.0.1:{metrics_port}/metrics"
                        if metrics_port is not None else "")
-            print(f"kafkasim serve: listening on {bound_host}:{bound_port} "
+            where = (", ".join(f"broker {b['id']} on {b['host']}:{b['port']}" for b in listeners)
+                     if listeners else f"{bound_host}:{bound_port}")
+            print(f"kafkasim serve: listening on {where} "
                   f"(data dir {data_dir}{metrics}; Ctrl-C to stop)", flush=True)
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
-          on_ready=ready, metrics_port=args.metrics_port)
+          on_ready=ready, metrics_port=args.metrics_port, brokers=brokers)
     return 0

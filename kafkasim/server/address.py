@@ -4,7 +4,8 @@
 (:mod:`kafkasim.server.runner`); every other ``kafkasim`` command reads it to decide
 whether to talk to that server over the wire (:mod:`kafkasim.server.remote`) or to open
 the data dir itself. Content: ``{"host", "port", "pid", "started_ms"}`` and ``"metrics_port"`` when the server
-serves ``/metrics``.
+serves ``/metrics``; a served cluster adds ``"brokers": [{"id", "host", "port", "rack"}, ...]``
+(one listener per broker; "host"/"port" are the first's).
 
 Writes are atomic (temporary name, fsync, rename, fsync of the directory), so a reader
 sees the whole file or none. A file left behind by a server that died is *stale*: nobody
@@ -26,13 +27,16 @@ __all__ = ["ADDRESS_FILE", "read_address", "write_address", "remove_address"]
 ADDRESS_FILE = ".server.json"
 
 
-def write_address(data_dir: str, host: str, port: int, *, metrics_port: Optional[int] = None) -> str:
+def write_address(data_dir: str, host: str, port: int, *, metrics_port: Optional[int] = None,
+                  brokers: Optional[list] = None) -> str:
     """Atomically write the address file; returns its path."""
     path = os.path.join(data_dir, ADDRESS_FILE)
     tmp = path + ".tmp"
     info = {"host": host, "port": port, "pid": os.getpid(), "started_ms": int(time.time() * 1000)}
     if metrics_port is not None:
         info["metrics_port"] = metrics_port
+    if brokers is not None:
+        info["brokers"] = brokers
     data = json.dumps(info).encode()
     try:
         with open(tmp, "wb") as f:

@@ -139,6 +139,15 @@ class Context:
     client_host: Optional[str] = None
     """The connection's peer address as Kafka shows it (``/127.0.0.1``): JoinGroup records
     it for DescribeGroups. None outside a connection."""
+    topology: Any = None
+    """A served cluster's :class:`~kafkasim.server.topology.Topology` (every broker's address,
+    rack and state), or None for one plain broker. With it, ``node`` is the broker this
+    listener is, and Produce/Fetch/ListOffsets check that it leads the partition."""
+
+    @property
+    def node_id(self) -> Optional[int]:
+        """The broker id to address broker calls to (None for one plain broker)."""
+        return self.node.node_id if self.topology is not None else None
 
     async def call(self, fn: Callable, *args, **kwargs):
         """Run one (blocking) broker call on the executor and return its result."""

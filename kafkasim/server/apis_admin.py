@@ -14,7 +14,7 @@ import shutil
 
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
-    InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
+    CoordinatorNotAvailableError, InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
     TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import cluster
@@ -64,7 +64,7 @@ async def metadata(ctx, req):
             except TopicAlreadyExistsError:
                 pass
     return await ctx.call(cluster.describe_cluster, ctx.broker, ctx.node, ctx.options.cluster_id,
-                          names, create)
+                          names, create, ctx.topology)
 
 
 @api(10, "FindCoordinator", 0, 4)
@@ -73,10 +73,15 @@ async def find_coordinator(ctx, req):
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = body.coordinator_keys if req.api_version >= 4 else (body.key,)
     out = []
+    coordinator = ctx.node if ctx.topology is None else ctx.topology.coordinator()
     for key in keys:
-        if key_type == KEY_TYPE_GROUP:
-            out.append({"key": key, "node_id": ctx.node.node_id, "host": ctx.node.host,
-                        "port": ctx.node.port, "error_code": 0, "error_message": None})
+        if key_type == KEY_TYPE_GROUP and coordinator is None:
+            exc = CoordinatorNotAvailableError("no broker of the cluster is up")
+            out.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": error_code(exc), "error_message": error_message(exc)})
+        elif key_type == KEY_TYPE_GROUP:
+            out.append({"key": key, "node_id": coordinator.node_id, "host": coordinator.host,
+                        "port": coordinator.port, "error_code": 0, "error_message": None})
         else:
             exc = InvalidRequestError(f"key type {key_type}: kafkasim has no transaction coordinator")
             out.append({"key": key, "node_id": -1, "host": "", "port": -1,

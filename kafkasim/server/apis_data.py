@@ -7,6 +7,11 @@ idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads wi
 ``min_bytes`` are ready it waits (without holding a thread) for the next produce or
 ``max_wait_ms``, as Kafka's delayed fetch does. ListOffsets is ``Broker.list_offsets``.
 
+On a served cluster (``ctx.topology`` set) each listener is one broker: Produce and
+ListOffsets for a partition it does not lead answer NOT_LEADER_OR_FOLLOWER, as Kafka does;
+Fetch too, except that Fetch v11+ (which carries KIP-392's client metadata) may read a
+follower's replica below the high watermark, as Kafka lets a consumer do.
+
 No fetch sessions (KIP-227): every Fetch answer has session id 0, which tells the client
 to send full requests; an incremental request naming a session gets
 FETCH_SESSION_ID_NOT_FOUND. Loop-thread coroutines; broker calls run on the executor.
@@ -18,7 +23,8 @@ import logging
 import time
 
 from kafkasim.errors import (
-    FetchSessionIdNotFoundError, InvalidRequiredAcksError, KafkaSimError, UnknownTopicOrPartitionError,
+    FetchSessionIdNotFoundError, InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
 )
 from kafkasim.server import kafka_records
 from kafkasim.server.api import api, error_code, error_message
@@ -34,7 +40,22 @@ def _check_partition(broker, topic: str, partition: int) -> None:
         raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {topic}-{partition}")
 
 
-def _produce_partition(broker, topic: str, partition: int, records, acks: int) -> dict:
+def _check_leader(broker, topic: str, partition: int, node) -> None:
+    """On a cluster (``node`` not None): NOT_LEADER_OR_FOLLOWER unless ``node`` leads."""
+    if node is None:
+        return
+    broker.check_reachable(node)
+    leader = broker.leader_for(topic, partition)
+    if leader != node:
+        raise NotLeaderOrFollowerError(f"broker {node} is not the leader of {topic}-{partition} "
+                                       f"(leader: {leader})")
+
+
+def _at(node) -> dict:
+    return {} if node is None else {"node": node}
+
+
+def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None) -> dict:
     """Decode, convert and append one partition's batches; the result row (runs on the executor)."""
     _check_partition(broker, topic, partition)
     decoded = kafka_records.decode_batches(records if records is not None else b"",
@@ -43,7 +64,7 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int) -
     first = None
     appended = 0
     for batch, kafka_batch in zip(batches, decoded):
-        result = broker.produce(topic, partition, batch, acks)
+        result = broker.produce(topic, partition, batch, acks, **_at(node))
         first = first or result
         if not result.duplicate:
             appended += len(kafka_batch.records)
@@ -51,7 +72,7 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int) -
             "log_start_offset": first.log_start_offset, "_appended": appended}
 
 
-def _produce_all(broker, topic_data, acks: int) -> list:
+def _produce_all(broker, topic_data, acks: int, node=None) -> list:
     """Every partition of a Produce request in one executor call: the response topics, and
     per appended partition ``(topic, partition, batch bytes, records)`` for the metrics."""
     responses, appended = [], []
@@ -61,7 +82,7 @@ def _produce_all(broker, topic_data, acks: int) -> list:
             row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
                    "log_start_offset": -1, "error_message": None}
             try:
-                result = _produce_partition(broker, topic.name, p.index, p.records, acks)
+                result = _produce_partition(broker, topic.name, p.index, p.records, acks, node)
                 n = result.pop("_appended")
                 row.update(result, error_code=0)
                 appended.append((topic.name, p.index, len(p.records), n))
@@ -85,7 +106,7 @@ async def produce(ctx, req):
              "error_code": error_code(exc), "error_message": error_message(exc)}
             for p in t.partition_data]} for t in body.topic_data]
         return None if acks == 0 else {"responses": responses}
-    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks)
+    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id)
     if appended:
         ctx.data_waker.notify()
         if ctx.metrics is not None:
@@ -97,8 +118,10 @@ async def produce(ctx, req):
     return {"responses": responses}
 
 
-def _fetch_all(broker, wanted: list, response_max_bytes: int) -> tuple[list, int]:
-    """One pass over every requested partition: the response topics and their byte total."""
+def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
+               follower_ok: bool = False) -> tuple[list, int]:
+    """One pass over every requested partition: the response topics and their byte total.
+    ``node``: the broker asked (a cluster); ``follower_ok``: a follower may answer (v11+)."""
     total = 0
     topics = []
     for topic, partitions in wanted:
@@ -109,11 +132,13 @@ def _fetch_all(broker, wanted: list, response_max_bytes: int) -> tuple[list, int
             budget = min(max_bytes, response_max_bytes - total)
             try:
                 _check_partition(broker, topic, partition)
+                if node is not None and not follower_ok:
+                    _check_leader(broker, topic, partition, node)
                 if budget <= 0 and total > 0:
-                    result = broker.fetch(topic, partition, offset, 1)
+                    result = broker.fetch(topic, partition, offset, 1, **_at(node))
                     records = b""
                 else:
-                    result = broker.fetch(topic, partition, offset, max(1, budget))
+                    result = broker.fetch(topic, partition, offset, max(1, budget), **_at(node))
                     records = kafka_records.encode_fetched(result.records)
                 row.update(error_code=0, high_watermark=result.high_watermark,
                            last_stable_offset=result.high_watermark,
@@ -139,7 +164,8 @@ async def fetch(ctx, req):
     deadline = time.monotonic() + max_wait
     response_max = getattr(body, "max_bytes", 2**31 - 1)
     while True:
-        topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max)
+        topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max, ctx.node_id,
+                                       req.api_version >= 11)
         failed = any(p["error_code"] for t in topics for p in t["partitions"])
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or failed or remaining <= 0 or not ctx.alive():
@@ -153,7 +179,8 @@ async def list_offsets(ctx, req):
     for t in req.body.topics:
         rows = []
         for p in t.partitions:
-            result, code, _ = await ctx.attempt(_list_offset, ctx.broker, t.name, p.partition_index, p.timestamp)
+            result, code, _ = await ctx.attempt(_list_offset, ctx.broker, t.name, p.partition_index,
+                                                p.timestamp, ctx.node_id)
             row = {"partition_index": p.partition_index, "error_code": code,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if not code:
@@ -163,6 +190,7 @@ async def list_offsets(ctx, req):
     return {"topics": out}
 
 
-def _list_offset(broker, topic: str, partition: int, timestamp: int):
+def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None):
     _check_partition(broker, topic, partition)
+    _check_leader(broker, topic, partition, node)
     return broker.list_offsets(topic, partition, timestamp)

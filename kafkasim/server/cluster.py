@@ -5,8 +5,13 @@ controller and topics. Today there is one broker, which leads every partition; a
 multi-broker cluster later replaces this function (each partition's leader, replicas and
 ISR already come from ``Broker.describe_topic``) and nothing else in the server changes.
 
-Leader epochs are reported as -1 ("unknown"), so clients do not try to validate their
-positions with OffsetForLeaderEpoch, which is not served (docs/differences.md).
+For one plain broker, leader epochs are reported as -1 ("unknown"), so clients do not try
+to validate their positions with OffsetForLeaderEpoch, which is not served
+(docs/differences.md). For a served cluster (a :class:`~kafkasim.server.topology.Topology`
+given) the answer is the cluster's: every live broker with its address and rack, the
+controller id, and per partition the real leader (-1 with LEADER_NOT_AVAILABLE while
+offline), replicas, ISR, offline replicas (those on a stopped or isolated broker) and
+leader epoch.
 
 Thread-safety: plain functions over a thread-safe broker; call from any thread.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import uuid
 from typing import Iterable, Optional
 
-from kafkasim.errors import KafkaSimError, UnknownTopicOrPartitionError
+from kafkasim.errors import KafkaSimError, LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kafkasim.server.api import error_code
 
 __all__ = ["describe_cluster", "describe_topic", "topic_id", "topic_name_for_id"]
@@ -30,9 +35,21 @@ def topic_id(description: dict) -> uuid.UUID:
         return uuid.UUID(int=0)
 
 
-def describe_topic(broker, name: str) -> dict:
+def describe_topic(broker, name: str, topology=None) -> dict:
     """One topic as Metadata shows it (raises UnknownTopicOrPartitionError if missing)."""
     d = broker.describe_topic(name)
+    if topology is not None:
+        return {
+            "error_code": 0, "name": d["name"], "topic_id": topic_id(d),
+            "is_internal": bool(d.get("internal")),
+            "partitions": [{
+                "error_code": LeaderNotAvailableError.errno if p["leader"] < 0 else 0,
+                "partition_index": p["partition"], "leader_id": p["leader"],
+                "leader_epoch": p.get("leader_epoch", -1), "replica_nodes": list(p["replicas"]),
+                "isr_nodes": list(p["isr"]),
+                "offline_replicas": [b for b in p["replicas"] if not topology.up(b)],
+            } for p in d["partitions"]],
+        }
     return {
         "error_code": 0, "name": d["name"], "topic_id": topic_id(d),
         "is_internal": bool(d.get("internal")),
@@ -45,7 +62,7 @@ def describe_topic(broker, name: str) -> dict:
 
 
 def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str]],
-                     create_missing=None) -> dict:
+                     create_missing=None, topology=None) -> dict:
     """Metadata's answer: brokers, cluster id, controller and the topics asked for.
 
     ``names`` None means every topic (internal ones included, as Kafka does). A missing
@@ -58,16 +75,20 @@ def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str
     for name in names:
         try:
             try:
-                topics.append(describe_topic(broker, name))
+                topics.append(describe_topic(broker, name, topology))
                 continue
             except UnknownTopicOrPartitionError:
                 if create_missing is None:
                     raise
             create_missing(name)
-            topics.append(describe_topic(broker, name))
+            topics.append(describe_topic(broker, name, topology))
         except KafkaSimError as exc:
             topics.append({"error_code": error_code(exc), "name": name,
                            "topic_id": uuid.UUID(int=0), "partitions": []})
+    if topology is not None:
+        return {"brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": rack}
+                            for n, rack in topology.live_nodes()],
+                "cluster_id": cluster_id, "controller_id": topology.controller_id(), "topics": topics}
     return {
         "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": None}],
         "cluster_id": cluster_id, "controller_id": node.node_id, "topics": topics,

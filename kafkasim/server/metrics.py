@@ -22,6 +22,16 @@ kafkasim_under_replicated_partitions         gauge      partitions whose ISR is 
                                                         replicas (UnderReplicatedPartitions; 0 here)
 kafkasim_offline_partitions                  gauge      partitions without a leader
                                                         (OfflinePartitionsCount; 0 here)
+kafkasim_broker_up                           gauge      broker, rack: 1 alive, 0 stopped or isolated
+                                                        (a served cluster only, as the rest of this
+                                                        block)
+kafkasim_broker_replicas                     gauge      broker: replicas it hosts (PartitionCount)
+kafkasim_broker_leaders                      gauge      broker: partitions it leads (LeaderCount)
+kafkasim_broker_size_bytes                   gauge      broker: bytes of its replicas' logs (Log Size)
+kafkasim_broker_under_replicated_partitions  gauge      broker: partitions it leads whose ISR is short
+                                                        (the broker's UnderReplicatedPartitions)
+kafkasim_broker_offline_partitions           gauge      broker: partitions it holds a replica of that
+                                                        have no leader
 kafkasim_requests_total                      counter    api: requests answered (RequestsPerSec)
 kafkasim_request_duration_seconds            histogram  api: from parse to response, holds included
                                                         (TotalTimeMs)
@@ -183,4 +193,43 @@ class _BrokerCollector:
             log.debug("metrics scrape: broker not readable", exc_info=True)
         under.add_metric([], n_under)
         offline.add_metric([], n_offline)
-        return [bytes_in, msgs_in, leo, lso, hw, size, committed, lag, under, offline]
+        return [bytes_in, msgs_in, leo, lso, hw, size, committed, lag, under, offline, *_per_broker(broker)]
+
+
+def _per_broker(broker) -> list:
+    """The per-broker gauges of a served cluster (none for one plain broker)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    if not hasattr(broker, "describe_cluster"):
+        return []
+    try:
+        d = broker.describe_cluster()
+    except Exception:
+        log.debug("metrics scrape: cluster not readable", exc_info=True)
+        return []
+    up = GaugeMetricFamily("kafkasim_broker_up", "1 when the broker is alive, 0 when stopped or isolated.",
+                           labels=["broker", "rack"])
+    families = {key: GaugeMetricFamily(f"kafkasim_broker_{name}", text, labels=["broker"]) for key, name, text in (
+        ("replicas", "replicas", "Replicas the broker hosts."),
+        ("leaders", "leaders", "Partitions the broker leads."),
+        ("bytes", "size_bytes", "Bytes of the broker's replica logs."),
+        ("under", "under_replicated_partitions", "Partitions the broker leads whose ISR is short of their replicas."),
+        ("offline", "offline_partitions", "Partitions the broker holds a replica of that have no leader."))}
+    under = {b["id"]: 0 for b in d["brokers"]}
+    offline = dict(under)
+    for p in d["partitions"]:
+        if p["under_replicated"] and p["leader"] in under:
+            under[p["leader"]] += 1
+        if p["offline"]:
+            for b in p["replicas"]:
+                if b in offline:
+                    offline[b] += 1
+    for b in d["brokers"]:
+        label = [str(b["id"])]
+        up.add_metric([str(b["id"]), b["rack"] or ""], 1 if b["state"] == "alive" else 0)
+        families["replicas"].add_metric(label, b["replicas"])
+        families["leaders"].add_metric(label, b["leaders"])
+        families["bytes"].add_metric(label, b["bytes"])
+        families["under"].add_metric(label, under[b["id"]])
+        families["offline"].add_metric(label, offline[b["id"]])
+    return [up, *families.values()]

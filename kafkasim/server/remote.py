@@ -87,10 +87,16 @@ def _answers(host: str, port: int, timeout: float = 2.0) -> bool:
 
 
 def server_for(data_dir: str) -> tuple[Optional[dict], bool]:
-    """``(address file content or None, whether a server answers there)``."""
+    """``(address file content or None, whether a server answers there)``. For a served
+    cluster the first broker whose listener answers is chosen ("host"/"port" set to it), so
+    commands still reach the server while some brokers are stopped."""
     info = read_address(data_dir)
     if info is None:
         return None, False
+    for b in info.get("brokers") or []:
+        if isinstance(b, dict) and isinstance(b.get("host"), str) and isinstance(b.get("port"), int) \
+                and _answers(b["host"], b["port"]):
+            return {**info, "host": b["host"], "port": b["port"]}, True
     return info, _answers(info["host"], info["port"])
 
 

@@ -129,7 +129,10 @@ class TopicCalls:
                 path = os.path.join(log_dir, partition_dir_name(name, i))
                 if os.path.isdir(path):
                     segments = len(list_segments(path))
-            out.append({"partition": i, "leader": p.leader_id, "replicas": list(p.replica_nodes),
+            # a served cluster reports real epochs; one broker answers -1 ("unknown", see
+            # kafkasim.server.cluster) for an epoch that is always 0 (one broker never elects)
+            out.append({"partition": i, "leader": p.leader_id, "leader_epoch": max(p.leader_epoch, 0),
+                        "replicas": list(p.replica_nodes),
                         "isr": list(p.isr_nodes), "log_start_offset": starts[i][0],
                         "log_end_offset": ends[i][0], "high_watermark": ends[i][0],
                         "size_bytes": sizes.get(i), "segments": segments})

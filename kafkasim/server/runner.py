@@ -10,6 +10,12 @@ to a temporary name, fsynced and renamed into place.
 The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``;
 it exists exactly while a server is serving that data dir, so other tools can find it.
 
+A data dir holding a cluster (``meta/cluster.json``, made by ``kafkasim cluster create``),
+or any data dir when ``brokers`` is given (creating the cluster), is served as a cluster:
+one listener per broker (:mod:`kafkasim.server.listeners`) over one in-process
+:class:`~kafkasim.broker.cluster.Cluster`, and the address file also lists
+``"brokers": [{"id", "host", "port", "rack"}]`` ("host"/"port" are the first broker's).
+
 Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 """
 
@@ -31,15 +37,27 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
-          stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None) -> None:
+          stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
+          brokers=None) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
     free port; :mod:`kafkasim.server.metrics`). ``on_ready(host, port, metrics_port)`` is
-    called once both listen (``metrics_port`` None when metrics are off)."""
+    called once both listen (``metrics_port`` None when metrics are off).
+
+    ``brokers``: ``[(id, rack), ...]`` or ``"0:r1,1:r2"`` — serve a cluster of these brokers
+    (created when the data dir holds none). Without it, a data dir holding a cluster is
+    served as that cluster, any other as one broker."""
+    import os
+
     from kafkasim.broker import Broker
 
-    broker = Broker(data_dir, clock=SystemClock())
+    if brokers is not None or os.path.exists(os.path.join(data_dir, "meta", "cluster.json")):
+        from kafkasim.broker.cluster import Cluster
+
+        broker = Cluster(data_dir, brokers, clock=SystemClock())
+    else:
+        broker = Broker(data_dir, clock=SystemClock())
     metrics = None
     try:
         if metrics_port is not None:
@@ -63,8 +81,6 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
 
 async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
-    server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
-                         metrics=metrics)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -72,6 +88,13 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
+    from kafkasim.broker.cluster import Cluster
+
+    if isinstance(broker, Cluster):     # one listener per broker
+        await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics)
+        return
+    server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
+                         metrics=metrics)
     try:
         bound_host, bound_port = await server.start()
     except OSError as exc:
@@ -84,3 +107,21 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         await stop.wait()
     finally:
         await server.close()
+
+
+async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+    from kafkasim.server.listeners import ClusterListeners
+
+    listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
+                                 max_request_bytes=max_request_bytes, metrics=metrics)
+    addresses = await listeners.start()
+    try:
+        metrics_port = metrics.port if metrics is not None else None
+        first = addresses[0]
+        write_address(cluster.data_dir, first["host"], first["port"], metrics_port=metrics_port,
+                      brokers=addresses)
+        if on_ready is not None:
+            on_ready(first["host"], first["port"], metrics_port)
+        await listeners.run(stop)
+    finally:
+        await listeners.close()

@@ -15,6 +15,11 @@ in flight, so responses always come back in request order). Per frame:
 4. the API's handler (:mod:`kafkasim.server.api`'s table) makes its broker calls and
    returns the response, which is encoded for the request's version and written.
 
+On a served cluster there is one KafkaServer per broker (:mod:`kafkasim.server.listeners`),
+each given its ``broker_id``, the cluster's :class:`~kafkasim.server.topology.Topology` and
+the wakers all of them share; :meth:`pause` (the broker was stopped or isolated) closes the
+listening socket and drops every connection, :meth:`resume` binds the same port again.
+
 A handler that raises something unexpected is logged and its connection closed; the
 server itself never stops on a request. Malformed input never reaches the broker, so it
 can never write anything.
@@ -38,7 +43,7 @@ from typing import Optional
 from kafkasim.errors import UnsupportedVersionError
 from kafkasim.server import apis_admin
 from kafkasim.server import codec
-from kafkasim.server.api import Context, Node, ServerOptions
+from kafkasim.server.api import Context, Node, ServerOptions, Waker
 from kafkasim.server.dispatch import APIS
 
 __all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
@@ -69,7 +74,9 @@ class KafkaServer:
     def __init__(self, broker, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  options: Optional[ServerOptions] = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 workers: int = 8, advertised_host: Optional[str] = None, metrics=None) -> None:
+                 workers: int = 8, advertised_host: Optional[str] = None, metrics=None,
+                 broker_id: Optional[int] = None, topology=None,
+                 wakers: Optional[tuple[Waker, Waker]] = None) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self.options = options or ServerOptions()
@@ -80,6 +87,9 @@ class KafkaServer:
         self._connections: set[asyncio.Task] = set()
         self._ctx: Optional[Context] = None
         self.metrics = metrics            # kafkasim.server.metrics.ServerMetrics, or None
+        self.broker_id = getattr(broker, "broker_id", 0) if broker_id is None else broker_id
+        self.topology = topology
+        self._wakers = wakers or (Waker(), Waker())
 
     @property
     def address(self) -> tuple[str, int]:
@@ -90,14 +100,37 @@ class KafkaServer:
         self._server = await asyncio.start_server(self._on_connection, self.host, self.port,
                                                   reuse_address=True)
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
-        node = Node(getattr(self.broker, "broker_id", 0), self._advertised_host or self.host, self.port)
-        self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics)
-        log.info("listening on %s:%d", self.host, self.port)
+        node = Node(self.broker_id, self._advertised_host or self.host, self.port)
+        self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics,
+                            data_waker=self._wakers[0], group_waker=self._wakers[1],
+                            topology=self.topology)
+        log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
+
+    @property
+    def listening(self) -> bool:
+        return self._server is not None
+
+    async def pause(self) -> None:
+        """Stop accepting and drop every connection (the broker went down); the port is
+        bound again by :meth:`resume`."""
+        await self._stop_listening()
+        log.info("broker %d stopped listening on %s:%d", self.broker_id, self.host, self.port)
+
+    async def resume(self) -> None:
+        """Listen again on the same port (the broker came back)."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._on_connection, self.host, self.port,
+                                                      reuse_address=True)
+            log.info("broker %d listening again on %s:%d", self.broker_id, self.host, self.port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection (pending long polls are cancelled) and
         wait for in-flight broker calls to return."""
+        await self._stop_listening()
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
+
+    async def _stop_listening(self) -> None:
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -107,7 +140,6 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
-        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
 
     # ------------------------------------------------------------ connections
 
