@@ -6,12 +6,15 @@ failure with no acknowledged loss, and a reassignment after adding a broker.
 1. a :class:`~kafkasim.broker.cluster.Cluster` of brokers 0, 1, 2 on racks ``r1``, ``r2``,
    ``r3``; topic ``payments`` with 6 partitions, replication factor 3 and
    ``min.insync.replicas=2`` (Kafka's placement over the racks);
-2. one in-process producer with ``acks=all`` (idempotent) sends half the Zipf traffic;
+2. one in-process producer with ``acks=all`` (idempotent) sends half the Zipf traffic, and
+   kafka-python sends a tenth as much through ``kafkasim serve``'s listeners over the same
+   cluster (:mod:`kafkasim.demo.wire`);
 3. consumer group ``settlement`` (cooperative-sticky) starts with 2
    members, scales out to 3 and commits what it processed;
 4. the other half is sent while the leader of partition 0 is stopped a third of the way in:
    leadership moves, the producer retries on the new leaders, and every acknowledged record
-   is read back afterwards (``acked`` vs ``readable``: no acknowledged record lost); the
+   (in-process and real client) is read back afterwards (``acked`` vs ``readable``: no
+   acknowledged record lost); the
    broker restarts and catches up;
 5. broker 3 joins on a new rack ``r4`` and holds nothing; :func:`kafkasim.placement.reassign.plan_reassignment`
    plans the balanced, fewest-moves target, the cluster executes it at a throttle (simulated
@@ -36,6 +39,7 @@ from kafkasim.producer import Producer
 from kafkasim.types import TopicPartition
 
 from kafkasim.demo.traffic import Merchants, consume, group_member, owners, produce, settle
+from kafkasim.demo.wire import send_through_serve
 
 __all__ = ["run_cluster", "TOPIC", "BROKERS"]
 
@@ -66,6 +70,16 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
         with progress.phase("cluster traffic", f"{first} records, acks=all"):
             futures = produce([producer], TOPIC, merchants, clock, first)
         say(f"2. an in-process producer (acks=all, idempotent) sent {first} Zipf-keyed payments to the cluster")
+        wire_n = max(records // 10, 10)
+        with progress.phase("real client", f"kafka-python, {wire_n} records through kafkasim serve"):
+            wire, wire_acked = send_through_serve(c, TOPIC, merchants.keys(wire_n), clock, partitions=PARTITIONS)
+        out["real_client"] = wire
+        if "skipped" in wire:
+            say(f"   real client: skipped ({wire['skipped']})")
+        else:
+            say(f"   kafka-python (acks=all) sent {wire['sent']} through kafkasim serve (one listener per broker "
+                f"on 127.0.0.1): {wire['acked']} acknowledged, per partition {wire['per_partition']}; "
+                f"{wire['not_murmur2']} outside the partition kafkasim's murmur2 gives their key")
 
         group = [group_member(c, clock, TOPIC, GROUP, "settle-a"),
                  group_member(c, clock, TOPIC, GROUP, "settle-b")]
@@ -95,20 +109,22 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
             futures += produce([producer], TOPIC, merchants, clock, records - first, between=fail)
             producer.close()
             desc = c.describe_cluster()
-            acked = [f.value for f in futures if f.succeeded()]
+            acked = [(m.partition, m.offset) for m in (f.value for f in futures if f.succeeded())]
+            acked += wire_acked
             readable = _readable(c, clock)
-        lost = sum(1 for m in acked if (m.partition, m.offset) not in readable)
+        lost = sum(1 for m in acked if m not in readable)
         moved = [p["partition"] for p in desc["partitions"] if victim in p["replicas"]
                  and placed[p["partition"]][0] == victim]
-        out["failure"] = {"stopped_broker": victim, "after_record": first + stop_at, "sent": len(futures),
-                          "acked": len(acked), "failed": len(futures) - len(acked), "readable": len(readable),
+        sent = len(futures) + len(wire_acked)
+        out["failure"] = {"stopped_broker": victim, "after_record": first + stop_at, "sent": sent,
+                          "acked": len(acked), "failed": sent - len(acked), "readable": len(readable),
                           "acked_lost": lost, "under_replicated": desc["under_replicated"],
                           "offline": desc["offline"],
                           "new_leaders": {p: c.leader_for(TOPIC, p) for p in moved}}
         say(f"4. broker {victim} stopped after record {first + stop_at}: leadership of "
             + ", ".join(f"p{p}→{b}" for p, b in out["failure"]["new_leaders"].items())
             + f"; {desc['under_replicated']} partitions under-replicated, {desc['offline']} offline. "
-            f"{len(acked)} of {len(futures)} sends acknowledged, {len(readable)} records readable, "
+            f"{len(acked)} of {sent} sends acknowledged (both clients), {len(readable)} records readable, "
             f"{lost} acknowledged records lost")
         c.start_broker(victim)
         for _ in range(5):
@@ -135,7 +151,7 @@ def _reassign(c: Cluster, clock: MockClock, acked: list, say, progress) -> dict:
         done = c.verify(plan)
         readable = _readable(c, clock)
     after = _loads(c)
-    lost = sum(1 for m in acked if (m.partition, m.offset) not in readable)
+    lost = sum(1 for m in acked if m not in readable)
     rep = {"added_broker": NEW_BROKER[0], "replica_moves": moves, "bytes_moved": result["bytes_moved"],
            "copy_time_ms": result["time_ms"], "throttle_bytes_per_s": THROTTLE,
            "before": before, "after": after, "balanced": after["replicas_ratio"] is not None

@@ -4,12 +4,12 @@
 one) and tells, on MockClocks and seeded RNGs:
 
 - **the cluster** (``data_dir/cluster``, :mod:`kafkasim.demo.cluster_story`): steps 1–5 —
-  3 brokers over racks, replicated Zipf traffic with ``acks=all``, a group scaling out, a
-  broker failure with no acknowledged loss, a reassignment after adding a broker
-  (``balance.png``);
-- **the shop's topic on one broker** (``data_dir/shop``): step 2 again, now with a real
-  client — kafka-python through ``kafkasim serve`` (:mod:`kafkasim.demo.wire`) — beside
-  three Java-default in-process producers; group ``billing`` scales out (step 3); then
+  3 brokers over racks, replicated Zipf traffic with ``acks=all`` from an in-process
+  producer and from kafka-python through ``kafkasim serve``'s listeners
+  (:mod:`kafkasim.demo.wire`), a group scaling out, a broker failure with no acknowledged
+  loss, a reassignment after adding a broker (``balance.png``);
+- **the shop's topic on one broker** (``data_dir/shop``): step 2 again with three
+  Java-default in-process producers; group ``billing`` scales out (step 3); then
   step 6: ``orders`` grows from 6 to 8 partitions while traffic goes on (keys move) and a
   librdkafka-style producer (``consistent_random``) writes some orders (the mixed-client bug);
 - **step 7**: Spark, reading only the segment files of ``data_dir/shop``, audits ordering,
@@ -51,7 +51,7 @@ GROUP = "billing"
 def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, spark: bool = True,
              echo: Optional[Callable[[str], None]] = print, progress=None, spark_session=None) -> dict:
     """Run the story (module docstring); ``records`` is the shop topic's in-process traffic
-    (default 30,000; the cluster gets a third of it, the real client a tenth). The audits
+    (default 30,000; the cluster gets a third of it, and the real client a tenth of that). The audits
     start (and stop) a local SparkSession unless ``spark_session`` is given (left running)."""
     from kafkasim.demo.cluster_story import run_cluster
     from kafkasim.spark_jobs.progress import Progress
@@ -91,8 +91,6 @@ def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, sp
 
 
 def _shop(path: str, seed: int, n: int, say, prog) -> dict:
-    from kafkasim.demo.wire import send_through_serve
-
     out: dict = {}
     rng = random.Random(seed)
     clock = MockClock(START_MS)
@@ -119,17 +117,6 @@ def _shop(path: str, seed: int, n: int, say, prog) -> dict:
             after = owners(group)
         say(f"3. group {GROUP} (cooperative-sticky): 2 members, generation {gens[0]}: {_owned(before)}; "
             f"scaled out to 3, generation {gens[1]}: {_owned(after)}; {consumed} records processed and committed")
-
-        wire_n = max(n // 10, 10)
-        with prog.phase("real client", f"kafka-python, {wire_n} records through kafkasim serve"):
-            wire = send_through_serve(broker, TOPIC, merchants.keys(wire_n), clock, partitions=6)
-        out["real_client"] = wire
-        if "skipped" in wire:
-            say(f"2. real client: skipped ({wire['skipped']})")
-        else:
-            say(f"2. kafka-python (acks=all) sent {wire['sent']} orders through kafkasim serve on 127.0.0.1: "
-                f"{wire['acked']} acknowledged, per partition {wire['per_partition']}; "
-                f"{wire['not_murmur2']} outside the partition kafkasim's murmur2 gives their key")
 
         broker.create_partitions(TOPIC, 8)
         clock.advance(300_000)   # past metadata.max.age.ms: the producers see 8 partitions
