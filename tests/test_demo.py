@@ -79,3 +79,19 @@ def test_too_few_records_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(InvalidArgumentError, match="records=99"):
         run_demo(str(tmp_path / "d"), records=99, spark=False, echo=None)
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.slow
+def test_cli_prints_the_summary_as_json_and_refuses_a_foreign_dir(tmp_path, capsys):
+    import json
+
+    from kafkasim.cli import main
+
+    assert main(["demo", "--data-dir", str(tmp_path / "d"), "--records", "300", "--no-spark", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["cluster"]["failure"]["acked_lost"] == 0 and "audits" not in summary
+    assert os.path.exists(os.path.join(tmp_path, "d", "reports", "summary.json"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    assert main(["demo", "--data-dir", str(tmp_path / "mine"), "--no-spark"]) != 0
+    assert "refusing to wipe" in capsys.readouterr().err

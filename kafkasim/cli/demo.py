@@ -23,7 +23,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=42, help="seed of every random choice (default 42)")
     p.add_argument("--records", type=int, default=None,
                    help="in-process records of the shop's topic (default 30000; the cluster gets a third, "
-                        "the real client a tenth)")
+                        "its real client a tenth of that)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark audits")
     add_json(p)
 
