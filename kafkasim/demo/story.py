@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import threading
 import time
 from typing import Callable, Optional
 
@@ -52,7 +53,8 @@ def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, sp
              echo: Optional[Callable[[str], None]] = print, progress=None, spark_session=None) -> dict:
     """Run the story (module docstring); ``records`` is the shop topic's in-process traffic
     (default 30,000; the cluster gets a third of it, and the real client a tenth of that). The audits
-    start (and stop) a local SparkSession unless ``spark_session`` is given (left running)."""
+    use a local SparkSession started on a thread at the beginning (overlapping the JVM's
+    start with the story) and stopped at the end, unless ``spark_session`` is given (left running)."""
     from kafkasim.demo.cluster_story import run_cluster
     from kafkasim.spark_jobs.progress import Progress
 
@@ -67,17 +69,22 @@ def run_demo(data_dir: str, *, seed: int = 42, records: Optional[int] = None, sp
     os.makedirs(reports)
     summary: dict = {"data_dir": data_dir, "seed": seed, "records": n}
 
-    say("The cluster")
-    summary["cluster"] = run_cluster(os.path.join(data_dir, "cluster"), seed=seed, records=max(n // 3, 100),
-                                     start_ms=START_MS, say=say, progress=prog)
-    _plot_balance(os.path.join(reports, "balance.png"), summary["cluster"]["reassignment"])
+    early = _EarlySpark() if spark and spark_session is None else None
+    try:
+        say("The cluster")
+        summary["cluster"] = run_cluster(os.path.join(data_dir, "cluster"), seed=seed, records=max(n // 3, 100),
+                                         start_ms=START_MS, say=say, progress=prog)
+        _plot_balance(os.path.join(reports, "balance.png"), summary["cluster"]["reassignment"])
 
-    shop = os.path.join(data_dir, "shop")
-    say(f"The shop's topic on one broker ({shop})")
-    summary.update(_shop(shop, seed, n, say, prog))
+        shop = os.path.join(data_dir, "shop")
+        say(f"The shop's topic on one broker ({shop})")
+        summary.update(_shop(shop, seed, n, say, prog))
 
-    if spark:
-        summary["audits"] = _audit(shop, reports, say, prog, spark_session)
+        if spark:
+            summary["audits"] = _audit(shop, reports, say, prog, spark_session or early)
+    finally:
+        if early is not None:
+            early.stop()
     summary["files"] = sorted(os.path.join(reports, f) for f in os.listdir(reports)) \
         + [os.path.join(reports, "summary.json")]
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -183,29 +190,55 @@ def _plot_balance(path: str, rep: dict) -> None:
     fig.savefig(path, dpi=100)
 
 
-def _audit(shop: str, reports: str, say, prog, spark=None) -> dict:
-    """``kafkasim audit all`` over the shop's topic: one session, one scan, three reports."""
+class _EarlySpark:
+    """The demo's own SparkSession, started on a thread while the in-process story runs
+    (the JVM's start is most of a small audit's time); :meth:`stop` stops it if it started."""
+
+    def __init__(self) -> None:
+        self.session = None
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._start, name="kafkasim-demo-spark", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        from kafkasim.spark_jobs.session import build_session
+        try:
+            self.session = build_session("kafkasim-demo", master="local[*]")
+        except BaseException as exc:   # re-raised in the caller's thread by get()
+            self.error = exc
+
+    def get(self):
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.session
+
+    def stop(self) -> None:
+        self._thread.join()
+        if self.session is not None:
+            self.session.stop()
+
+
+def _audit(shop: str, reports: str, say, prog, spark) -> dict:
+    """``kafkasim audit all`` over the shop's topic: one session, one scan, three reports.
+    ``spark`` is a SparkSession (left running) or the demo's :class:`_EarlySpark`."""
     from kafkasim.spark_jobs import audit_all, common, options
-    from kafkasim.spark_jobs.session import build_session
 
     say(f"7. Spark audits over the segment files of {shop} (no broker running): kafkasim audit all")
     args = common.job_parser("audit_all", "", "")
     options.all_audits(args)
     args = args.parse_args(["--data-dir", shop, "--topic", TOPIC, "--plot-dir", reports, "--max-details", "20"])
     topics = common.check_inputs(shop, [TOPIC])
-    own = spark is None
-    with prog.phase("spark session"):
-        spark = spark or build_session("kafkasim-demo", master="local[*]", extra_conf={
-            "spark.sql.shuffle.partitions": str(common.shuffle_partitions_for(common.input_bytes(shop, topics), 2))})
-    try:
-        rep = audit_all.build_report(spark, shop, topics, args, prog)
-        common.write_json(rep, os.path.join(reports, "audits.json"))
-        for line in audit_all.text(rep).splitlines():
-            say("   " + line)
-        return _findings(rep)
-    finally:
-        if own:
-            spark.stop()
+    if isinstance(spark, _EarlySpark):
+        with prog.phase("spark session", "started while the story ran"):
+            spark = spark.get()
+        spark.conf.set("spark.sql.shuffle.partitions", str(common.shuffle_partitions_for(
+            common.input_bytes(shop, topics), spark.sparkContext.defaultParallelism)))
+    rep = audit_all.build_report(spark, shop, topics, args, prog)
+    common.write_json(rep, os.path.join(reports, "audits.json"))
+    for line in audit_all.text(rep).splitlines():
+        say("   " + line)
+    return _findings(rep)
 
 
 def _findings(rep: dict) -> dict:
