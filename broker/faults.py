@@ -115,8 +115,7 @@ class ClusterFaults(BrokerCore):
         if part.leader == broker_id:
             self._elect(part)
         elif broker_id in part.isr and len(part.isr) > 1:
-            part.isr = [b for b in part.isr if b != broker_id]
-            part._changed()
+            part.remove_from_isr(broker_id)
 
     def _rejoin(self, part: PartitionState, broker_id: int) -> None:
         if part.leader >= 0:

@@ -8,6 +8,8 @@
   ``offline`` (no leader), the lost records of unclean elections, and the per-broker
   **skew**: replicas, leaders and bytes per broker, each with max/min (``inf`` when a
   broker holds none) flagged above 1.3 (the operators' reassignment threshold).
+- :meth:`Reassignment.metrics`: Kafka's replication gauges (under-replicated, under-min-ISR,
+  offline) and counts (ISR shrinks/expands, leader elections, lost records).
 - :meth:`Reassignment.add_broker`: a new broker joins and holds nothing: Kafka never moves
   partitions on its own (the "adding a broker rebalances" misconception).
 - :meth:`Reassignment.reassign` executes a plan (``kafka-reassign-partitions --execute``), per
@@ -42,7 +44,6 @@ from kafkasim.types import TopicPartition
 
 from kafkasim.broker.controller import BrokerInfo
 from kafkasim.broker.core import INTERNAL_TOPICS, BrokerCore
-from kafkasim.broker.replica import Replica
 
 __all__ = ["Reassignment", "SKEW_LIMIT", "skew_of"]
 
@@ -93,6 +94,19 @@ class Reassignment(BrokerCore):
                     "offline": sum(p["offline"] for p in parts),
                     "skew": {"replicas": skew_of(replicas), "leaders": skew_of(leaders), "bytes": skew_of(size)},
                     "lost_records": len(self._ctl.lost_records)}
+
+    def metrics(self) -> dict[str, int]:
+        """Kafka's replication gauges now, and the counts since this cluster object opened:
+        ``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``, ``OfflinePartitionsCount``,
+        ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``, ``LostRecords`` (unclean elections)."""
+        d = self.describe_cluster()
+        with self._lock:
+            parts = [p for tp, p in self._partitions.items() if tp.topic not in INTERNAL_TOPICS]
+            total = {k: sum(p.counts[k] for p in parts) for k in ("isr_shrinks", "isr_expands", "leader_elections")}
+        return {"UnderReplicatedPartitions": d["under_replicated"], "UnderMinIsrPartitionCount": d["under_min_isr"],
+                "OfflinePartitionsCount": d["offline"], "IsrShrinks": total["isr_shrinks"],
+                "IsrExpands": total["isr_expands"], "LeaderElections": total["leader_elections"],
+                "LostRecords": d["lost_records"]}
 
     def assignment(self) -> dict[TopicPartition, list[int]]:
         """Every (non-internal) partition's replica list, in assignment order."""
@@ -163,8 +177,7 @@ class Reassignment(BrokerCore):
         adding = [b for b in target if b not in part.replicas]
         for b in adding:                                                   # step 1
             self._discard_stale_path(self._partition_path(b, *tp))
-            part.hosted[b] = Replica(b, self._open_replica_log(b, tp, config), self.clock.now_ms())
-        part.replicas = part.replicas + adding
+            part.add_replica(b, self._open_replica_log(b, tp, config))
         copied = 0
         chunk = throttle if throttle is not None else None
         for b in adding:                                                   # step 2
@@ -184,16 +197,11 @@ class Reassignment(BrokerCore):
             if not in_isr:
                 raise InvalidReplicaAssignmentError(f"{tp}: no target replica of {target} is in the ISR {part.isr}")
             part.become_leader(in_isr[0], part.isr)
-        removed = [b for b in part.replicas if b not in target]            # step 5
-        part.replicas = list(target)
-        part.isr = [b for b in target if b in part.isr]
-        for b in removed:
-            r = part.hosted.pop(b)
+        for r in part.set_replicas(target):                                # step 5
             r.log.close()
-            path = self._partition_path(b, *tp)
+            path = self._partition_path(r.broker_id, *tp)
             if os.path.isdir(path):
                 shutil.rmtree(path)
-        part._changed()
         return copied, len(adding)
 
     def verify(self, target: Mapping) -> dict[str, Any]:

@@ -92,7 +92,7 @@ class PartitionState:
     """Replicas, leader, ISR, epoch and HW of one partition (see the module docstring)."""
 
     __slots__ = ("name", "replicas", "hosted", "leader", "isr", "leader_epoch", "lock", "producers",
-                 "log", "faults", "clock", "lag_max_ms", "on_change", "__weakref__")
+                 "log", "faults", "clock", "lag_max_ms", "on_change", "counts", "__weakref__")
 
     def __init__(self, name: str, replicas: list[int], hosted: dict[int, Log], clock: Clock, *,
                  leader: int, isr: list[int], leader_epoch: int = 0, faults: FaultView = HEALTHY,
@@ -110,6 +110,7 @@ class PartitionState:
         self.clock = clock
         self.lag_max_ms = lag_max_ms
         self.on_change = on_change
+        self.counts = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0}   # since open
         self.log: Optional[Log] = self.hosted[leader].log if leader >= 0 else None
 
     # -- reads ------------------------------------------------------------------------------
@@ -242,7 +243,8 @@ class PartitionState:
                   and self.hosted[b].log.log_end_offset >= max(hw, start)]
         if joined:
             self.isr = [b for b in self.replicas if b in self.isr or b in joined]
-            self._changed()
+            self.counts["isr_expands"] += len(joined)
+            self.notify_changed()
 
     def _epoch_start(self) -> int:
         entries = self.hosted[self.leader].epochs.entries
@@ -257,10 +259,33 @@ class PartitionState:
                and now - self.hosted[b].last_caught_up_ms > self.lag_max_ms]
         if out:
             self.isr = [b for b in self.isr if b not in out]
-            self._changed()
+            self.counts["isr_shrinks"] += len(out)
+            self.notify_changed()
         return out
 
-    def _changed(self) -> None:
+    def add_replica(self, broker_id: int, log: Log) -> Replica:
+        """A reassignment adds ``broker_id``'s (empty) replica; it fetches and joins the ISR later."""
+        r = self.hosted[broker_id] = Replica(broker_id, log, self.clock.now_ms())
+        self.replicas = self.replicas + [broker_id]
+        return r
+
+    def set_replicas(self, target: list[int]) -> list[Replica]:
+        """The reassignment's end: the replica list becomes ``target`` (in its order), the ISR
+        keeps only target members; returns the dropped replicas (their logs still open)."""
+        dropped = [self.hosted.pop(b) for b in self.replicas if b not in target]
+        self.replicas = list(target)
+        self.isr = [b for b in target if b in self.isr]
+        self.notify_changed()
+        return dropped
+
+    def remove_from_isr(self, broker_id: int) -> None:
+        """The controller fenced ``broker_id`` (stopped or isolated): it leaves the ISR."""
+        self.isr = [b for b in self.isr if b != broker_id]
+        self.counts["isr_shrinks"] += 1
+        self.notify_changed()
+
+    def notify_changed(self) -> None:
+        """Tell the owner (the cluster's controller state) that leader, ISR or replicas changed."""
         if self.on_change is not None:
             self.on_change(self)
 
@@ -272,7 +297,9 @@ class PartitionState:
         and the records removed that the new leader does not hold are appended to ``lost``."""
         now = self.clock.now_ms()
         self.leader_epoch += 1
+        self.counts["leader_elections"] += 1
         self.leader = leader
+        self.counts["isr_shrinks"] += len(set(self.isr) - set(isr))
         self.isr = [b for b in self.replicas if b in isr]
         self.producers = None          # rebuilt from the new leader's log on first use
         if leader < 0:
@@ -290,7 +317,7 @@ class PartitionState:
             if removed:
                 kept = {(rec.offset, rec.key) for rec in _records(r.log, min(o for o, _ in removed))}
                 lost.extend(rec for k, rec in sorted(removed.items()) if k not in kept)
-        self._changed()
+        self.notify_changed()
 
     def truncate_follower(self, r: Replica, removed: Optional[dict] = None) -> int:
         """OffsetsForLeaderEpoch truncation of ``r`` against the leader; returns its new LEO.

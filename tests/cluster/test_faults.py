@@ -192,3 +192,18 @@ def test_a_whole_rack_failing_leaves_every_partition_writable_with_rack_aware_pl
         c.stop_broker(3)                                   # and one more: some fall under min ISR
         d = c.describe_cluster()
         assert d["offline"] == 0 and d["under_min_isr"] > 0
+
+
+def test_an_idempotent_retry_after_a_failover_is_recognised_by_the_new_leader(cluster):
+    """The response to an acks=all produce is lost, the leader dies, the retry reaches the new
+    leader: it rebuilds the producer state from its own log and writes nothing twice."""
+    cluster.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    pid, epoch = cluster.init_producer_id()
+    first = encode_batch(0, [(0, 1000, b"a", b"v", ())], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+    assert cluster.produce("t", 0, first, acks="all").base_offset == 0
+    cluster.stop_broker(cluster.leader_for("t", 0))
+    again = cluster.produce("t", 0, first, acks="all")
+    assert again.duplicate and again.base_offset == 0
+    nxt = encode_batch(0, [(0, 1000, b"b", b"v", ())], producer_id=pid, producer_epoch=epoch, base_sequence=1)
+    assert cluster.produce("t", 0, nxt, acks="all").base_offset == 1
+    assert [r.key for r in cluster.fetch("t", 0, 0).records] == [b"a", b"b"]

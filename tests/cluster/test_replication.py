@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.errors import (
     InvalidReplicationFactorError, KafkaStorageError, LeaderNotAvailableError, NetworkError,
@@ -196,3 +195,16 @@ def test_an_offline_partition_reads_leader_none_in_topics_describe(tmp_path, cap
     capsys.readouterr()
     assert main(["topics", "describe", "t", "--data-dir", d]) == 0
     assert "Leader: none" in capsys.readouterr().out
+
+
+def test_faults_show_in_the_metrics(cluster):
+    cluster.create_topic("t", 2, 3, {"min.insync.replicas": "3"})
+    assert cluster.metrics()["UnderReplicatedPartitions"] == 0
+    leader = cluster.leader_for("t", 0)
+    cluster.stop_broker(leader)
+    m = cluster.metrics()
+    assert m["UnderReplicatedPartitions"] == 2 and m["UnderMinIsrPartitionCount"] == 2
+    assert m["IsrShrinks"] == 2 and m["LeaderElections"] >= 1 and m["OfflinePartitionsCount"] == 0
+    cluster.start_broker(leader)
+    m = cluster.metrics()
+    assert m["IsrExpands"] == 2 and m["UnderReplicatedPartitions"] == 0
