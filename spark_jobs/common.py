@@ -121,17 +121,21 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     is decoded in this process by the data source's own reader
     (``datasource.read_local_table``) and handed to Spark as an Arrow-backed local
     relation: the same rows, without a Python worker start per scan task and planning
-    step — which is most of a small audit's time. Larger logs, and URIs, are read by the
-    ``kafkasim`` data source on the executors."""
+    step — which is most of a small audit's time. This applies on ``local[...]`` masters
+    only; larger logs, URIs and cluster masters (``local-cluster`` included) are read by
+    the ``kafkasim`` data source on the executors."""
     limit = LOCAL_SCAN_BYTES if local_max_bytes is None else local_max_bytes
     log_dir = LogDir(data_dir)
-    if limit > 0 and log_dir.is_local and not options.get("mode"):
+    master = spark.sparkContext.master
+    in_process = master.startswith("local") and not master.startswith("local-cluster")
+    if limit > 0 and in_process and log_dir.is_local and not options.get("mode"):
         segs = log_dir.segments(set(topics) if topics else None)
         if sum(s.size for s in segs) <= limit:
             from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
+            ddl = schema_of(columns) if columns else SCHEMA      # names a bad column first
             table = read_local_table(data_dir, list(topics) if topics else None,
                                      list(columns) if columns else None, corrupt, **options)
-            return spark.createDataFrame(table, schema=schema_of(columns) if columns else SCHEMA)
+            return spark.createDataFrame(table, schema=ddl)
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
     for k, v in input_plan_options(spark).items():
         reader = reader.option(k, v)
@@ -183,7 +187,9 @@ def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) 
     from kafkasim.spark_jobs.datasource import scan_corruption, scan_segment_corruption
     log_dir = LogDir(data_dir)
     segs = log_dir.segments(set(topics) if topics else None)
-    if log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
+    master = spark.sparkContext.master
+    in_process = master.startswith("local") and not master.startswith("local-cluster")
+    if in_process and log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
         found = [row for s in segs for row in scan_segment_corruption(log_dir, s)]
         return sorted(found, key=lambda r: (r["topic"], r["partition"], r["segment"], r["position"]))
     return scan_corruption(spark, data_dir, list(topics) if topics else None)

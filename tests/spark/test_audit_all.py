@@ -56,3 +56,36 @@ def test_shuffle_partitions_follow_the_input_size():
     assert shuffle_partitions_for(1 << 20, 2) == 2                 # small log: one per core
     assert shuffle_partitions_for(1 << 30, 2) == 8                 # 1 GiB: one per 128 MiB
     assert shuffle_partitions_for(1 << 40, 2) == 200               # capped at Spark's default
+
+
+class _Tty:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_names_each_phase_on_a_terminal_and_prints_nothing_elsewhere():
+    from kafkasim.spark_jobs.progress import Progress
+    for tty in (True, False):
+        stream = _Tty(tty)
+        progress = Progress(stream)
+        with progress.phase("reading", "1 topic(s)"):
+            pass
+        with progress.phase("skew"):
+            pass
+        assert [name for name, _ in progress.timings] == ["reading", "skew"]
+        if tty:
+            import re
+            shown = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", stream.text)   # rich's colours and cursor moves
+            assert "✓ reading: 1 topic(s)" in shown and "✓ skew" in shown
+        else:
+            assert stream.text == ""
