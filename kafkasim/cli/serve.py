@@ -32,6 +32,10 @@ def register(sub) -> None:
                    help="serve a cluster of these brokers (created in the data dir if it holds none), one "
                         "listener each on consecutive ports from --listen's (all free ports with port 0). "
                         "A data dir made by 'kafkasim cluster create' is served as its cluster without it")
+    p.add_argument("--replica-selector-class", default=None, metavar="CLASS",
+                   choices=["RackAwareReplicaSelector", "org.apache.kafka.common.replica.RackAwareReplicaSelector"],
+                   help="replica.selector.class of a served cluster: RackAwareReplicaSelector lets a consumer "
+                        "with client.rack fetch from a replica in its rack (KIP-392); default: leader only")
     p.add_argument("--no-auto-create-topics", action="store_true",
                    help="answer Metadata for a missing topic with UNKNOWN_TOPIC_OR_PARTITION instead "
                         "of creating it (auto.create.topics.enable=false)")
@@ -70,7 +74,8 @@ def _serve(args) -> int:
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServerOptions(auto_create_topics=not args.no_auto_create_topics,
-                            num_partitions=args.num_partitions)
+                            num_partitions=args.num_partitions,
+                            replica_selector="rack" if args.replica_selector_class else None)
     data_dir = data_dir_of(args)
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:

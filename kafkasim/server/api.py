@@ -78,6 +78,7 @@ class ServerOptions:
     auto_create_topics: bool = True        # auto.create.topics.enable
     num_partitions: int = 1                # num.partitions (auto-created and -1 in CreateTopics)
     cluster_id: str = "kafkasim-cluster"
+    replica_selector: Optional[str] = None  # replica.selector.class: None (leader only) or "rack"
 
 
 def error_code(exc: BaseException) -> int:

@@ -73,7 +73,7 @@ async def find_coordinator(ctx, req):
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = body.coordinator_keys if req.api_version >= 4 else (body.key,)
     out = []
-    coordinator = ctx.node if ctx.topology is None else ctx.topology.coordinator()
+    coordinator = ctx.node if ctx.topology is None else await ctx.call(ctx.topology.coordinator)
     for key in keys:
         if key_type == KEY_TYPE_GROUP and coordinator is None:
             exc = CoordinatorNotAvailableError("no broker of the cluster is up")

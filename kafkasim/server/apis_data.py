@@ -10,7 +10,11 @@ idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads wi
 On a served cluster (``ctx.topology`` set) each listener is one broker: Produce and
 ListOffsets for a partition it does not lead answer NOT_LEADER_OR_FOLLOWER, as Kafka does;
 Fetch too, except that Fetch v11+ (which carries KIP-392's client metadata) may read a
-follower's replica below the high watermark, as Kafka lets a consumer do.
+follower's replica below the high watermark, as Kafka lets a consumer do. With
+``replica.selector.class`` = RackAwareReplicaSelector (``ServerOptions.replica_selector``
+"rack") the leader answers a Fetch v11+ carrying a ``rack_id`` whose preferred replica
+(KIP-392: the leader if in that rack, else an in-sync replica there) is another broker with
+no records and ``preferred_read_replica`` set, at once, and the client fetches from it.
 
 No fetch sessions (KIP-227): every Fetch answer has session id 0, which tells the client
 to send full requests; an incremental request naming a session gets
@@ -119,9 +123,10 @@ async def produce(ctx, req):
 
 
 def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
-               follower_ok: bool = False) -> tuple[list, int]:
+               follower_ok: bool = False, rack: str = "") -> tuple[list, int]:
     """One pass over every requested partition: the response topics and their byte total.
-    ``node``: the broker asked (a cluster); ``follower_ok``: a follower may answer (v11+)."""
+    ``node``: the broker asked (a cluster); ``follower_ok``: a follower may answer (v11+);
+    ``rack``: the client's rack when the rack-aware replica selector is on."""
     total = 0
     topics = []
     for topic, partitions in wanted:
@@ -134,6 +139,15 @@ def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
                 _check_partition(broker, topic, partition)
                 if node is not None and not follower_ok:
                     _check_leader(broker, topic, partition, node)
+                if rack and node is not None and broker.leader_for(topic, partition) == node:
+                    preferred = broker.preferred_read_replica(topic, partition, rack)
+                    if preferred != node and preferred >= 0:
+                        result = broker.fetch(topic, partition, offset, 1, **_at(node))
+                        row.update(error_code=0, high_watermark=result.high_watermark,
+                                   last_stable_offset=result.high_watermark,
+                                   log_start_offset=result.log_start_offset, preferred_read_replica=preferred)
+                        rows.append(row)
+                        continue
                 if budget <= 0 and total > 0:
                     result = broker.fetch(topic, partition, offset, 1, **_at(node))
                     records = b""
@@ -163,10 +177,14 @@ async def fetch(ctx, req):
     max_wait = max(0, ms(body.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait
     response_max = getattr(body, "max_bytes", 2**31 - 1)
+    rack = ""
+    if ctx.topology is not None and ctx.options.replica_selector == "rack" and req.api_version >= 11:
+        rack = getattr(body, "rack_id", "") or ""
     while True:
         topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max, ctx.node_id,
-                                       req.api_version >= 11)
-        failed = any(p["error_code"] for t in topics for p in t["partitions"])
+                                       req.api_version >= 11, rack)
+        failed = any(p["error_code"] or p.get("preferred_read_replica", -1) >= 0
+                     for t in topics for p in t["partitions"])
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or failed or remaining <= 0 or not ctx.alive():
             return {"error_code": 0, "session_id": 0, "responses": topics}

@@ -35,17 +35,20 @@ def topic_id(description: dict) -> uuid.UUID:
         return uuid.UUID(int=0)
 
 
-def describe_topic(broker, name: str, topology=None) -> dict:
-    """One topic as Metadata shows it (raises UnknownTopicOrPartitionError if missing)."""
+def describe_topic(broker, name: str, topology=None, epochs=None) -> dict:
+    """One topic as Metadata shows it (raises UnknownTopicOrPartitionError if missing).
+    ``epochs``: ``{(topic, partition): leader epoch}`` of a served cluster."""
     d = broker.describe_topic(name)
     if topology is not None:
+        epochs = topology.leader_epochs() if epochs is None else epochs
         return {
             "error_code": 0, "name": d["name"], "topic_id": topic_id(d),
             "is_internal": bool(d.get("internal")),
             "partitions": [{
                 "error_code": LeaderNotAvailableError.errno if p["leader"] < 0 else 0,
                 "partition_index": p["partition"], "leader_id": p["leader"],
-                "leader_epoch": p.get("leader_epoch", -1), "replica_nodes": list(p["replicas"]),
+                "leader_epoch": epochs.get((d["name"], p["partition"]), -1),
+                "replica_nodes": list(p["replicas"]),
                 "isr_nodes": list(p["isr"]),
                 "offline_replicas": [b for b in p["replicas"] if not topology.up(b)],
             } for p in d["partitions"]],
@@ -71,11 +74,12 @@ def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str
     """
     if names is None:
         names = broker.list_topics(include_internal=True)
+    epochs = topology.leader_epochs() if topology is not None else None
     topics = []
     for name in names:
         try:
             try:
-                topics.append(describe_topic(broker, name, topology))
+                topics.append(describe_topic(broker, name, topology, epochs))
                 continue
             except UnknownTopicOrPartitionError:
                 if create_missing is None:

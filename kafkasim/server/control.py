@@ -36,7 +36,7 @@ from kafkasim import errors
 from kafkasim.errors import InvalidArgumentError, KafkaSimError, RequestTimedOutError
 from kafkasim.server.address import read_address
 
-__all__ = ["CONTROL_DIR", "METHODS", "ServedCluster", "served_cluster", "serve_requests"]
+__all__ = ["CONTROL_DIR", "METHODS", "ServedCluster", "served_cluster", "serve_requests", "remove_control_dir"]
 
 log = logging.getLogger("kafkasim.server")
 
@@ -83,6 +83,19 @@ def serve_requests(data_dir: str, cluster) -> int:
             except FileNotFoundError:
                 pass
     return len(names)
+
+
+def remove_control_dir(data_dir: str) -> None:
+    """Remove the control directory and what is left in it (the server is stopping: a
+    request still there will never be answered; its client times out)."""
+    folder = os.path.join(data_dir, CONTROL_DIR)
+    try:
+        for name in os.listdir(folder):
+            if name.endswith(".json") or name.endswith(".tmp"):
+                os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def served_cluster(data_dir: str) -> Optional["ServedCluster"]:
@@ -162,6 +175,12 @@ class ServedCluster:
 
     def close(self) -> None:
         pass
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise InvalidArgumentError(f"{name} is not available while 'kafkasim serve' serves {self.data_dir}: "
+                                   "stop the server first")
 
     def __enter__(self) -> "ServedCluster":
         return self

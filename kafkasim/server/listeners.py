@@ -16,8 +16,10 @@ one :class:`~kafkasim.server.topology.Topology`. Every ``interval`` seconds of r
    through a metadata refresh); one that comes back listens again on the same port.
 
 A one-broker cluster is the same with one listener. Invariants: after :meth:`start` and
-after every :meth:`step`, a listener accepts connections iff its broker is alive.
-Thread-safety: event-loop thread only; cluster calls run on the default executor.
+after every :meth:`step`, a listener accepts connections iff its broker was alive when the
+step read the states. Thread-safety: event-loop thread only; every cluster call runs on the
+default executor (an acks=all produce may hold the cluster's locks for a while, and the
+loop must not wait on them).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class ClusterListeners:
                 raise InvalidArgumentError(f"cannot listen on {server.host}:{server.port} for broker {b}: "
                                            f"{exc.strerror or exc}") from exc
             self.topology.set_address(b, host, port)
-        await self._follow_states()
+        await self._follow_states(await asyncio.get_running_loop().run_in_executor(None, self._states))
         return self.addresses()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -94,32 +96,36 @@ class ClusterListeners:
 
     async def step(self) -> None:
         loop = asyncio.get_running_loop()
-        slowed = any(info.delay_ms for info in self.cluster.brokers.values())
-        now = loop.time()
-        tick = slowed or now >= self._next_tick
-        if tick:
-            self._next_tick = now + CLUSTER_TICK_S
-        handled = await loop.run_in_executor(None, self._tick_and_control, tick)
-        changed = await self._follow_states()
+        handled, up, slowed = await loop.run_in_executor(None, self._tick_and_control, loop.time())
+        changed = await self._follow_states(up)
         if handled or changed or slowed:      # high watermarks may have moved: wake long polls
             self._wakers[0].notify()
 
-    def _tick_and_control(self, tick: bool) -> int:
+    def _tick_and_control(self, now: float) -> tuple[int, dict[int, bool], bool]:
+        """On the executor (the cluster's locks may be held for a while by an acks=all
+        produce): tick when due, run the control requests; returns ``(requests run,
+        broker → alive, any broker slowed)``."""
+        slowed = any(info.delay_ms for info in self.cluster.brokers.values())
         try:
-            if tick:
+            if slowed or now >= self._next_tick:
+                self._next_tick = now + CLUSTER_TICK_S
                 self.cluster.tick()
         except Exception:
             log.exception("cluster tick failed")
         try:
-            return serve_requests(self.data_dir, self.cluster)
+            handled = serve_requests(self.data_dir, self.cluster)
         except OSError:
             log.exception("reading control requests failed")
-            return 0
+            handled = 0
+        return handled, self._states(), slowed
 
-    async def _follow_states(self) -> bool:
+    def _states(self) -> dict[int, bool]:
+        return {b: self.cluster.reachable(b) for b in self.servers}
+
+    async def _follow_states(self, states: dict[int, bool]) -> bool:
         changed = False
         for b, server in self.servers.items():
-            up = self.cluster.reachable(b)
+            up = states[b]
             if up and not server.listening:
                 try:
                     await server.resume()

@@ -2,6 +2,11 @@
 ApiVersions negotiation, framed request/response exchanges with the server's codec, and the
 translation of error codes into the classes of :mod:`kafkasim.errors`.
 
+On a served cluster (Metadata lists more than one broker) the calls that must reach a
+partition's leader (Produce, Fetch, ListOffsets) go through :meth:`RemoteConnection._leader_call`:
+it asks Metadata for the partition's leader and sends the request on a connection to that
+broker (one kept per broker), as a Kafka client does.
+
 Thread-safety: one re-entrant lock serialises the exchanges (see the ``remote`` module).
 """
 
@@ -92,6 +97,8 @@ class RemoteConnection:
         self._versions: dict[int, int] = {}
         self._correlation = itertools.count(1)
         self._closed = False
+        self._multi = False                 # Metadata lists several brokers: route by leader
+        self._peers: dict[tuple[str, int], "RemoteConnection"] = {}
         with self._lock:
             self._connect()
 
@@ -129,6 +136,7 @@ class RemoteConnection:
         self.cluster_id = getattr(meta, "cluster_id", None)
         if meta.brokers:
             self.broker_id = meta.brokers[0].node_id
+        self._multi = len(meta.brokers) > 1
 
     def _drop(self) -> None:
         sock, self._sock = self._sock, None
@@ -199,11 +207,41 @@ class RemoteConnection:
         """The negotiated version of ``api_key`` (None: not served)."""
         return self._versions.get(api_key)
 
+    def _leader_call(self, topic: str, partitions: list[int], api_key: int, build, **kw) -> list:
+        """``build(partitions) -> request`` sent to each partition's leader; the answers.
+
+        On one broker: one request here. On a served cluster: one request per leader, on a
+        connection to it (a partition without a leader goes here, and gets the server's error)."""
+        with self._lock:
+            if not self._multi:
+                return [self._call(api_key, build(partitions), **kw)]
+            meta = self._call(3, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+            nodes = {b.node_id: (b.host, b.port) for b in meta.brokers}
+            leaders = {p.partition_index: p.leader_id for t in meta.topics if t.name == topic
+                       for p in t.partitions}
+            groups: dict[tuple[str, int], list[int]] = {}
+            for p in partitions:
+                groups.setdefault(nodes.get(leaders.get(p, -1), (self.host, self.port)), []).append(p)
+            return [self._peer(addr)._call(api_key, build(ps), **kw) for addr, ps in groups.items()]
+
+    def _peer(self, addr: tuple[str, int]) -> "RemoteConnection":
+        if addr == (self.host, self.port):
+            return self
+        conn = self._peers.get(addr)
+        if conn is None or conn._closed:
+            conn = self._peers[addr] = RemoteConnection(
+                addr[0], addr[1], client_id=self.client_id, timeout_s=self.timeout_s,
+                connect_timeout_s=self.connect_timeout_s)
+        return conn
+
     def close(self) -> None:
-        """Close the connection. Idempotent."""
+        """Close the connection (and those to the other brokers of a cluster). Idempotent."""
         with self._lock:
             self._closed = True
             self._drop()
+            peers, self._peers = list(self._peers.values()), {}
+        for conn in peers:
+            conn.close()
 
     def __enter__(self) -> "RemoteConnection":
         return self

@@ -127,12 +127,11 @@ class TopicCalls:
             segments = None
             if log_dir and os.path.isdir(log_dir):
                 path = os.path.join(log_dir, partition_dir_name(name, i))
+                if not os.path.isdir(path):     # a served cluster: the leader's log directory
+                    path = os.path.join(log_dir, f"broker-{p.leader_id}", partition_dir_name(name, i))
                 if os.path.isdir(path):
                     segments = len(list_segments(path))
-            # a served cluster reports real epochs; one broker answers -1 ("unknown", see
-            # kafkasim.server.cluster) for an epoch that is always 0 (one broker never elects)
-            out.append({"partition": i, "leader": p.leader_id, "leader_epoch": max(p.leader_epoch, 0),
-                        "replicas": list(p.replica_nodes),
+            out.append({"partition": i, "leader": p.leader_id, "replicas": list(p.replica_nodes),
                         "isr": list(p.isr_nodes), "log_start_offset": starts[i][0],
                         "log_end_offset": ends[i][0], "high_watermark": ends[i][0],
                         "size_bytes": sizes.get(i), "segments": segments})
@@ -201,10 +200,10 @@ class TopicCalls:
             0, records, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
             base_sequence=h.base_sequence, attributes=h.attributes & kafka_records.ATTR_TIMESTAMP_TYPE,
             last_offset_delta=h.last_offset_delta)
-        answer = self._call(0, {"transactional_id": None, "acks": acks, "timeout": int(self.timeout_s * 1000),
-                                "topic_data": [{"name": topic, "partition_data": [
-                                    {"index": partition, "records": wire}]}]},
-                            expect_response=acks != 0)
+        (answer,) = self._leader_call(topic, [partition], 0, lambda ps: {
+            "transactional_id": None, "acks": acks, "timeout": int(self.timeout_s * 1000),
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": wire}]}]},
+            expect_response=acks != 0)
         if answer is None:
             return ProduceResult(-1, -1, -1, False)
         p = answer.responses[0].partition_responses[0]
@@ -227,7 +226,7 @@ class TopicCalls:
     def _fetch_records(self, topic: str, partition: int, offset: int, max_bytes: int):
         from kafkasim.server import kafka_records
 
-        answer = self._call(1, {
+        (answer,) = self._leader_call(topic, [partition], 1, lambda ps: {
             "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max(1, max_bytes),
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
@@ -276,11 +275,12 @@ class TopicCalls:
         partitions = list(partitions)
         if not partitions:
             return {}
-        answer = self._call(2, {"replica_id": -1, "isolation_level": 0, "topics": [{
-            "name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                           "timestamp": timestamp} for p in partitions]}]})
+        answers = self._leader_call(topic, partitions, 2, lambda ps: {
+            "replica_id": -1, "isolation_level": 0, "topics": [{
+                "name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                               "timestamp": timestamp} for p in ps]}]})
         out = {}
-        for t in answer.topics:
+        for t in (t for answer in answers for t in answer.topics):
             for p in t.partitions:
                 if _code(p.error_code) == UnknownTopicOrPartitionError.errno:
                     self._topic_meta(topic)      # the embedded broker's message for a missing topic

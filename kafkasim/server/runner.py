@@ -52,7 +52,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     from kafkasim.broker import Broker
 
-    if brokers is not None or os.path.exists(os.path.join(data_dir, "meta", "cluster.json")):
+    is_cluster = os.path.exists(os.path.join(data_dir, "meta", "cluster.json"))
+    if brokers is not None and not is_cluster and os.path.isdir(data_dir) and os.listdir(data_dir):
+        raise InvalidArgumentError(f"{data_dir} is not empty and holds no cluster: a cluster starts in a new "
+                                   "data dir (serve this one without --brokers)")
+    if brokers is not None or is_cluster:
         from kafkasim.broker.cluster import Cluster
 
         broker = Cluster(data_dir, brokers, clock=SystemClock())
@@ -110,6 +114,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+    from kafkasim.server.control import remove_control_dir
     from kafkasim.server.listeners import ClusterListeners
 
     listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
@@ -125,3 +130,4 @@ async def _main_cluster(cluster, host, port, options, max_request_bytes, on_read
         await listeners.run(stop)
     finally:
         await listeners.close()
+        remove_control_dir(cluster.data_dir)

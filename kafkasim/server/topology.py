@@ -67,5 +67,10 @@ class Topology:
         live = self.live_nodes()
         return live[0][0] if live else None
 
+    def leader_epochs(self) -> dict[tuple[str, int], int]:
+        """Every replicated partition's leader epoch (from the controller's view)."""
+        return {(p["topic"], p["partition"]): p["leader_epoch"]
+                for p in self.cluster.describe_cluster()["partitions"]}
+
     def leader(self, topic: str, partition: int) -> int:
         return self.cluster.leader_for(topic, partition)

@@ -122,6 +122,10 @@ def test_serve_opens_one_listener_per_broker_and_metadata_is_the_clusters(serve_
 
     control.start_broker(victim)
     _wait(lambda: not _refuses(*listeners[victim]))
+    control.isolate(victim)                           # isolated: cut off from clients as well
+    _wait(lambda: _refuses(*listeners[victim]))
+    control.heal(victim)
+    _wait(lambda: not _refuses(*listeners[victim]))
     seen = _kafka_python_partitions(served, "orders")
     assert all(row["offline_replicas"] == [] and len(row["isr"]) == 3 for row in seen.values())
 
@@ -129,8 +133,10 @@ def test_serve_opens_one_listener_per_broker_and_metadata_is_the_clusters(serve_
 def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_process, tmp_path):
     from kafkasim.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
     from kafkasim.records.record_batch import encode_batch
+    from kafkasim.server import kafka_records
     from kafkasim.server.control import ServedCluster
     from kafkasim.server.remote import RemoteBroker
+    from tests.server import raw
 
     served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
     _create(served, "t", 1, 3, {"min.insync.replicas": "3"})
@@ -139,24 +145,44 @@ def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_proces
     (part,) = control.describe_cluster()["partitions"]
     leader = part["leader"]
     follower = next(b for b in part["replicas"] if b != leader)
+    wire = kafka_records.encode_batch(0, [(0, 1000, b"k", b"v", ())])
+    produce = {"transactional_id": None, "acks": -1, "timeout": 10_000,
+               "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": wire}]}]}
+
+    def fetch(version: int) -> dict:
+        return {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "r1",
+                "topics": [{"topic": "t", "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+
+    list_latest = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    with raw.connect(*listeners[follower]) as sock:
+        answer = raw.call(sock, 0, 9, produce)
+        assert answer.responses[0].partition_responses[0].error_code == NotLeaderOrFollowerError.errno
+        answer = raw.call(sock, 2, 6, list_latest, correlation_id=2)
+        assert answer.topics[0].partitions[0].error_code == NotLeaderOrFollowerError.errno
+        answer = raw.call(sock, 1, 10, fetch(10), correlation_id=3)       # no client metadata
+        assert answer.responses[0].partitions[0].error_code == NotLeaderOrFollowerError.errno
+    with raw.connect(*listeners[leader]) as sock:
+        answer = raw.call(sock, 0, 9, produce)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    with raw.connect(*listeners[follower]) as sock:                      # KIP-392: v11+ may read a follower
+        answer = raw.call(sock, 1, 11, fetch(11))
+        p = answer.responses[0].partitions[0]
+        assert p.error_code == 0 and p.high_watermark == 1 and p.records
+
+    # kafkasim's own RemoteBroker, bootstrapped at a follower, sends to the leader
     batch = encode_batch(0, [(0, 1000, b"k", b"v", ())])
-
     with RemoteBroker(*listeners[follower]) as b:
-        with pytest.raises(NotLeaderOrFollowerError):
-            b.produce("t", 0, batch, acks=-1)
-        with pytest.raises(NotLeaderOrFollowerError):
-            b.list_offsets("t", 0, -1)
-    with RemoteBroker(*listeners[leader]) as b:
-        assert b.produce("t", 0, batch, acks=-1).base_offset == 0
-        assert b.list_offsets("t", 0, -1)[0] == 1
-
-    # min.insync.replicas=3 with one replica down: acks=all is refused before the append
-    other = next(x for x in part["replicas"] if x not in (leader, follower))
-    control.stop_broker(other)
-    with RemoteBroker(*listeners[leader]) as b:
+        assert b.produce("t", 0, batch, acks=-1).base_offset == 1
+        assert b.list_offsets("t", 0, -1)[0] == 2
+        # min.insync.replicas=3 with one replica down: acks=all is refused before the append
+        control.stop_broker(next(x for x in part["replicas"] if x not in (leader, follower)))
         with pytest.raises(NotEnoughReplicasError):
             b.produce("t", 0, batch, acks=-1)
-        assert b.produce("t", 0, batch, acks=1).base_offset == 1     # acks=1 does not wait for the ISR
+        assert b.produce("t", 0, batch, acks=1).base_offset == 2     # acks=1 does not wait for the ISR
 
 
 def _cli(data_dir, *args: str) -> subprocess.CompletedProcess:
@@ -263,3 +289,171 @@ def test_metrics_have_per_broker_gauges(serve_process, tmp_path):
     assert gauge("kafkasim_broker_leaders", victim) == 0
     assert sum(gauge("kafkasim_broker_under_replicated_partitions", b) for b in range(3)) == \
         d["under_replicated"] > 0
+
+
+@pytest.mark.parametrize("selector", [None, "RackAwareReplicaSelector"])
+def test_rack_aware_replica_selector_sends_a_consumer_to_the_replica_in_its_rack(serve_process, tmp_path, selector):
+    from kafkasim.server.control import ServedCluster
+    from tests.server import raw
+
+    extra = ("--replica-selector-class", selector) if selector else ()
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS, *extra)
+    _create(served, "t", 1, 3)
+    listeners = _listeners(served)
+    (part,) = ServedCluster(served.data_dir).describe_cluster()["partitions"]
+    leader = part["leader"]
+    near = next(b for b in part["replicas"] if b != leader)
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=_bootstrap(served), acks="all")
+    producer.send("t", partition=0, value=b"v").get(timeout=30)
+    producer.close(10)
+
+    fetch = {"replica_id": -1, "max_wait": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": f"r{near + 1}",
+             "topics": [{"topic": "t", "partitions": [{
+                 "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with raw.connect(*listeners[leader]) as sock:
+        started = time.monotonic()
+        p = raw.call(sock, 1, 11, fetch).responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 1
+    if selector:
+        assert p.preferred_read_replica == near and not p.records
+        assert time.monotonic() - started < 4          # answered at once, not after max_wait
+        with raw.connect(*listeners[near]) as sock:
+            p = raw.call(sock, 1, 11, fetch).responses[0].partitions[0]
+        assert p.error_code == 0 and p.preferred_read_replica == -1 and p.records
+    else:
+        assert p.preferred_read_replica == -1 and p.records
+
+
+def test_brokers_on_a_one_broker_data_dir_is_refused_and_writes_nothing(tmp_path):
+    data = tmp_path / "one"
+    made = _cli(data, "topics", "create", "a")
+    assert made.returncode == 0, made.stderr
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    done = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(data), "--brokers", "0,1",
+                           "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "holds no cluster" in done.stderr and str(data) in done.stderr
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+
+
+def test_cluster_commands_against_a_running_server_report_its_errors(serve_process, tmp_path):
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    done = _cli(served.data_dir, "cluster", "stop-broker", "7")
+    assert done.returncode == 1 and "broker 7 is not in the cluster" in done.stderr
+    done = _cli(served.data_dir, "cluster", "add-broker", "3:r1")
+    assert done.returncode == 1 and "stop the server first" in done.stderr
+    done = _cli(served.data_dir, "cluster", "stop-broker", "2")
+    assert done.returncode == 0, done.stderr
+    done = _cli(served.data_dir, "cluster", "stop-broker", "2")       # already stopped: the server says so
+    assert done.returncode == 1 and "broker 2 is stopped" in done.stderr
+    assert not os.listdir(os.path.join(served.data_dir, ".server-control"))   # answers read and removed
+
+
+@pytest.mark.slow
+def test_a_consumer_group_follows_the_coordinator_when_its_broker_stops(serve_process, tmp_path):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from kafkasim.server.control import ServedCluster
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    _create(served, "orders", 3, 3)
+    bootstrap = _bootstrap(served)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, retry_backoff_ms=200,
+                             metadata_max_age_ms=1000)
+    for i in range(60):
+        producer.send("orders", key=b"k%d" % i, value=b"first-%d" % i)
+    producer.flush(30)
+    consumer = KafkaConsumer("orders", bootstrap_servers=bootstrap, group_id="billing",
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             metadata_max_age_ms=1000, consumer_timeout_ms=20_000)
+
+    def take(n: int) -> set[bytes]:
+        got: set[bytes] = set()
+        for msg in consumer:
+            got.add(msg.value)
+            if len(got) == n:
+                break
+        return got
+
+    assert take(60) == {b"first-%d" % i for i in range(60)}
+    consumer.commit()
+    ServedCluster(served.data_dir).stop_broker(0)       # the coordinator (lowest live broker)
+    for i in range(60):
+        producer.send("orders", key=b"k%d" % i, value=b"second-%d" % i)
+    producer.flush(30)
+    assert take(60) == {b"second-%d" % i for i in range(60)}
+    consumer.commit()                                   # on the new coordinator, broker 1
+    consumer.close()
+    producer.close(10)
+    from kafkasim.server.remote import RemoteBroker
+    listeners = _listeners(served)
+    with RemoteBroker(*listeners[1]) as b:
+        committed = b.offset_fetch("billing")
+    assert sum(c.offset for c in committed.values()) == 120
+
+
+@pytest.mark.slow
+def test_aiokafka_produces_through_a_failover_and_a_group_reads_everything(serve_process, tmp_path):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    _create(served, "t", 3, 3, {"min.insync.replicas": "2"})
+    bootstrap = _bootstrap(served)
+
+    async def main() -> set[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", metadata_max_age_ms=1000)
+        await producer.start()
+        try:
+            for i in range(30):
+                await producer.send_and_wait("t", b"a%d" % i)
+            done = await asyncio.to_thread(_cli, served.data_dir, "cluster", "stop-broker", "1")
+            assert done.returncode == 0, done.stderr
+            for i in range(30):
+                await producer.send_and_wait("t", b"b%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("t", bootstrap_servers=bootstrap, group_id="g", auto_offset_reset="earliest")
+        await consumer.start()
+        got: set[bytes] = set()
+        try:
+            while len(got) < 60:
+                batch = await consumer.getmany(timeout_ms=10_000)
+                if not batch:
+                    break
+                got.update(m.value for msgs in batch.values() for m in msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(main()) == {b"a%d" % i for i in range(30)} | {b"b%d" % i for i in range(30)}
+
+
+def test_metadata_of_an_offline_partition_is_leader_not_available(tmp_path):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.clock import MockClock
+    from kafkasim.errors import LeaderNotAvailableError
+    from kafkasim.server.api import Node
+    from kafkasim.server.cluster import describe_cluster
+    from kafkasim.server.topology import Topology
+
+    with Cluster(tmp_path / "lab", brokers=[(0, "r1"), (1, "r2"), (2, "r3")], clock=MockClock()) as c:
+        c.create_topic("t", partitions=1, replication_factor=2)
+        topology = Topology(c)
+        for b in range(3):
+            topology.set_address(b, "127.0.0.1", 9092 + b)
+        replicas = c.describe_cluster()["partitions"][0]["replicas"]
+        for b in replicas:
+            c.stop_broker(b)
+        answer = describe_cluster(c, Node(0, "127.0.0.1", 9092), "id", ["t"], None, topology)
+        (spare,) = {0, 1, 2} - set(replicas)
+        assert [b["node_id"] for b in answer["brokers"]] == [spare]
+        assert answer["controller_id"] == spare
+        (p,) = answer["topics"][0]["partitions"]
+        assert p["error_code"] == LeaderNotAvailableError.errno and p["leader_id"] == -1
+        assert p["offline_replicas"] == replicas
+        assert topology.coordinator().node_id == spare
