@@ -203,7 +203,7 @@ def _ratio_text(x) -> str:
 
 
 def _counts(per_broker: dict) -> str:
-    return ", ".join(f"broker {b}: {n}" for b, n in sorted(per_broker.items()))
+    return ", ".join(f"b{b} {n}" for b, n in sorted(per_broker.items()))
 
 
 def _ids(replicas) -> str:
