@@ -53,6 +53,7 @@ THROTTLE = 1024 * 1024       # bytes/s of the reassignment's copy (simulated tim
 
 def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
                 say: Callable[[str], None], progress) -> dict:
+    """Steps 1–5 of the module docstring on a new cluster in ``path``; the summary of each."""
     clock = MockClock(start_ms)
     merchants = Merchants(random.Random(seed))
     out: dict = {"path": path, "topic": TOPIC, "records": records}
@@ -115,7 +116,7 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
         lost = sum(1 for m in acked if m not in readable)
         moved = [p["partition"] for p in desc["partitions"] if victim in p["replicas"]
                  and placed[p["partition"]][0] == victim]
-        sent = len(futures) + len(wire_acked)
+        sent = len(futures) + wire.get("sent", 0)
         out["failure"] = {"stopped_broker": victim, "after_record": first + stop_at, "sent": sent,
                           "acked": len(acked), "failed": sent - len(acked), "readable": len(readable),
                           "acked_lost": lost, "under_replicated": desc["under_replicated"],
