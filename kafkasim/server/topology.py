@@ -7,23 +7,27 @@ broker, :mod:`kafkasim.server.listeners`). It answers:
 - :meth:`live_nodes`: every broker that is up (state ``alive``), with its address and rack —
   Kafka's Metadata lists only registered, unfenced brokers, so a stopped or isolated broker
   drops out of it;
-- :meth:`controller_id`: the lowest live broker id (kafkasim has no separate controller
-  quorum; -1 when none is up);
+- :meth:`controller_id`: kafkasim has no separate controller quorum, so one live broker
+  plays the part: the lowest live broker id when first asked, kept while it stays up (a
+  broker coming back does not take the role back); -1 when none is up;
 - :meth:`coordinator`: the group coordinator, which is cluster-wide in kafkasim (one group
-  state for the whole cluster): the lowest live broker. Kafka instead hashes the group id
-  onto a ``__consumer_offsets`` partition and answers that partition's leader
-  (docs/differences.md).
+  state for the whole cluster): the same broker. Kafka instead hashes the group id onto a
+  ``__consumer_offsets`` partition and answers that partition's leader, which, like this
+  one, moves when its broker fails, not when it returns (docs/differences.md).
 
 A server without a topology (one plain :class:`~kafkasim.broker.Broker`) keeps the
 single-node answers of :mod:`kafkasim.server.cluster`.
 
 Invariants: addresses are set once the listeners are bound and never change afterwards
-(a stopped broker's listener re-binds the same port). Thread-safety: the address map is
-written before any request is served and only read afterwards; the cluster is thread-safe.
+(a stopped broker's listener re-binds the same port); the coordinator is always a live
+broker when one is up. Thread-safety: the address map is written before any request is
+served and only read afterwards; the coordinator choice is guarded by a lock; the cluster
+is thread-safe.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 from kafkasim.server.api import Node
@@ -38,6 +42,8 @@ class Topology:
         self.cluster = cluster
         self.advertised_host = advertised_host
         self.addresses: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self._coordinator: Optional[int] = None
 
     def set_address(self, broker_id: int, host: str, port: int) -> None:
         self.addresses[broker_id] = (self.advertised_host or host, port)
@@ -59,13 +65,17 @@ class Topology:
         return out
 
     def controller_id(self) -> int:
-        live = self.live_nodes()
-        return live[0][0].node_id if live else -1
+        node = self.coordinator()
+        return node.node_id if node is not None else -1
 
     def coordinator(self) -> Optional[Node]:
-        """The cluster-wide group coordinator: the lowest live broker (None: none is up)."""
-        live = self.live_nodes()
-        return live[0][0] if live else None
+        """The cluster-wide group coordinator (and controller): the current one while it is
+        up, else the lowest live broker (None: none is up)."""
+        live = {n.node_id: n for n, _ in self.live_nodes()}
+        with self._lock:
+            if self._coordinator not in live:
+                self._coordinator = min(live) if live else None
+            return live.get(self._coordinator) if self._coordinator is not None else None
 
     def leader_epochs(self) -> dict[tuple[str, int], int]:
         """Every replicated partition's leader epoch (from the controller's view)."""

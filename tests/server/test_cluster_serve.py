@@ -457,3 +457,5 @@ def test_metadata_of_an_offline_partition_is_leader_not_available(tmp_path):
         assert p["error_code"] == LeaderNotAvailableError.errno and p["leader_id"] == -1
         assert p["offline_replicas"] == replicas
         assert topology.coordinator().node_id == spare
+        c.start_broker(replicas[0])                 # coming back does not take the role back
+        assert topology.coordinator().node_id == topology.controller_id() == spare
