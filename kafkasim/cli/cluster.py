@@ -36,11 +36,8 @@ def open_cluster(args):
 
 
 def open_cluster_or_broker(args, *, create: bool = False):
-    """The cluster of the data dir when it holds one, else the broker of :func:`open_broker`."""
-    if not getattr(args, "bootstrap_server", None) and is_cluster_dir(data_dir_of(args)):
-        from kafkasim.server.control import served_cluster
-        if served_cluster(data_dir_of(args)) is None:   # else a running server: over the wire
-            return open_cluster(args)
+    """The cluster of the data dir when it holds one (over the wire when a server runs),
+    else the broker: :func:`kafkasim.cli.common.open_broker`."""
     return open_broker(args, create=create)
 
 

@@ -155,3 +155,26 @@ def test_generate_then_execute_balances_a_new_broker_and_keeps_every_record(tmp_
     with Cluster(d) as c:
         for p in range(9):
             assert [r.key for r in c.fetch("t", p, 0).records] == [b"%d" % p]
+
+
+def test_produce_consume_and_get_offsets_work_on_a_cluster_data_dir(tmp_path, capsys):
+    """The console tools open a cluster data dir as the cluster (no running server)."""
+    d = str(tmp_path / "c")
+    run(capsys, "cluster", "create", "--brokers", "0:r1,1:r2,2:r3", "--data-dir", d)
+    run(capsys, "topics", "create", "t", "--partitions", "3", "--replication-factor", "3", "--data-dir", d)
+    import io
+    import sys as _sys
+    old = _sys.stdin
+    _sys.stdin = io.StringIO("a:1\nb:2\nc:3\n")
+    try:
+        rc, _, err = run(capsys, "produce", "t", "--property", "parse.key=true",
+                         "--property", "key.separator=:", "--data-dir", d)
+    finally:
+        _sys.stdin = old
+    assert rc == 0, err
+    rc, out, err = run(capsys, "consume", "t", "--from-beginning", "--max-messages", "3",
+                       "--data-dir", d)
+    assert rc == 0, err
+    assert sorted(out.split()) == ["1", "2", "3"]
+    rc, out, _ = run(capsys, "get-offsets", "--topic", "t", "--json", "--data-dir", d)
+    assert rc == 0 and sum(e["offset"] for e in json.loads(out)) == 3
