@@ -138,7 +138,8 @@ class TopicCalls:
         return {"name": t.name, "topic_id": t.topic_id.hex if t.topic_id else None,
                 "internal": bool(t.is_internal),
                 "replication_factor": len(parts[0].replica_nodes) if parts else 0,
-                "configs": configs, "partitions": out}
+                "configs": configs, "partitions": out,
+                "partition_history": _history_in(log_dir, t.name, len(parts))}
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      configs: Optional[Mapping[str, Any]] = None) -> dict:
@@ -297,3 +298,27 @@ class TopicCalls:
         return self._list_offsets_many(topic, [partition], timestamp)[partition]
 
     # ------------------------------------------------------------------ groups
+
+
+def _history_in(log_dir: Optional[str], name: str, partitions: int) -> list[dict]:
+    """The topic's partition-count history, read from its metadata file in the served data
+    dir (no Kafka API carries it); empty when the data dir is not at hand or never grew."""
+    import json
+
+    from kafkasim.storage.layout import META_DIR
+    from kafkasim.storage.partition_history import FIELD, check_partition_history
+
+    meta = os.path.join(log_dir, META_DIR, "topics") if log_dir else None
+    if not meta or not os.path.isdir(meta):
+        return []
+    for entry in sorted(os.listdir(meta)):
+        if not entry.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(meta, entry), encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("name") == name:
+            return [dict(e) for e in check_partition_history(doc.get(FIELD, []), partitions)]
+    return []

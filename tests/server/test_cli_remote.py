@@ -63,6 +63,7 @@ def test_every_command_works_while_serving_and_prints_what_the_embedded_broker_p
                    "--json", data_dir=data, stdin="a:1\nb:2\nc:3\nd:4\n")
     assert json.loads(out.stdout)["records"] == 4
     kafkasim("topics", "alter", "orders", "--config", "segment.ms=600000", data_dir=data)
+    kafkasim("topics", "add-partitions", "orders", "--partitions", "4", data_dir=data)  # a history entry
     kafkasim("topics", "create", "scratch", data_dir=data)
     kafkasim("topics", "add-partitions", "scratch", "--partitions", "2", data_dir=data)
     kafkasim("topics", "delete", "scratch", data_dir=data)
@@ -87,6 +88,8 @@ def test_every_command_works_while_serving_and_prints_what_the_embedded_broker_p
         embedded = kafkasim(*r, data_dir=data)
         assert (remote[r].stdout, remote[r].stderr) == (embedded.stdout, embedded.stderr), r
     assert "retention.ms=3600000,segment.ms=600000" in remote[("topics", "describe", "orders")].stdout
+    history = json.loads(remote[("topics", "describe", "orders", "--json")].stdout)["partition_history"]
+    assert [(e["from_partitions"], e["to_partitions"]) for e in history] == [(3, 4)]
     # the deletion went through the server too
     assert "scratch" not in remote[("topics", "list")].stdout
     kafkasim("groups", "delete", "billing", data_dir=data)
