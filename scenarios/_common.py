@@ -52,7 +52,7 @@ from kafkasim.errors import (
 )
 from kafkasim.types import TopicPartition
 
-__all__ = ["MARKER", "START_MS", "fresh_broker", "GroupDriver", "OwnershipClock", "table",
+__all__ = ["MARKER", "START_MS", "fresh_broker", "fresh_dir", "check_wipeable", "lab_clock", "paced", "GroupDriver", "OwnershipClock", "table",
            "fmt_assignment", "check_claim", "write_json", "run_with_options",
            "main_for", "Echo"]
 
@@ -87,19 +87,31 @@ Echo = Callable[[str], Any]
 _NUMBER = re.compile(r"^-?[0-9][0-9,]*(\.[0-9]+)?( ?(%|ms|s|x))?$")
 
 
-def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
-    """Wipe ``data_dir`` (a scenario dir or an empty one) and open a broker on it."""
+def fresh_dir(data_dir: str) -> str:
+    """Wipe ``data_dir`` (empty, or made by a lab: it has the :data:`MARKER` file), mark it,
+    and return it; any other non-empty directory is refused (InvalidArgumentError)."""
     data_dir = os.fspath(data_dir)
+    check_wipeable(data_dir)
     if os.path.isdir(data_dir) and os.listdir(data_dir):
-        if not os.path.exists(os.path.join(data_dir, MARKER)):
-            raise InvalidArgumentError(
-                f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file "
-                "(choose an empty or new directory for the scenario)")
         shutil.rmtree(data_dir)
     os.makedirs(data_dir, exist_ok=True)
     with open(os.path.join(data_dir, MARKER), "w") as f:
         f.write("made by a kafkasim scenario; wiped when the scenario runs again\n")
-    return Broker(data_dir, clock=clock)
+    return data_dir
+
+
+def check_wipeable(data_dir: str) -> None:
+    """Refuse (InvalidArgumentError) a non-empty ``data_dir`` no lab made."""
+    if os.path.isdir(data_dir) and os.listdir(data_dir) \
+            and not os.path.exists(os.path.join(data_dir, MARKER)):
+        raise InvalidArgumentError(
+            f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file "
+            "(choose an empty or new directory for the scenario)")
+
+
+def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
+    """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker on it."""
+    return Broker(fresh_dir(data_dir), clock=clock)
 
 
 class OwnershipClock(ConsumerRebalanceListener):
@@ -345,9 +357,7 @@ def _run_in_view(name: str, data_dir: str, args: argparse.Namespace, echo: Echo,
 
     if not 0 <= args.view_pace <= 60:
         raise InvalidArgumentError(f"--view-pace {args.view_pace}: between 0 and 60 seconds")
-    if os.path.isdir(data_dir) and os.listdir(data_dir) and not os.path.exists(os.path.join(data_dir, MARKER)):
-        raise InvalidArgumentError(
-            f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file")
+    check_wipeable(data_dir)
     os.makedirs(data_dir, exist_ok=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

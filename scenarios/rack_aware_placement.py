@@ -53,7 +53,6 @@ seeded placement). Thread-safety: none; one run per data dir at a time.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any, Callable, Optional
 
 import matplotlib
@@ -65,9 +64,9 @@ from kafkasim.errors import InvalidArgumentError, KafkaSimError
 from kafkasim.placement.admin_utils import BrokerMetadata, assign_replicas_to_brokers, rack_alternated_broker_list
 from kafkasim.records import record_batch as rb
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import MARKER, START_MS, check_claim, main_for, table, lab_clock
+from kafkasim.scenarios._common import START_MS, check_claim, fresh_dir, lab_clock, main_for, table
 
-__all__ = ["PARAMS", "CLAIM", "run", "fresh_dir"]
+__all__ = ["PARAMS", "CLAIM", "run"]
 
 CLAIM = ("With RF 3 placed rack-aware over three racks, losing a whole rack leaves every "
          "partition a leader and at least min.insync.replicas in sync, so every acks=all write "
@@ -86,21 +85,6 @@ PARAMS: dict[str, Any] = {
 
 TOPIC = "orders"
 MODES = ("rack-aware", "rack-unaware")
-
-
-def fresh_dir(data_dir: str) -> str:
-    """Wipe ``data_dir`` (empty, or made by a lab: it has the MARKER file) and mark it."""
-    data_dir = os.fspath(data_dir)
-    if os.path.isdir(data_dir) and os.listdir(data_dir):
-        if not os.path.exists(os.path.join(data_dir, MARKER)):
-            raise InvalidArgumentError(
-                f"refusing to wipe {data_dir!r}: it is not empty and has no {MARKER} file "
-                "(choose an empty or new directory for the scenario)")
-        shutil.rmtree(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
-    with open(os.path.join(data_dir, MARKER), "w") as f:
-        f.write("made by a kafkasim scenario; wiped when the scenario runs again\n")
-    return data_dir
 
 
 def _batch(partition: int, start: int, n: int, ts: int) -> bytes:
