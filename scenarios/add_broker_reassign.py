@@ -60,7 +60,7 @@ from kafkasim.partitioning.hashing import murmur2, to_positive
 from kafkasim.placement.fixed_partitions import compare_remapping, partition_owners
 from kafkasim.placement.reassign import leader_changes, lower_bound_moves, plan_reassignment, replica_moves
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_dir, lab_clock, main_for, table
+from kafkasim.scenarios._common import check_claim, fresh_dir, lab_clock, main_for, table
 
 __all__ = ["PARAMS", "CLAIM", "run"]
 

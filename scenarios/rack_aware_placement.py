@@ -64,7 +64,7 @@ from kafkasim.errors import InvalidArgumentError, KafkaSimError
 from kafkasim.placement.admin_utils import BrokerMetadata, assign_replicas_to_brokers, rack_alternated_broker_list
 from kafkasim.records import record_batch as rb
 from kafkasim.scenarios import _figures as fig
-from kafkasim.scenarios._common import START_MS, check_claim, fresh_dir, lab_clock, main_for, table
+from kafkasim.scenarios._common import check_claim, fresh_dir, lab_clock, main_for, table
 
 __all__ = ["PARAMS", "CLAIM", "run"]
 

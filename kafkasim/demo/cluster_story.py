@@ -38,7 +38,7 @@ from kafkasim.placement.reassign import plan_reassignment, replica_moves
 from kafkasim.producer import Producer
 from kafkasim.types import TopicPartition
 
-from kafkasim.demo.traffic import Merchants, consume, group_member, owners, produce, settle
+from kafkasim.demo.traffic import Merchants, group_member, owned_text, produce, scale_out
 from kafkasim.demo.wire import send_through_serve
 
 __all__ = ["run_cluster", "TOPIC", "BROKERS"]
@@ -85,17 +85,12 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
         group = [group_member(c, clock, TOPIC, GROUP, "settle-a"),
                  group_member(c, clock, TOPIC, GROUP, "settle-b")]
         with progress.phase("cluster group", "2 members, then 3"):
-            gens = [settle(group, clock, TOPIC)]
-            before = owners(group)
-            consumed = consume(group, clock, rounds=10)
-            group.append(group_member(c, clock, TOPIC, GROUP, "settle-c"))
-            gens.append(settle(group, clock, TOPIC))
-            consumed += consume(group, clock, rounds=10)
-            after = owners(group)
-        out["group"] = {"generations": gens, "owners_before": before, "owners_after": after,
-                        "consumed": consumed}
-        say(f"3. group {GROUP} (cooperative-sticky) with 2 members, generation {gens[0]}: {_owned(before)}; "
-            f"scaled out to 3, generation {gens[1]}: {_owned(after)}; {consumed} records processed and committed")
+            g = scale_out(group, lambda: group_member(c, clock, TOPIC, GROUP, "settle-c"), clock, TOPIC,
+                          rounds=(10, 10))
+        out["group"] = g
+        say(f"3. group {GROUP} (cooperative-sticky) with 2 members, generation {g['generations'][0]}: "
+            f"{owned_text(g['owners_before'])}; scaled out to 3, generation {g['generations'][1]}: "
+            f"{owned_text(g['owners_after'])}; {g['consumed']} records processed and committed")
         for m in group:
             m.close()
 
@@ -209,7 +204,3 @@ def _counts(per_broker: dict) -> str:
 
 def _ids(replicas) -> str:
     return "[" + ",".join(str(b) for b in replicas) + "]"
-
-
-def _owned(own: dict) -> str:
-    return "; ".join(f"{m} owns {_ids(ps)}" for m, ps in own.items())

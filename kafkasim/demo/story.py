@@ -39,7 +39,7 @@ from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 
-from kafkasim.demo.traffic import Merchants, consume, group_member, owners, produce, settle
+from kafkasim.demo.traffic import Merchants, group_member, owned_text, produce, scale_out
 
 __all__ = ["run_demo", "MARKER"]
 
@@ -115,15 +115,11 @@ def _shop(path: str, seed: int, n: int, say, prog) -> dict:
             "for 2,000 merchants (Zipf traffic)")
 
         with prog.phase("consumer group", "2 members, then 3"):
-            gens = [settle(group, clock, TOPIC)]
-            before = owners(group)
-            consumed = consume(group, clock, rounds=20)
-            group.append(group_member(broker, clock, TOPIC, GROUP, "billing-c"))
-            gens.append(settle(group, clock, TOPIC))
-            consumed += consume(group, clock, rounds=10)
-            after = owners(group)
-        say(f"3. group {GROUP} (cooperative-sticky): 2 members, generation {gens[0]}: {_owned(before)}; "
-            f"scaled out to 3, generation {gens[1]}: {_owned(after)}; {consumed} records processed and committed")
+            g = scale_out(group, lambda: group_member(broker, clock, TOPIC, GROUP, "billing-c"), clock, TOPIC,
+                          rounds=(20, 10))
+        gens, before, after, consumed = g["generations"], g["owners_before"], g["owners_after"], g["consumed"]
+        say(f"3. group {GROUP} (cooperative-sticky): 2 members, generation {gens[0]}: {owned_text(before)}; "
+            f"scaled out to 3, generation {gens[1]}: {owned_text(after)}; {consumed} records processed and committed")
 
         broker.create_partitions(TOPIC, 8)
         clock.advance(300_000)   # past metadata.max.age.ms: the producers see 8 partitions
@@ -158,10 +154,6 @@ def _fresh(data_dir: str) -> None:
         shutil.rmtree(data_dir)
     os.makedirs(data_dir, exist_ok=True)
     open(os.path.join(data_dir, MARKER), "w").close()
-
-
-def _owned(own: dict) -> str:
-    return "; ".join(f"{m} owns [{','.join(map(str, ps))}]" for m, ps in own.items())
 
 
 def _plot_balance(path: str, rep: dict) -> None:

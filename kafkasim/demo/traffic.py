@@ -21,7 +21,7 @@ from typing import Callable, Optional, Sequence
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 
-__all__ = ["Merchants", "produce", "group_member", "settle", "consume", "owners", "Tick"]
+__all__ = ["Merchants", "produce", "group_member", "settle", "consume", "owners", "owned_text", "scale_out", "Tick"]
 
 Tick = Optional[Callable[[int], None]]   # called with the number of records sent so far
 
@@ -97,3 +97,22 @@ def consume(group: list, clock: MockClock, rounds: int) -> int:
 def owners(group: list) -> dict[str, list[int]]:
     """``{client_id: [partitions it owns]}``."""
     return {c.config["client_id"]: sorted(tp.partition for tp in c.assignment()) for c in group}
+
+
+def owned_text(own: dict) -> str:
+    """``a owns [0,2]; b owns [1,3]``: one notation for an assignment in the story."""
+    return "; ".join(f"{m} owns [{','.join(map(str, ps))}]" for m, ps in own.items())
+
+
+def scale_out(group: list, newcomer, clock: MockClock, topic: str, rounds: tuple[int, int]) -> dict:
+    """Settle ``group``, consume ``rounds[0]`` rounds, add ``newcomer()`` (a new member), settle
+    again and consume ``rounds[1]`` rounds: the generations, owners before and after, and the
+    records processed. ``group`` grows by the new member."""
+    gens = [settle(group, clock, topic)]
+    before = owners(group)
+    consumed = consume(group, clock, rounds=rounds[0])
+    group.append(newcomer())
+    gens.append(settle(group, clock, topic))
+    consumed += consume(group, clock, rounds=rounds[1])
+    return {"generations": gens, "owners_before": before, "owners_after": owners(group),
+            "consumed": consumed}
