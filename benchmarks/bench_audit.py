@@ -6,16 +6,18 @@ written straight with ``kafkasim.records.record_batch.encode_batch`` (8 partitio
 default configs would, so each partition is one ~55 MB segment and one input partition),
 then measures in one run, all on the same rows:
 
-- ``audit_records_per_s``: Spark ``local[2]`` reading the segment files through the
-  kafkasim data source (the columns the skew job reads, ``kafkasim.spark_jobs.skew.COLUMNS``, as
-  the job does) and computing the skew audit's core in one scan — records and
-  payload bytes per partition and the top 10 keys by records — JVM start and an untimed
-  warm-up (the same audit over a slice of the log and over the Parquet copy) not
-  counted; best of ``SPARK_ROUNDS`` rounds, alternating with the Parquet run.
+- ``audit_records_per_s``: Spark ``local[2]`` running the skew audit's own path over the
+  segment files — one ``mode=partials`` scan through the kafkasim data source
+  (``kafkasim.spark_jobs.scan.Scan`` with the audit's 60 s windows: the scan tasks
+  aggregate per key and window while they decode) and the audit's core figures from it,
+  records and payload bytes per partition and the top 10 keys by records — JVM start
+  and an untimed warm-up not counted; best of ``SPARK_ROUNDS`` rounds, alternating with
+  the Parquet run.
   Baseline: ``plain_python_replay_records_per_s``, a single-process replay of the same files through ``kafkasim.records.record_batch`` that
   computes the same figures with dicts.
-- ``parquet_scan_records_per_s``: the same aggregation by Spark over the same rows
-  stored as Parquet (written with pyarrow beforehand, not timed).
+- ``parquet_scan_records_per_s``: the same figures by Spark's own aggregation over the same
+  rows stored as Parquet (written with pyarrow beforehand, not timed): per (topic,
+  partition, key) records and bytes, cached, then the totals and the top keys.
 - ``audit_generate_records_per_s``: how fast the test log was written (for the record).
 - ``audit_small_wall_s``: the wall time of the whole CLI process ``kafkasim audit all`` on
   a ``SMALL_RECORDS`` (100k) record log written by the project's Broker and Producer with
@@ -24,6 +26,9 @@ then measures in one run, all on the same rows:
   SparkSession the same way (``build_session``, ``local[*]``) and counts the same rows
   from Parquet. Target: at most 2.0 x the baseline (lower is better; ``ratio`` =
   baseline / value, so the target is ratio >= 0.5). Best of ``SMALL_ROUNDS`` each.
+  ``audit_small_wall_vs_same_jvm_options``: the same wall time against that process
+  started with the audit's small-input JVM options (``-XX:TieredStopAtLevel=1``), so the
+  gain of the audit's own work is visible apart from the JIT setting.
 
 Target: ``audit_records_per_s`` ≥ 1 M records/s. Every figure is checked against the
 plain-Python replay (same per-partition totals and top keys) before it is reported.
@@ -131,9 +136,24 @@ def _plain_python(data_dir: str) -> tuple[dict, list]:
     return {k: tuple(v) for k, v in per_part.items()}, _top_keys(per_key)
 
 
+def _kafkasim_audit(spark, data_dir: str) -> tuple[dict, list]:
+    """The skew audit's own path: one partials scan (``scan.Scan``, with the audit's
+    60 s windows), then the per-partition totals and the top keys from its key rows
+    (``skew.partition_stats``, ``skew.hot_keys``), as ``kafkasim audit skew`` computes them."""
+    from kafkasim.spark_jobs import skew
+    from kafkasim.spark_jobs.partials import Spec
+    from kafkasim.spark_jobs.scan import Scan
+    with Scan(spark, data_dir, None, Spec(window_ms=60_000)) as scan:
+        keys = scan.keys()
+        parts = {(r["topic"], r["partition"]): (r["records"], r["bytes"])
+                 for r in skew.partition_stats(keys, {}).collect()}
+        top = [(bytes(r["key"]), r["records"]) for r in skew.hot_keys(keys, TOP_K).collect()]
+    return parts, top
+
+
 def _spark_audit(df) -> tuple[dict, list]:
-    """One scan: per (topic, partition, key) records and bytes (cached, small), then the
-    per-partition totals and the top keys from it."""
+    """Spark's own way over records (the Parquet baseline): per (topic, partition, key)
+    records and bytes (cached, small), then the per-partition totals and the top keys from it."""
     from pyspark.sql import functions as F
     from kafkasim.spark_jobs.skew import record_bytes
     fine = (df.groupBy("topic", "partition", "key")
@@ -186,20 +206,24 @@ def generate_small(data_dir: str, n: int = SMALL_RECORDS) -> None:
 
 
 def _small_wall(data_dir: str, parquet: str) -> tuple[float, float, dict]:
-    """Best wall times of the CLI ``audit all`` process and of the Parquet-count process."""
+    """Best wall times of the CLI ``audit all`` process and of the Parquet-count process (and,
+    in the dict, of the Parquet-count process given the audit's small-input JVM options)."""
     import json
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
     audit = [sys.executable, "-m", "kafkasim", "audit", "all", "--data-dir", data_dir, "--json", "-"]
-    count = [sys.executable, "-c",
-             "import sys; from kafkasim.spark_jobs.session import build_session; "
-             "s = build_session('kafkasim-bench-parquet', master='local[*]'); "
-             f"print(s.read.parquet({parquet!r}).count()); s.stop()"]
-    best = {"audit": float("inf"), "parquet": float("inf")}
+    def count(jvm_options: tuple = ()) -> list:
+        return [sys.executable, "-c",
+                "import sys; from kafkasim.spark_jobs.session import build_session; "
+                f"s = build_session('kafkasim-bench-parquet', master='local[*]', jvm_options={jvm_options!r}); "
+                f"print(s.read.parquet({parquet!r}).count()); s.stop()"]
+    from kafkasim.spark_jobs.common import SMALL_INPUT_JVM_OPTIONS
+    runs = (("audit", audit), ("parquet", count()), ("parquet_same_jvm", count(SMALL_INPUT_JVM_OPTIONS)))
+    best = {name: float("inf") for name, _ in runs}
     report, counted = {}, None
     for _ in range(SMALL_ROUNDS):
-        for name, cmd in (("audit", audit), ("parquet", count)):
+        for name, cmd in runs:
             t0 = time.perf_counter()
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
             best[name] = min(best[name], time.perf_counter() - t0)
@@ -209,7 +233,8 @@ def _small_wall(data_dir: str, parquet: str) -> tuple[float, float, dict]:
             else:
                 assert out.returncode == 0, out.stderr[-2000:]
                 counted = int(out.stdout.split()[-1])
-    return best["audit"], best["parquet"], {"report": report, "counted": counted}
+    return best["audit"], best["parquet"], {"report": report, "counted": counted,
+                                            "parquet_same_jvm": best["parquet_same_jvm"]}
 
 
 def _small_parquet(data_dir: str, path: str) -> int:
@@ -242,6 +267,11 @@ def run_small(records: int = SMALL_RECORDS) -> dict:
                                      baseline_name="spark_parquet_count_process_s",
                                      target=f"<= 2.0 x the baseline, ratio >= 0.5 ({records:,} records, "
                                             f"kafkasim audit all as a CLI process)"),
+        "audit_small_wall_vs_same_jvm_options": figure(
+            wall, "s", baseline=got["parquet_same_jvm"], higher_is_better=False,
+            baseline_name="spark_parquet_count_process_with_small_input_jvm_options_s",
+            target="for the record: the baseline process given the audit's small-input JVM "
+                   "options (common.SMALL_INPUT_JVM_OPTIONS) too"),
     }
 
 
@@ -271,20 +301,20 @@ def run(records: int = RECORDS, segment_bytes: Optional[int] = None, small: bool
                                           "spark.driver.memory": "4g"})
         try:
             no_headers = F.expr("cast(array() as array<struct<key:string,value:binary>>)")
-            audits = {   # (source, read) pairs: the same audit over the log and over Parquet
-                "kafkasim": lambda **o: common.read_log(spark, data_dir, columns=skew.COLUMNS, **o),
-                "parquet": lambda **o: spark.read.parquet(parquet).withColumn("headers", no_headers),
+            audits = {   # the same figures: the skew audit over the log, Spark over Parquet
+                "kafkasim": lambda: _kafkasim_audit(spark, data_dir),
+                "parquet": lambda: _spark_audit(spark.read.parquet(parquet).withColumn("headers", no_headers)),
             }
             # warm-up, not timed: JVM, Python workers, planning and the JIT on the audit's own
-            # plan — a short kafkasim read (its first batches) and a Parquet audit, so the
+            # plan — the kafkasim audit over a slice of the log and a Parquet audit, so the
             # first timed round of either source does not pay for compiling the other's code
-            _spark_audit(audits["kafkasim"](endingOffset=WARMUP_OFFSETS))
-            _spark_audit(audits["parquet"]())
+            _spark_audit(common.read_log(spark, data_dir, columns=skew.COLUMNS, endingOffset=WARMUP_OFFSETS))
+            audits["parquet"]()
             best = {"kafkasim": float("inf"), "parquet": float("inf")}
             for _ in range(SPARK_ROUNDS):   # alternate, so machine noise hits both
-                for name, read in audits.items():
+                for name, audit in audits.items():
                     t0 = time.perf_counter()
-                    got = _spark_audit(read())
+                    got = audit()
                     best[name] = min(best[name], time.perf_counter() - t0)
                     assert got == (py_parts, py_top), f"Spark over {name} and the Python replay disagree"
             spark_s, pq_s = best["kafkasim"], best["parquet"]

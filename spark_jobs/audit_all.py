@@ -9,10 +9,14 @@ or ``kafkasim audit all --data-dir DIR``. Steps (each a phase of the terminal pr
 1. check the arguments, the data dir and the topics (before the JVM starts);
 2. start Spark, with ``spark.sql.shuffle.partitions`` sized to the input
    (:func:`kafkasim.spark_jobs.common.shuffle_partitions_for`) when this process starts the session;
-3. read the audited topics once (every column the three audits use), persisted, and scan
-   them plus ``__consumer_offsets`` once for corrupt batches;
-4. run ordering, skew and lag over that one DataFrame (each its ``build_report`` with
-   ``df=`` and ``corruption=``), then release it.
+3. read the committed offsets (``__consumer_offsets``), then scan the audited topics once
+   (``scan.Scan``: the data source's ``mode=partials`` with every figure the three audits
+   need — key rows, time windows, the sequenced records, the lag look-ups of the commits),
+   persisted, and scan them plus ``__consumer_offsets`` for corrupt batches;
+4. run ordering, skew and lag over that one scan (each its ``build_report`` with
+   ``scan=`` and ``corruption=``) at the same time, from three threads of this driver
+   (Spark runs concurrent jobs; their small queries are latency-bound, so the cores
+   overlap them), then release it.
 
 The JSON report is ``{"ordering": ..., "skew": ..., "lag": ..., "verdict": ...}`` (each
 as its own job writes it); ``verdict`` is ``failed`` when any audit failed, else ``ok``
@@ -21,13 +25,15 @@ when any is ``ok``, else ``not enough data``. Exit code 3 when it is ``failed``.
 ``lag-history.png``.
 
 Invariants: the three reports equal those of the three jobs run one by one on the same
-data (the test checks it). Thread-safety: one run at a time (one SparkSession).
+data (the test checks it). Thread-safety: one run at a time (one SparkSession); inside a
+run the three audit threads share only the persisted scan (read-only).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
 from kafkasim.spark_jobs import common, options
@@ -38,47 +44,45 @@ __all__ = ["build_report", "text", "run", "main", "AUDITS"]
 AUDITS = ("ordering", "skew", "lag")
 
 
-def _columns() -> list[str]:
-    from kafkasim.spark_jobs import skew
-    need = ["topic", "partition", "offset", "timestamp", "key", "value", "headers", "producer_id"]
-    return list(dict.fromkeys(need + list(skew.COLUMNS)))
-
-
 def build_report(spark, data_dir: str, topics: list[str], args, progress: Optional[Progress] = None) -> dict:
-    """Read once → the three reports (see the module docstring)."""
-    from pyspark import StorageLevel
+    """One scan → the three reports (see the module docstring)."""
     from kafkasim.spark_jobs import lag, ordering, skew
+    from kafkasim.spark_jobs.partials import Spec
+    from kafkasim.spark_jobs.scan import Scan
     progress = progress or Progress.disabled()
     plot_dir = getattr(args, "plot_dir", None)
     plot = (lambda name: os.path.join(plot_dir, name)) if plot_dir else (lambda name: None)
     with progress.phase("reading", f"{len(topics)} topic(s)"):
-        df = common.read_log(spark, data_dir, topics, corrupt=args.corrupt, columns=_columns()) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        df.count()
+        commits = lag.read_commits(spark, data_dir, topics, args.group, args.corrupt)
+        spec = Spec(window_ms=args.window_ms, sequence=args.sequence, marks=lag.marks(commits))
+        scan = Scan(spark, data_dir, topics, spec, args.corrupt)
         scanned = [lag.OFFSETS_TOPIC, *topics] if lag.OFFSETS_TOPIC in common.topic_partition_counts(data_dir) \
             else list(topics)
         corruption = common.corruption_of(spark, data_dir, scanned)
     try:
+        scan.totals()                # materializes the key rows once, before the audits share them
         mine = lambda ts: [c for c in corruption if c["topic"] in set(ts)]  # noqa: E731
-        out = {}
-        with progress.phase("ordering"):
-            out["ordering"] = ordering.build_report(
+        jobs = {
+            "ordering": lambda: ordering.build_report(
                 spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
                 corrupt=args.corrupt, max_details=args.max_details,
-                min_records_per_partition=args.min_records_per_partition, df=df, corruption=mine(topics))
-        with progress.phase("skew"):
-            out["skew"] = skew.build_report(
+                min_records_per_partition=args.min_records_per_partition, scan=scan, corruption=mine(topics)),
+            "skew": lambda: skew.build_report(
                 spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
                 window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
                 corrupt=args.corrupt, plot=plot("skew.png"),
-                min_records_per_partition=args.min_records_per_partition, df=df, corruption=mine(topics))
-        with progress.phase("lag"):
-            out["lag"] = lag.build_report(
+                min_records_per_partition=args.min_records_per_partition, scan=scan, corruption=mine(topics)),
+            "lag": lambda: lag.build_report(
                 spark, data_dir, topics, args.group, max_lag_records=args.max_lag_records,
-                max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=plot("lag.png"), df=df,
-                corruption=corruption)
+                max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=plot("lag.png"), scan=scan,
+                commits=commits, corruption=corruption),
+        }
+        with progress.phase("auditing", "ordering, skew and lag in parallel"):
+            with ThreadPoolExecutor(len(jobs), thread_name_prefix="audit") as pool:
+                running = {name: pool.submit(progress.timed, name, job) for name, job in jobs.items()}
+                out = {name: f.result() for name, f in running.items()}
     finally:
-        df.unpersist()
+        scan.close()
     verdicts = [out[a]["verdict"] for a in AUDITS]
     out["verdict"] = (common.VERDICT_FAILED if common.VERDICT_FAILED in verdicts else
                       common.VERDICT_OK if common.VERDICT_OK in verdicts else common.VERDICT_NOT_ENOUGH_DATA)

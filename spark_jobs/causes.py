@@ -18,7 +18,8 @@
   or out of send order (``sequence_inversion``): the broker cannot deduplicate or order
   retries it cannot identify. Idempotent producers' findings are not attributed to it.
 
-Pure transforms over the DataFrame of the log; thread-safe (no shared state).
+Pure transforms over the audit's one scan (``scan.Scan``: its key rows and the records
+the sequence checks read); thread-safe (no shared state).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Optional, Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kafkasim.types import PRODUCER_HEADER
 from kafkasim.spark_jobs import common
 from kafkasim.spark_jobs.ordering import (_count_arrays, key_moves, partition_count_history,
                                           sequence_violations, with_sequence)
@@ -108,19 +108,20 @@ def producer_partitioners(df: DataFrame, history: DataFrame, current_counts: dic
                           partitioner: str = "murmur2", candidates: Sequence[str] = CANDIDATES) -> DataFrame:
     """Per (topic, producer_id, client_id) with a record ``partitioner`` does not explain:
     ``records`` (keyed), ``mismatches``, and ``explained_<name>`` = how many of its keyed
-    records each candidate explains under a plausible count. ``client_id`` is the
-    ``kafkasim.producer`` header, ``producer_id`` the batch's (null when < 0)."""
+    records each candidate explains under a plausible count. ``df``: a scan's key rows
+    (``scan.Scan.firsts``: one row per (topic, partition, key, producer_id, client_id) with
+    its ``records``; ``client_id`` is the ``kafkasim.producer`` header, ``producer_id`` the
+    batch's, null when < 0)."""
     names = list(dict.fromkeys([partitioner, *candidates]))
     keyed = (df.where(F.col("key").isNotNull())
-             .select("topic", "partition", "key",
-                     F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("producer_id"),
-                     common.header_value(PRODUCER_HEADER).cast("string").alias("client_id"))
+             .select("topic", "partition", "key", "producer_id", "client_id", "records")
              .join(F.broadcast(_count_arrays(df, history, current_counts)), "topic"))
     by = explained_by(keyed, "counts", names)
+    n = lambda cond: F.coalesce(F.sum(F.when(cond, F.col("records"))), F.lit(0)).cast("long")  # noqa: E731
     agg = by.groupBy("topic", "producer_id", "client_id").agg(
-        F.count(F.lit(1)).alias("records"),
-        F.count(F.when(~F.col("by_" + partitioner), 1)).alias("mismatches"),
-        *[F.count(F.when(F.col("by_" + c), 1)).alias("explained_" + c) for c in names])
+        F.sum("records").cast("long").alias("records"),
+        n(~F.col("by_" + partitioner)).alias("mismatches"),
+        *[n(F.col("by_" + c)).alias("explained_" + c) for c in names])
     return agg.where(F.col("mismatches") > 0)
 
 
@@ -131,16 +132,17 @@ def partition_count_changes(df: DataFrame, history: DataFrame, partitioner: str 
     first offset holding a keyed record that follows the new count's mapping and not the
     old one's — where the change took effect in that partition. Records of the producers
     in ``exclude`` (``(topic, producer_id, client_id)``: those using another partitioner)
-    are left out: their partitions say nothing about the count."""
+    are left out: their partitions say nothing about the count. ``df``: a scan's key rows
+    (``scan.Scan.firsts``: ``min_offset``/``min_offset_ts`` of each group)."""
     w = Window.partitionBy("topic").orderBy("partition_count")
     changes = (history.withColumn("from_count", F.lag("partition_count").over(w))
                .where(F.col("from_count").isNotNull())
                .select("topic", "from_count", F.col("partition_count").alias("to_count"),
                        F.array("from_count", "partition_count").alias("_counts")))
     keyed = (df.where(F.col("key").isNotNull())
-             .select("topic", "partition", "offset", "timestamp", "key",
-                     F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("_pid"),
-                     common.header_value(PRODUCER_HEADER).cast("string").alias("_cid")))
+             .select("topic", "partition", F.col("min_offset").alias("offset"),
+                     F.col("min_offset_ts").alias("timestamp"), "key",
+                     F.col("producer_id").alias("_pid"), F.col("client_id").alias("_cid")))
     if exclude:
         ex = df.sparkSession.createDataFrame(list(exclude), "x_topic string, x_pid long, x_cid string")
         keyed = keyed.join(F.broadcast(ex), (F.col("topic") == F.col("x_topic"))
@@ -190,7 +192,8 @@ def moves_explained_by_change(moves: DataFrame, changes: Sequence[tuple[str, int
 
 def retries_without_idempotence(df: DataFrame, sequence: str = "header") -> DataFrame:
     """``(topic, client_id, duplicate, sequence_inversion, keys)``: per producer whose
-    batches carry no producer id (idempotence off), its duplicate and inversion findings."""
+    batches carry no producer id (idempotence off), its duplicate and inversion findings
+    (``df``: the records the sequence checks read, ``scan.Scan.records``)."""
     seq = with_sequence(df, sequence)
     found = (sequence_violations(seq).where(F.col("kind").isin("duplicate", "sequence_inversion"))
              .select("kind", "topic", "partition", "offset", "key", "producer"))
@@ -207,10 +210,11 @@ def retries_without_idempotence(df: DataFrame, sequence: str = "header") -> Data
 
 def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, int], *,
               partitioner: str = "murmur2", sequence: str = "header",
-              recorded: Optional[dict[str, list[dict]]] = None) -> list[dict]:
+              recorded: Optional[dict[str, list[dict]]] = None, records: Optional[DataFrame] = None) -> list[dict]:
     """The causes the violations point at (see docs/spark-audits.md, "Causes");
     ``recorded``: topic → the ``partition_history`` of its metadata (topics without one
-    fall back to inference from the data)."""
+    fall back to inference from the data). ``df``: a scan's key rows (``scan.Scan.firsts``);
+    ``records``: the records the sequence checks read (``scan.Scan.records``)."""
     out: list[dict] = []
     recorded = {t: h for t, h in (recorded or {}).items() if h}
     history = partition_count_history(df, current_counts, recorded)
@@ -250,8 +254,8 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
                         "explains": {"partitioner_mismatch": int(r["mismatches"])},
                         "partitioners": fits,
                         "best": None if fits else {"partitioner": best, "records": int(r["explained_" + best])}})
-    if counts.get("duplicate") or counts.get("sequence_inversion"):
-        for r in retries_without_idempotence(df, sequence).orderBy("topic", "client_id").collect():
+    if (counts.get("duplicate") or counts.get("sequence_inversion")) and records is not None:
+        for r in retries_without_idempotence(records, sequence).orderBy("topic", "client_id").collect():
             out.append({"cause": "retries_without_idempotence", "topic": r["topic"], "client_id": r["client_id"],
                         "producer_id": None, "keys": int(r["keys"]),
                         "explains": {"duplicate": int(r["duplicate"]),

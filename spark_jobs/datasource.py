@@ -35,7 +35,13 @@ Options (all optional, case-insensitive):
 - ``mode``: ``records`` (default) or ``corruption``. ``corruption`` returns one row per
   corrupt batch found instead of records, with ``CORRUPTION_SCHEMA``
   (``topic, partition, segment, position, skipped_bytes, error``): the countable side
-  of ``corrupt=report``. :func:`scan_corruption` wraps it.
+  of ``corrupt=report``. :func:`scan_corruption` wraps it. ``partials`` returns the
+  partial aggregates of :mod:`kafkasim.spark_jobs.partials` (``PARTIALS_SCHEMA``) instead
+  of records: each task aggregates what it decodes (per key, per time window, the lag
+  look-ups) and ships only that to the JVM; the option ``partials`` carries the spec
+  (``partials.Spec.to_json()``). The audits read the log this way (``scan.Scan``).
+  ``commits`` (for ``__consumer_offsets``) returns its offset commits
+  (``offset_commits.COMMITS_SCHEMA``), decoded in the scan tasks.
 - ``batchRows``: rows per Arrow batch (default 65536).
 - ``maxPartitionBytes`` (default 134217728 = 128 MiB, ``spark.sql.files.maxPartitionBytes``'s
   default), ``openCostInBytes`` (default 4194304 = 4 MiB) and ``minPartitionNum`` (default 1;
@@ -75,7 +81,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
-from kafkasim.spark_jobs import splits
+from kafkasim.spark_jobs import offset_commits, partials, splits
 from kafkasim.spark_jobs.logdir import LogDir, SegmentRef
 from kafkasim.records import record_batch as rb
 from kafkasim.records.columns import ArrowColumnBuilder
@@ -106,6 +112,7 @@ _ARROW_SCHEMA = pa.schema([
     ("sequence", pa.int32()), ("batch_base_offset", pa.int64()), ("segment", pa.string()),
 ])
 _NO_END = 2 ** 63 - 1
+_MODES = ("records", "corruption", "partials", "commits")
 
 
 class CorruptBatchWarning(UserWarning):
@@ -129,8 +136,9 @@ class _Options:
         if self.corrupt not in ("report", "fail"):
             raise InvalidArgumentError(f"corrupt must be 'report' or 'fail', got {self.corrupt!r}")
         self.mode = (options.get("mode") or "records").lower()
-        if self.mode not in ("records", "corruption"):
-            raise InvalidArgumentError(f"mode must be 'records' or 'corruption', got {self.mode!r}")
+        if self.mode not in _MODES:
+            raise InvalidArgumentError(f"mode must be one of {', '.join(_MODES)}; got {self.mode!r}")
+        self.spec = partials.Spec.from_json(options.get("partials")) if self.mode == "partials" else None
         self.columns = [n for n, _ in _COLUMNS]   # set from the read schema by DataSource.reader
         self.batch_rows = self._int(options, "batchRows", 65536)
         if self.batch_rows < 1:
@@ -176,12 +184,21 @@ class KafkasimDataSource(DataSource):
 
     def schema(self):
         opts = _Options(self.options)
-        return CORRUPTION_SCHEMA if opts.mode == "corruption" else SCHEMA
+        return {"corruption": CORRUPTION_SCHEMA, "partials": partials.PARTIALS_SCHEMA,
+                "commits": offset_commits.COMMITS_SCHEMA}.get(opts.mode, SCHEMA)
 
     def reader(self, schema):
         opts = _Options(self.options)
         if opts.mode == "records":
             opts.columns = _requested_columns(schema)
+        elif opts.mode == "partials":
+            if [f.name for f in schema.fields] != [f.name for f in partials.ARROW_SCHEMA]:
+                raise InvalidArgumentError("mode partials reads PARTIALS_SCHEMA; a user schema cannot change it")
+            opts.columns = list(partials.READ_COLUMNS)
+        elif opts.mode == "commits":
+            if [f.name for f in schema.fields] != [f.name for f in offset_commits.ARROW_SCHEMA]:
+                raise InvalidArgumentError("mode commits reads COMMITS_SCHEMA; a user schema cannot change it")
+            opts.columns = list(offset_commits.READ_COLUMNS)
         elif [f.name for f in schema.fields] != _CORRUPTION_COLUMNS:
             raise InvalidArgumentError(f"mode corruption reads CORRUPTION_SCHEMA ({CORRUPTION_SCHEMA}); "
                                        f"a user schema cannot change it")
@@ -240,7 +257,7 @@ class _Reader(DataSourceReader):
                 if (s.size > 0 or _missing_offsets(s, s.base_offset) is not None)
                 and s.base_offset < o.end_offset and (s.end_offset is None or s.end_offset > o.start_offset)]
         tasks = splits.plan(self.logdir, segs, o.max_partition_bytes, o.open_cost, o.min_partitions,
-                            cut=o.mode == "records")   # the corruption scan reads whole segments
+                            cut=o.mode != "corruption")   # the corruption scan reads whole segments
         # Spark needs at least one partition; an empty one reads nothing.
         return [_SegmentPartition(t) for t in tasks] or [InputPartition(None)]
 
@@ -248,7 +265,26 @@ class _Reader(DataSourceReader):
         pieces = getattr(partition, "pieces", ())
         if self.opts.mode == "corruption":
             return (row for p in pieces for row in _corruption_batches(self.logdir, p.seg))
+        if self.opts.mode == "partials":
+            return partials.partials_of_pieces(_by_partition(self.logdir, pieces, self.opts), self.opts.spec)
+        if self.opts.mode == "commits":
+            return offset_commits.commit_batches(
+                batch for p in pieces for batch in read_segment_arrow(self.logdir, p.seg, self.opts, p))
         return (batch for p in pieces for batch in read_segment_arrow(self.logdir, p.seg, self.opts, p))
+
+
+def _by_partition(logdir: LogDir, pieces, opts: "_Options"):
+    """``(topic, partition, [record batches])`` per run of consecutive pieces of one partition."""
+    run, key = [], None
+    for p in pieces:
+        k = (p.seg.topic, p.seg.partition)
+        if k != key and run:
+            yield key[0], key[1], run
+            run = []
+        key = k
+        run.extend(read_segment_arrow(logdir, p.seg, opts, p))
+    if run:
+        yield key[0], key[1], run
 
 
 def _report(seg: SegmentRef, pos: int, exc: Exception, end: Optional[int] = None) -> None:
@@ -443,10 +479,16 @@ def read_local_table(path: str, topics: Optional[list] = None, columns: Optional
     if topics:
         raw["topics"] = ",".join(topics)
     opts = _Options(raw)
-    opts.columns = list(columns) if columns else [n for n, _ in _COLUMNS]
+    if opts.mode == "partials":
+        opts.columns, schema = list(partials.READ_COLUMNS), partials.ARROW_SCHEMA
+    elif opts.mode == "commits":
+        opts.columns, schema = list(offset_commits.READ_COLUMNS), offset_commits.ARROW_SCHEMA
+    else:
+        opts.columns = list(columns) if columns else [n for n, _ in _COLUMNS]
+        schema = pa.schema([_ARROW_SCHEMA.field(n) for n in opts.columns])
     reader = _Reader(opts)
-    schema = pa.schema([_ARROW_SCHEMA.field(n) for n in opts.columns])
-    batches = [b for part in reader.partitions() for b in reader.read(part)]
+    batches = [b for part in reader.partitions() for b in reader.read(part)
+               if b.num_rows]        # PySpark's createDataFrame stops at an empty batch
     return pa.Table.from_batches(batches, schema=schema)
 
 

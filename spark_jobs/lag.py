@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common, options
@@ -40,40 +40,16 @@ __all__ = ["commit_records", "lag_history", "history_summary", "plot_history", "
 
 OFFSETS_TOPIC = "__consumer_offsets"
 HISTORY_ROWS = 5000   # at most this many lag-history rows in the JSON report (the summary is complete)
-_COMMITS = "group string, topic string, partition int, committed_offset long, metadata string, commit_timestamp long, tombstone boolean, _p int, _o long"
+from kafkasim.spark_jobs.offset_commits import COMMITS_SCHEMA as _COMMITS  # noqa: E402
+_COMMIT_FIELDS = [f.split(" ")[0] for f in _COMMITS.split(", ")]
 
 
 def commit_records(offsets_records: DataFrame) -> DataFrame:
     """Every offset commit in ``__consumer_offsets`` (``_COMMITS``: group, topic, partition,
-    committed_offset, metadata, commit_timestamp, tombstone, and where it sits: ``_p``, ``_o``)."""
-    import pyarrow as pa
-
-    def decode(batches):
-        from kafkasim.protocol.offsets import OffsetKey, decode_record
-        for b in batches:
-            keys, values = b.column("key").to_pylist(), b.column("value").to_pylist()
-            parts, offs = b.column("partition").to_pylist(), b.column("offset").to_pylist()
-            rows = {n: [] for n in ("group", "topic", "partition", "committed_offset", "metadata",
-                                    "commit_timestamp", "tombstone", "_p", "_o")}
-            for k, v, p, o in zip(keys, values, parts, offs):
-                if k is None:
-                    continue
-                key, val = decode_record(k, v)
-                if not isinstance(key, OffsetKey):
-                    continue
-                for name, x in (("group", key.group), ("topic", key.topic), ("partition", key.partition),
-                                ("committed_offset", val.offset if val else None),
-                                ("metadata", val.metadata if val else None),
-                                ("commit_timestamp", val.commit_timestamp if val else None),
-                                ("tombstone", val is None), ("_p", p), ("_o", o)):
-                    rows[name].append(x)
-            yield pa.RecordBatch.from_pydict(rows, schema=pa.schema([
-                ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-                ("committed_offset", pa.int64()), ("metadata", pa.string()),
-                ("commit_timestamp", pa.int64()), ("tombstone", pa.bool_()), ("_p", pa.int32()),
-                ("_o", pa.int64())]))
-
-    return offsets_records.select("partition", "offset", "key", "value").mapInArrow(decode, _COMMITS)
+    committed_offset, metadata, commit_timestamp, tombstone, and where it sits: ``_p``, ``_o``)
+    from a DataFrame of its records (``offset_commits.commit_rows`` in ``mapInArrow``)."""
+    from kafkasim.spark_jobs.offset_commits import READ_COLUMNS, commit_batches
+    return offsets_records.select(*READ_COLUMNS).mapInArrow(commit_batches, _COMMITS)
 
 
 def committed_offsets(offsets_records: DataFrame) -> DataFrame:
@@ -82,24 +58,99 @@ def committed_offsets(offsets_records: DataFrame) -> DataFrame:
     return _latest(commit_records(offsets_records))
 
 
-def lag_history(commits: DataFrame, df: DataFrame) -> DataFrame:
+def read_commits(spark, data_dir: str, topics: Optional[Sequence[str]] = None,
+                 groups: Optional[Sequence[str]] = None, corrupt: str = "report") -> list[dict]:
+    """Every offset commit (``_COMMITS`` fields) of ``groups`` to ``topics`` (None: all), in
+    the order they sit in ``__consumer_offsets`` (partition, offset); [] without that topic."""
+    if OFFSETS_TOPIC not in common.topic_partition_counts(data_dir):
+        return []
+    commits = common.read_log(spark, data_dir, [OFFSETS_TOPIC], corrupt=corrupt, mode="commits")
+    if groups:
+        commits = commits.where(F.col("group").isin(list(groups)))
+    if topics:
+        commits = commits.where(F.col("topic").isin(list(topics)))
+    return [r.asDict() for r in commits.orderBy("_p", "_o").collect()]
+
+
+def latest(commits: Sequence[dict]) -> list[dict]:
+    """Per (group, topic, partition) the commit that sits last in ``__consumer_offsets`` (highest
+    partition, then offset — the one compaction keeps), unless it is a tombstone; sorted."""
+    last: dict[tuple, dict] = {}
+    for c in commits:
+        k = (c["group"], c["topic"], c["partition"])
+        if k not in last or (c["_p"], c["_o"]) > (last[k]["_p"], last[k]["_o"]):
+            last[k] = c
+    return [{f: c[f] for f in ("group", "topic", "partition", "committed_offset", "metadata", "commit_timestamp")}
+            for k, c in sorted(last.items()) if not c["tombstone"]]
+
+
+def marks(commits: Sequence[dict]) -> dict[tuple[str, int], tuple[list[int], list[int]]]:
+    """The look-ups a scan must answer for the lag audit (``partials.Spec.marks``): per
+    (topic, partition), the latest committed offsets and every live commit's time."""
+    out: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+    for c in latest(commits):
+        out.setdefault((c["topic"], c["partition"]), ([], []))[0].append(int(c["committed_offset"]))
+    for c in commits:
+        if not c["tombstone"] and c["commit_timestamp"] is not None:
+            out.setdefault((c["topic"], c["partition"]), ([], []))[1].append(int(c["commit_timestamp"]))
+    return out
+
+
+def log_end(df: DataFrame) -> DataFrame:
+    """``(topic, partition, log_end_offset, log_end_timestamp)`` of each partition with records."""
+    return df.groupBy("topic", "partition").agg(
+        (F.max("offset") + 1).alias("log_end_offset"),
+        F.max_by("timestamp", "offset").alias("log_end_timestamp"))
+
+
+def group_lag(committed: DataFrame, scan) -> DataFrame:
+    """Lag per (group, topic, partition) — see the module docstring, step 3 (``scan``: a
+    ``scan.Scan`` whose spec holds the committed offsets as marks)."""
+    c = committed.join(scan.log_end(), ["topic", "partition"], "left")
+    nxt = scan.next_records().select("topic", "partition", F.col("mark").alias("committed_offset"),
+                                     F.col("timestamp").alias("committed_timestamp"))
+    out = c.join(nxt, ["topic", "partition", "committed_offset"], "left")
+    leo = F.coalesce("log_end_offset", F.lit(0))
+    lag = F.greatest(leo - F.col("committed_offset"), F.lit(0))
+    return out.select(
+        "group", "topic", "partition", "committed_offset",
+        leo.cast("long").alias("log_end_offset"),
+        lag.cast("long").alias("lag_records"),
+        "committed_timestamp", "log_end_timestamp",
+        F.when(lag > 0, F.greatest(F.col("log_end_timestamp") - F.col("committed_timestamp"), F.lit(0)))
+         .otherwise(F.lit(0)).cast("long").alias("lag_ms"),
+        "commit_timestamp")
+
+
+def uncommitted_partitions(committed: DataFrame, ends: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
+    """``(group, topic, partition, log_end_offset)``: the partitions (of the topic metadata,
+    plus any holding records: ``ends``, :func:`log_end`'s columns) of each topic a group
+    committed to, without a commit of that group; ``log_end_offset`` 0 for an empty partition."""
+    spark = committed.sparkSession
+    every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
+                                  or [("", -1)], "topic string, partition int")
+    parts = every.unionByName(ends.select("topic", "partition")).distinct()
+    pairs = committed.select("group", "topic").distinct()
+    missing = (pairs.join(parts, "topic")
+               .join(committed.select("group", "topic", "partition"), ["group", "topic", "partition"], "left_anti"))
+    return (missing.join(ends, ["topic", "partition"], "left")
+            .select("group", "topic", "partition",
+                    F.coalesce("log_end_offset", F.lit(0)).cast("long").alias("log_end_offset")))
+
+
+def lag_history(commits: DataFrame, scan) -> DataFrame:
     """``(group, topic, partition, commit_timestamp, committed_offset, log_end_offset, lag_records)``:
     one row per live commit, the lag it left — the log end offset at the commit's time (1 +
-    the highest offset whose record timestamp is ≤ it) minus the committed offset, at least 0."""
-    ends = (df.groupBy("topic", "partition", "timestamp").agg(F.max("offset").alias("_off"))
-            .select("topic", "partition", F.col("timestamp").alias("_ts"), "_off",
-                    F.lit(None).cast("string").alias("group"), F.lit(None).cast("long").alias("committed_offset"),
-                    F.lit(0).alias("_k")))
-    marks = (commits.where(~F.col("tombstone"))
-             .select("topic", "partition", F.col("commit_timestamp").alias("_ts"), F.lit(None).cast("long").alias("_off"),
-                     "group", "committed_offset", F.lit(1).alias("_k")))
-    w = (Window.partitionBy("topic", "partition").orderBy("_ts", "_k")
-         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    leo = F.coalesce(F.max("_off").over(w) + 1, F.lit(0)).cast("long")
-    return (ends.unionByName(marks).withColumn("log_end_offset", leo).where(F.col("_k") == 1)
-            .select("group", "topic", "partition", F.col("_ts").alias("commit_timestamp"), "committed_offset",
-                    "log_end_offset",
-                    F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0)).alias("lag_records")))
+    the highest offset whose record timestamp is ≤ it, from the scan's ``end`` look-ups)
+    minus the committed offset, at least 0."""
+    ends = scan.ends().select("topic", "partition", F.col("mark").alias("commit_timestamp"), "offset")
+    live = commits.where(~F.col("tombstone")).select("group", "topic", "partition", "commit_timestamp",
+                                                     "committed_offset")
+    leo = F.coalesce(F.col("offset") + 1, F.lit(0)).cast("long")
+    return (live.join(ends, ["topic", "partition", "commit_timestamp"], "left")
+            .select("group", "topic", "partition", "commit_timestamp", "committed_offset",
+                    leo.alias("log_end_offset"),
+                    F.greatest(leo - F.col("committed_offset"), F.lit(0)).alias("lag_records")))
 
 
 def history_summary(rows: Sequence[dict]) -> list[dict]:
@@ -146,52 +197,6 @@ def _latest(decoded: DataFrame) -> DataFrame:
         "group", "topic", "partition", "c.committed_offset", "c.metadata", "c.commit_timestamp")
 
 
-def log_end(df: DataFrame) -> DataFrame:
-    """``(topic, partition, log_end_offset, log_end_timestamp)`` of each partition with records."""
-    return df.groupBy("topic", "partition").agg(
-        (F.max("offset") + 1).alias("log_end_offset"),
-        F.max_by("timestamp", "offset").alias("log_end_timestamp"))
-
-
-def group_lag(committed: DataFrame, df: DataFrame) -> DataFrame:
-    """Lag per (group, topic, partition) — see the module docstring, step 3."""
-    ends = log_end(df)
-    c = committed.join(ends, ["topic", "partition"], "left")
-    nxt = (c.select("group", "topic", "partition", "committed_offset")
-           .join(df.select("topic", "partition", "offset", "timestamp"), ["topic", "partition"])
-           .where(F.col("offset") >= F.col("committed_offset"))
-           .groupBy("group", "topic", "partition")
-           .agg(F.min_by("timestamp", "offset").alias("committed_timestamp")))
-    out = c.join(nxt, ["group", "topic", "partition"], "left")
-    leo = F.coalesce("log_end_offset", F.lit(0))
-    lag = F.greatest(leo - F.col("committed_offset"), F.lit(0))
-    return out.select(
-        "group", "topic", "partition", "committed_offset",
-        leo.cast("long").alias("log_end_offset"),
-        lag.cast("long").alias("lag_records"),
-        "committed_timestamp", "log_end_timestamp",
-        F.when(lag > 0, F.greatest(F.col("log_end_timestamp") - F.col("committed_timestamp"), F.lit(0)))
-         .otherwise(F.lit(0)).cast("long").alias("lag_ms"),
-        "commit_timestamp")
-
-
-def uncommitted_partitions(committed: DataFrame, df: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
-    """``(group, topic, partition, log_end_offset)``: the partitions (of the topic metadata,
-    plus any holding records) of each topic a group committed to, without a commit of that
-    group; ``log_end_offset`` 0 for an empty partition."""
-    spark = committed.sparkSession
-    every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
-                                  or [("", -1)], "topic string, partition int")
-    ends = log_end(df)
-    parts = every.unionByName(ends.select("topic", "partition")).distinct()
-    pairs = committed.select("group", "topic").distinct()
-    missing = (pairs.join(parts, "topic")
-               .join(committed.select("group", "topic", "partition"), ["group", "topic", "partition"], "left_anti"))
-    return (missing.join(ends, ["topic", "partition"], "left")
-            .select("group", "topic", "partition",
-                    F.coalesce("log_end_offset", F.lit(0)).cast("long").alias("log_end_offset")))
-
-
 def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Optional[int],
            corruption: Sequence[dict] = (), offsets_topic_found: bool = True,
            no_commit: Sequence[dict] = ()) -> dict:
@@ -231,34 +236,39 @@ def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Opti
 
 def build_report(spark, data_dir: str, topics: Optional[list[str]], groups: Optional[list[str]] = None, *,
                  max_lag_records: Optional[int] = None, max_lag_ms: Optional[int] = None,
-                 corrupt: str = "report", plot: Optional[str] = None, df: Optional[DataFrame] = None,
-                 corruption: Optional[list] = None) -> dict:
-    """Read → transform → collect: the lag report (``df``: the log of the audited topics,
-    already read and persisted by the caller; ``corruption``: their corrupt batches)."""
+                 corrupt: str = "report", plot: Optional[str] = None, scan=None,
+                 commits: Optional[list[dict]] = None, corruption: Optional[list] = None) -> dict:
+    """Read → transform → collect: the lag report. ``commits``: :func:`read_commits` of these
+    topics and groups, and ``scan``: a ``scan.Scan`` of the committed topics whose spec holds
+    :func:`marks` of them, when the caller has them (``audit all``); ``corruption``: their
+    corrupt batches."""
+    from kafkasim.spark_jobs.partials import Spec
+    from kafkasim.spark_jobs.scan import Scan
     found = OFFSETS_TOPIC in common.topic_partition_counts(data_dir)
-    offsets = common.read_log(spark, data_dir, [OFFSETS_TOPIC], corrupt=corrupt,
-                              columns=("partition", "offset", "key", "value"))
-    commits = commit_records(offsets)
-    if groups:
-        commits = commits.where(F.col("group").isin(list(groups)))
-    if topics:
-        commits = commits.where(F.col("topic").isin(list(topics)))
-    commits = commits.persist()
-    committed = _latest(commits)
-    targets = sorted({r["topic"] for r in committed.select("topic").distinct().collect()})
+    if commits is None:
+        commits = read_commits(spark, data_dir, topics, groups, corrupt)
+    live = latest(commits)
+    targets = sorted({c["topic"] for c in live})
     rows, no_commit, history = [], [], []
     if targets:
-        if df is None or not set(targets) <= set(topics or ()):
-            df = common.read_log(spark, data_dir, targets, corrupt=corrupt, columns=("topic", "partition", "offset", "timestamp"))
-        else:
-            df = df.select("topic", "partition", "offset", "timestamp").where(F.col("topic").isin(targets))
-        rows = [r.asDict() for r in group_lag(committed, df).orderBy("group", "topic", "partition").collect()]
-        counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(targets)}
-        no_commit = [r.asDict() for r in uncommitted_partitions(committed, df, counts)
-                     .orderBy("group", "topic", "partition").collect()]
-        history = [r.asDict() for r in lag_history(commits, df)
-                   .orderBy("group", "topic", "partition", "commit_timestamp", "committed_offset").collect()]
-    commits.unpersist()
+        own = scan is None
+        if own:
+            scan = Scan(spark, data_dir, targets, Spec(marks=marks(commits)), corrupt)
+        try:
+            committed = spark.createDataFrame(
+                [tuple(c.values()) for c in live],
+                "group string, topic string, partition int, committed_offset long, metadata string, "
+                "commit_timestamp long")
+            all_commits = spark.createDataFrame([tuple(c[f] for f in _COMMIT_FIELDS) for c in commits], _COMMITS)
+            rows = [r.asDict() for r in group_lag(committed, scan).orderBy("group", "topic", "partition").collect()]
+            counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(targets)}
+            no_commit = [r.asDict() for r in uncommitted_partitions(committed, scan.log_end(), counts)
+                         .orderBy("group", "topic", "partition").collect()]
+            history = [r.asDict() for r in lag_history(all_commits, scan)
+                       .orderBy("group", "topic", "partition", "commit_timestamp", "committed_offset").collect()]
+        finally:
+            if own:
+                scan.close()
     if corruption is None:
         corruption = common.corruption_of(spark, data_dir, [OFFSETS_TOPIC] + targets)
     else:

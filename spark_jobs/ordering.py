@@ -58,17 +58,17 @@ KINDS = ("key_in_multiple_partitions", "sequence_inversion", "sequence_gap", "du
          "partitioner_mismatch")
 
 _DETAIL_COLS = ["kind", "topic", "partition", "offset", "key", "producer", "sequence",
-                "other_partition", "other_offset", "missing"]
+                "other_partition", "other_offset", "missing", "records"]
 
 
 def _details(df: DataFrame, kind: str, **cols) -> DataFrame:
     """Project ``df`` onto the details schema (missing columns null)."""
     types = {"partition": "int", "offset": "bigint", "key": "binary", "producer": "string",
              "sequence": "bigint", "other_partition": "int", "other_offset": "bigint",
-             "missing": "bigint", "topic": "string"}
+             "missing": "bigint", "topic": "string", "records": "bigint"}
     out = [F.lit(kind).alias("kind")]
     for c in _DETAIL_COLS[1:]:
-        expr = cols.get(c, F.col(c) if c in df.columns and c not in ("sequence",) else None)
+        expr = cols.get(c, F.col(c) if c in df.columns and c not in ("sequence", "records") else None)
         if c == "sequence" and c not in cols and "seq" in df.columns:
             expr = F.col("seq")
         out.append((expr if expr is not None else F.lit(None)).cast(types[c]).alias(c))
@@ -190,24 +190,33 @@ def _count_arrays(df: DataFrame, history: DataFrame, current_counts: dict[str, i
 
 def partitioner_mismatches(df: DataFrame, history: DataFrame, current_counts: dict[str, int],
                            partitioner: str = "murmur2") -> DataFrame:
-    """``partitioner_mismatch`` rows: keyed records whose partition no plausible count explains."""
+    """``partitioner_mismatch`` rows: one per (topic, key, partition) whose keyed records no
+    plausible count explains — ``offset`` the first of them, ``records`` how many. ``df``:
+    records, or a scan's key rows (``scan.Scan.firsts``: ``records`` and ``min_offset``)."""
     counts = _count_arrays(df, history, current_counts)
-    keyed = (df.where(F.col("key").isNotNull()).select("topic", "partition", "offset", "key")
-             .join(F.broadcast(counts), "topic"))
+    weighted = "records" in df.columns
+    groups = (df.where(F.col("key").isNotNull()).groupBy("topic", "partition", "key")
+              .agg((F.sum("records") if weighted else F.count(F.lit(1))).alias("records"),
+                   F.min("min_offset" if weighted else "offset").alias("offset")))
+    keyed = groups.join(F.broadcast(counts), "topic")
     hashed = common.partition_for_keys(keyed, "counts", partitioner)
     bad = hashed.where(~F.exists("expected", lambda e: e == F.col("partition")))
-    return _details(bad, "partitioner_mismatch", other_partition=F.col("expected")[0])
+    return _details(bad, "partitioner_mismatch", other_partition=F.col("expected")[0], records=F.col("records"))
 
 
 def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence: str = "header",
-                     partitioner: str = "murmur2", recorded: Optional[dict[str, list[dict]]] = None) -> DataFrame:
+                     partitioner: str = "murmur2", recorded: Optional[dict[str, list[dict]]] = None,
+                     records: Optional[DataFrame] = None) -> DataFrame:
     """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``);
-    ``recorded``: the topics' partition-count histories (:func:`partition_count_history`)."""
-    seq = with_sequence(df, sequence)
+    ``recorded``: the topics' partition-count histories (:func:`partition_count_history`).
+    ``df``: the records, or a scan's key rows (``scan.Scan.firsts``) with the records the
+    sequence checks read in ``records`` (None: no sequence checks)."""
     history = partition_count_history(df, current_counts, recorded)
-    return (key_moves(df)
-            .unionByName(sequence_violations(seq))
-            .unionByName(partitioner_mismatches(df, history, current_counts, partitioner)))
+    out = key_moves(df).unionByName(partitioner_mismatches(df, history, current_counts, partitioner))
+    seq_input = df if records is None and "records" not in df.columns else records
+    if seq_input is not None:
+        out = out.unionByName(sequence_violations(with_sequence(seq_input, sequence)))
+    return out
 
 
 def round_robin(details: DataFrame) -> DataFrame:
@@ -221,9 +230,10 @@ def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
            corruption: Sequence[dict] = (), max_details: Optional[int] = None, *,
            partitions: Optional[int] = None,
            min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
-           causes: Sequence[dict] = ()) -> dict:
+           causes: Sequence[dict] = (), detail_rows: Optional[int] = None) -> dict:
     """The JSON report (schema in docs/spark-audits.md). ``partitions``: how many partitions
-    were audited (for the sample floor; None: no floor)."""
+    were audited (for the sample floor; None: no floor); ``detail_rows``: how many details
+    rows were found in all (default: the sum of ``counts``)."""
     v = {k: int(counts.get(k, 0)) for k in KINDS}
     checks = [common.check(k, 0, v[k]) for k in KINDS] + [common.check("corrupt batches", 0, len(corruption))]
     rep = {
@@ -231,7 +241,8 @@ def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
         "keys": int(keys),
         "violations": v,
         "details": details,
-        "details_truncated": max_details is not None and sum(counts.values()) > len(details),
+        "details_truncated": max_details is not None and (
+            sum(counts.values()) if detail_rows is None else detail_rows) > len(details),
         "corrupt_batches": list(corruption),
         "checks": checks,
         "causes": list(causes),
@@ -246,40 +257,50 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
                  partitioner: str = "murmur2", corrupt: str = "report",
                  max_details: int = 1000,
                  min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
-                 df: Optional[DataFrame] = None, corruption: Optional[list] = None) -> dict:
+                 scan=None, corruption: Optional[list] = None) -> dict:
     """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``
-    (``df``/``corruption``: already read and persisted by the caller, as in ``skew``)."""
+    (``scan``/``corruption``: the one scan, whose spec reads ``sequence``, and the corrupt
+    batches, when the caller has them, as in ``skew``)."""
     from pyspark import StorageLevel
     from kafkasim.spark_jobs.causes import causes_of
-    own = df is None
+    from kafkasim.spark_jobs.partials import Spec
+    from kafkasim.spark_jobs.scan import Scan
+    own = scan is None
     if own:
-        df = common.read_log(spark, data_dir, topics, corrupt=corrupt).persist(StorageLevel.MEMORY_AND_DISK)
+        scan = Scan(spark, data_dir, topics, Spec(sequence=sequence), corrupt)
+    common.require(scan.spec.sequence == sequence,
+                   f"the scan read sequences from {scan.spec.sequence!r}, the ordering audit from {sequence!r}")
     try:
-        sizes = with_sequence(df, sequence).agg(
-            F.count(F.lit(1)).alias("records"), F.count_distinct("topic", "key").alias("keys"),
-            F.count(F.when(F.col("key").isNotNull() & F.col("producer").isNotNull()
-                           & F.col("seq").isNotNull(), 1)).alias("sequenced")).first()
+        firsts = scan.firsts()
+        sizes = dict(scan.totals(), sequenced=0)
+        if sizes["record_rows"]:
+            sizes["sequenced"] = with_sequence(scan.records(), sequence).where(
+                F.col("key").isNotNull() & F.col("producer").isNotNull() & F.col("seq").isNotNull()).count()
         current = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
         recorded = {t: h for t, h in common.topic_partition_histories(data_dir).items() if t in set(topics)}
-        details = ordering_details(df, current, sequence=sequence, partitioner=partitioner, recorded=recorded) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        counts = {r["kind"]: r["n"] for r in details.groupBy("kind").agg(
-            F.when(F.first("kind") == "key_in_multiple_partitions",
-                   F.count_distinct("topic", "key")).otherwise(F.count(F.lit(1))).alias("n")).collect()}
+        records = scan.records() if sizes["sequenced"] else None
+        details = ordering_details(firsts, current, sequence=sequence, partitioner=partitioner, recorded=recorded,
+                                   records=records).persist(StorageLevel.MEMORY_AND_DISK)
+        found = details.groupBy("kind").agg(
+            F.when(F.first("kind") == "key_in_multiple_partitions", F.count_distinct("topic", "key"))
+             .when(F.first("kind") == "partitioner_mismatch", F.sum("records"))
+             .otherwise(F.count(F.lit(1))).alias("n"), F.count(F.lit(1)).alias("rows")).collect()
+        counts = {r["kind"]: r["n"] for r in found}
+        detail_rows = sum(r["rows"] for r in found)
         rows = round_robin(details).limit(max_details).collect()
         details.unpersist()
-        causes = (causes_of(df, current, counts, partitioner=partitioner, sequence=sequence, recorded=recorded)
-                  if counts else [])
+        causes = (causes_of(firsts, current, counts, partitioner=partitioner, sequence=sequence, recorded=recorded,
+                            records=records) if counts else [])
     finally:
         if own:
-            df.unpersist()
+            scan.close()
     out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items() if v is not None}
            for r in rows]
     if corruption is None:
         corruption = common.corruption_of(spark, data_dir, topics)
     rep = report(sizes["records"], sizes["keys"], counts, out, corruption, max_details,
                  partitions=sum(current.values()) or None, min_records_per_partition=min_records_per_partition,
-                 causes=causes)
+                 causes=causes, detail_rows=detail_rows)
     rep["sequenced_records"] = int(sizes["sequenced"])
     return rep
 

@@ -5,12 +5,14 @@ leaves one line (``✓ skew  3.1 s``). When stderr is not a terminal (a pipe, a 
 test, ``spark-submit`` logs) nothing is printed: the report on stdout, and ``--json``
 output, never carry progress. :func:`Progress.disabled` gives a silent one.
 
-Not thread-safe: one audit drives one :class:`Progress` from one thread.
+One thread drives the phases; :meth:`Progress.timed` may be called from several threads
+at once (``audit all`` runs its three audits in parallel inside one phase).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -28,6 +30,7 @@ class Progress:
         self.enabled = enabled
         self._console = None
         self.timings: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
 
     @classmethod
     def disabled(cls) -> "Progress":
@@ -54,3 +57,13 @@ class Progress:
         took = time.perf_counter() - t0
         self.timings.append((name, took))
         console.print(f"[green]✓[/green] {label}  [dim]{took:.1f} s[/dim]")
+
+    def timed(self, name: str, fn):
+        """``fn()``, its wall time kept in :attr:`timings` as ``name`` (thread-safe; prints
+        nothing: the enclosing phase does)."""
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            with self._lock:
+                self.timings.append((name, time.perf_counter() - t0))

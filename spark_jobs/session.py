@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 import threading
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 __all__ = ["build_session", "LOG4J2_CONFIG", "NOISE"]
 
@@ -63,10 +63,12 @@ def _start_quiet_gateway(conf_pairs: dict) -> None:
 
 def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]",
                   extra_conf: Optional[Mapping[str, str]] = None, *, verbose: bool = False,
-                  ui: bool = False):
+                  ui: bool = False, jvm_options: Sequence[str] = ()):
     """Build (or get) a SparkSession configured for kafkasim jobs (see the module docstring).
 
-    ``master=None`` leaves the master to ``spark-submit``.
+    ``master=None`` leaves the master to ``spark-submit``. ``jvm_options``: extra options of
+    the driver JVM on a ``local[...]`` master (``spark.driver.extraJavaOptions``; they apply
+    only when this call starts the JVM).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -81,8 +83,9 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                      "spark.ui.enabled": "true" if ui else "false"})
-        if not verbose:
-            conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
+        java = list(jvm_options) + ([] if verbose else [f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"])
+        if java:
+            conf["spark.driver.extraJavaOptions"] = " ".join(java)
     conf.update(extra_conf or {})
     if local and not verbose:
         _start_quiet_gateway(dict(conf, **{"spark.master": master, "spark.app.name": app_name}))

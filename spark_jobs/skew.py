@@ -39,6 +39,7 @@ import math
 import sys
 from typing import Optional, Sequence
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -65,12 +66,20 @@ def record_bytes():
                           + F.coalesce(F.octet_length(h["value"]), F.lit(0)))).cast("long")
 
 
+def _counted(df: DataFrame) -> list:
+    """Aggregates ``records`` and ``bytes`` of ``df``: records themselves, or the weighted
+    group rows of a scan (``scan.Scan.keys``: a ``records`` and a ``bytes`` column)."""
+    if "records" in df.columns:
+        return [F.sum("records").alias("records"), F.sum("bytes").alias("bytes")]
+    return [F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes")]
+
+
 def partition_stats(df: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
     """``(topic, partition, records, bytes, share, byte_share)``, one row per partition of the
-    topics in ``df``, partitions in ``partition_counts`` without records included as 0."""
+    topics in ``df`` (records, or a scan's key rows), partitions in ``partition_counts``
+    without records included as 0."""
     spark = df.sparkSession
-    counted = df.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("records"),
-                                                   F.sum(record_bytes()).alias("bytes"))
+    counted = df.groupBy("topic", "partition").agg(*_counted(df))
     topics = counted.select("topic").distinct()
     every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
                                   or [("", -1)], "topic string, partition int")
@@ -106,12 +115,12 @@ def skew_summary(stats: DataFrame, by: Sequence[str] = ("topic",), value: str = 
 
 
 def hot_keys(df: DataFrame, k: int = 10) -> DataFrame:
-    """The top ``k`` keys by records: ``(topic, key, records, bytes, share, partitions)``;
+    """The top ``k`` keys by records (``df``: records, or a scan's key rows):
+    ``(topic, key, records, bytes, share, partitions)``;
     ``share`` is of all records of the key's topic; ties broken by key."""
-    total = df.groupBy("topic").agg(F.count(F.lit(1)).alias("_total"))
+    total = df.groupBy("topic").agg(_counted(df)[0].alias("_total"))
     keys = (df.where(F.col("key").isNotNull()).groupBy("topic", "key")
-            .agg(F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes"),
-                 F.array_sort(F.collect_set("partition")).alias("partitions")))
+            .agg(*_counted(df), F.array_sort(F.collect_set("partition")).alias("partitions")))
     return (keys.join(total, "topic").withColumn("share", F.col("records") / F.col("_total"))
             .orderBy(F.desc("records"), "topic", "key").limit(k)
             .select("topic", "key", "records", "bytes", "share", "partitions"))
@@ -120,13 +129,17 @@ def hot_keys(df: DataFrame, k: int = 10) -> DataFrame:
 def window_skew(df: DataFrame, partition_counts: dict[str, int], window_ms: int = 60_000,
                 threshold: float = 5.0) -> DataFrame:
     """Per topic and tumbling window: ``(topic, window_start, records, max_partition_records,
-    max_over_avg, alert)``; the average is over all the topic's partitions."""
+    max_over_avg, alert)``; the average is over all the topic's partitions. ``df``: records,
+    or a scan's window rows (``scan.Scan.windows``, counted with the same ``window_ms``)."""
     common.require(window_ms > 0, f"window_ms must be > 0, got {window_ms}")
     spark = df.sparkSession
     n = spark.createDataFrame(sorted(partition_counts.items()) or [("", 0)], "topic string, n int")
     seen = df.groupBy("topic").agg((F.max("partition") + 1).alias("_seen"))
-    per = (df.withColumn("window_start", F.floor(F.col("timestamp") / window_ms) * window_ms)
-           .groupBy("topic", "window_start", "partition").agg(F.count(F.lit(1)).alias("c")))
+    if "window_start" in df.columns:      # a scan's window rows, counted per window and partition
+        per = df.groupBy("topic", "window_start", "partition").agg(F.sum("records").alias("c"))
+    else:
+        per = (df.withColumn("window_start", F.floor(F.col("timestamp") / window_ms) * window_ms)
+               .groupBy("topic", "window_start", "partition").agg(F.count(F.lit(1)).alias("c")))
     win = per.groupBy("topic", "window_start").agg(F.sum("c").alias("records"),
                                                    F.max("c").alias("max_partition_records"))
     win = win.join(seen, "topic").join(n, "topic", "left") \
@@ -230,20 +243,21 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
                  window_threshold: float = 5.0, max_over_avg_limit: float = 1.3,
                  corrupt: str = "report", plot: Optional[str] = None,
                  min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
-                 df: Optional[DataFrame] = None, corruption: Optional[list] = None) -> dict:
+                 scan=None, corruption: Optional[list] = None) -> dict:
     """Read → transform → collect: the skew report for ``topics`` under ``data_dir``.
 
-    ``df``/``corruption``: the log (with at least ``COLUMNS``, already persisted) and its
-    corrupt batches when the caller has read them (``audit all``: one scan for every audit)."""
-    from pyspark import StorageLevel
+    ``scan``/``corruption``: the one scan (``scan.Scan`` with ``window_ms`` in its spec) and
+    the corrupt batches when the caller has them (``audit all``: one scan for every audit)."""
+    from kafkasim.spark_jobs.partials import Spec
+    from kafkasim.spark_jobs.scan import Scan
     counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
-    own = df is None
+    own = scan is None
     if own:
-        df = common.read_log(spark, data_dir, topics, corrupt=corrupt, columns=COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-    else:
-        df = df.select(*COLUMNS)
+        scan = Scan(spark, data_dir, topics, Spec(window_ms=window_ms), corrupt)
+    common.require(scan.spec.window_ms == window_ms,
+                   f"the scan counted {scan.spec.window_ms} ms windows, the skew audit asks for {window_ms}")
     try:
-        stats_df = partition_stats(df, counts).persist(StorageLevel.MEMORY_AND_DISK)
+        stats_df = partition_stats(scan.keys(), counts).persist(StorageLevel.MEMORY_AND_DISK)
         stats = [r.asDict() for r in stats_df.orderBy("topic", "partition").collect()]
         summaries = (skew_summary(stats_df, by=()).withColumn("_what", F.lit("records"))
                      .unionByName(skew_summary(stats_df, by=(), value="bytes").withColumn("_what", F.lit("bytes")),
@@ -259,12 +273,12 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
         overall.pop("_what", None)
         overall.pop("topic", None)
         stats_df.unpersist()
-        hot = [_row_dict(r) for r in hot_keys(df, top_k).collect()]
-        windows = [r.asDict() for r in window_skew(df, counts, window_ms, window_threshold)
+        hot = [_row_dict(r) for r in hot_keys(scan.keys(), top_k).collect()]
+        windows = [r.asDict() for r in window_skew(scan.windows(), counts, window_ms, window_threshold)
                    .orderBy("topic", "window_start").collect()]
     finally:
         if own:
-            df.unpersist()
+            scan.close()
     if corruption is None:
         corruption = common.corruption_of(spark, data_dir, topics)
     rep = report(stats, overall, per_topic, hot, windows, max_over_avg_limit=max_over_avg_limit,

@@ -49,7 +49,15 @@ def test_audit_all_gives_the_three_reports_of_the_jobs_run_alone(spark, tmp_path
     assert [(r["group"], r["partition"]) for r in rep["lag"]["no_commit"]] == \
         [("billing", p) for p in range(1, 6)]                     # uncommitted partitions listed
     assert (plots / "skew.png").read_bytes()[:4] == b"\x89PNG" and (plots / "lag.png").exists()
-    assert {"checking inputs", "starting Spark", "reading", "ordering", "skew", "lag"} == set(rep["timings_s"])
+    assert {"checking inputs", "starting Spark", "reading", "auditing", "ordering", "skew", "lag"} == \
+        set(rep["timings_s"])
+
+
+def test_a_small_input_gets_the_small_session_settings_and_a_large_one_does_not():
+    from kafkasim.spark_jobs.common import LOCAL_SCAN_BYTES, SMALL_INPUT_CONF, session_conf_for
+    assert session_conf_for(LOCAL_SCAN_BYTES, 2) == SMALL_INPUT_CONF
+    assert SMALL_INPUT_CONF["spark.sql.shuffle.partitions"] == "1"
+    assert session_conf_for(1 << 30, 2) == {"spark.sql.shuffle.partitions": "8"}
 
 
 def test_shuffle_partitions_follow_the_input_size():

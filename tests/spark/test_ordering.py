@@ -100,8 +100,8 @@ def _violations_of(rep: dict, topic: str) -> dict:
         if d["topic"] == topic:
             if d["kind"] == "key_in_multiple_partitions":
                 keys_moved.add(d["key"])
-            else:
-                counts[d["kind"]] += 1
+            else:       # a partitioner_mismatch row stands for its key's records in its partition
+                counts[d["kind"]] += d.get("records", 1)
     counts["key_in_multiple_partitions"] = len(keys_moved)
     return counts
 
@@ -149,11 +149,14 @@ def test_non_idempotent_retry_is_exactly_one_duplicate(faulty):
     assert (d["kind"], d["sequence"], d["offset"], d["other_offset"]) == ("duplicate", 2, 3, 2)
 
 
-def test_another_clients_partitioner_is_flagged_record_by_record(faulty):
+def test_another_clients_partitioner_is_flagged_per_key_and_counted_per_record(faulty):
     _, _, rep, exp = faulty
     assert exp["mixed"]["mismatched_keys"] > 0
     assert _violations_of(rep, "mixed") == _only(partitioner_mismatch=exp["mixed"]["partitioner_mismatch"])
     assert {d["key"][0] for d in _details(rep, "mixed")} == {"c"}   # only c-app's keys
+    # one row per (key, partition): its first offset and all 3 records the key sent there
+    assert len(_details(rep, "mixed")) == exp["mixed"]["mismatched_keys"]
+    assert all(d["records"] == 3 for d in _details(rep, "mixed"))
 
 
 def test_partitions_added_mid_stream_are_key_moves_only(faulty):
