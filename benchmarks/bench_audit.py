@@ -136,37 +136,39 @@ def _plain_python(data_dir: str) -> tuple[dict, list]:
     return {k: tuple(v) for k, v in per_part.items()}, _top_keys(per_key)
 
 
-def _kafkasim_audit(spark, data_dir: str) -> tuple[dict, list]:
-    """The skew audit's own path: one partials scan (``scan.Scan``, with the audit's
-    60 s windows), then the per-partition totals and the top keys from its key rows
-    (``skew.partition_stats``, ``skew.hot_keys``), as ``kafkasim audit skew`` computes them."""
-    from kafkasim.spark_jobs import skew
+def _kafkasim_audit(spark, data_dir: str, **options) -> tuple[dict, list]:
+    """The audits' own read: one partials scan (``scan.Scan``, with the skew audit's 60 s
+    windows: the scan tasks aggregate per key and window while they decode), its key rows
+    combined (``Scan.keys``, what the skew audit's figures start from), then the same two
+    final queries as the Parquet run."""
     from kafkasim.spark_jobs.partials import Spec
     from kafkasim.spark_jobs.scan import Scan
-    with Scan(spark, data_dir, None, Spec(window_ms=60_000)) as scan:
-        keys = scan.keys()
-        parts = {(r["topic"], r["partition"]): (r["records"], r["bytes"])
-                 for r in skew.partition_stats(keys, {}).collect()}
-        top = [(bytes(r["key"]), r["records"]) for r in skew.hot_keys(keys, TOP_K).collect()]
-    return parts, top
+    with Scan(spark, data_dir, None, Spec(window_ms=60_000), **options) as scan:
+        return _figures(scan.keys())
 
 
 def _spark_audit(df) -> tuple[dict, list]:
     """Spark's own way over records (the Parquet baseline): per (topic, partition, key)
-    records and bytes (cached, small), then the per-partition totals and the top keys from it."""
+    records and bytes (cached, small), then the same two final queries."""
     from pyspark.sql import functions as F
     from kafkasim.spark_jobs.skew import record_bytes
     fine = (df.groupBy("topic", "partition", "key")
             .agg(F.count(F.lit(1)).alias("records"), F.sum(record_bytes()).alias("bytes"))).cache()
     try:
-        parts = {(r["topic"], r["partition"]): (r["records"], r["bytes"]) for r in
-                 fine.groupBy("topic", "partition").agg(F.sum("records").alias("records"),
-                                                        F.sum("bytes").alias("bytes")).collect()}
-        top = [(bytes(r["key"]), r["records"]) for r in
-               fine.where(F.col("key").isNotNull()).groupBy("key").agg(F.sum("records").alias("records"))
-               .orderBy(F.desc("records"), "key").limit(TOP_K).collect()]
+        return _figures(fine)
     finally:
         fine.unpersist()
+
+
+def _figures(fine) -> tuple[dict, list]:
+    """Per-partition records and bytes, and the top keys, from per-key rows."""
+    from pyspark.sql import functions as F
+    parts = {(r["topic"], r["partition"]): (r["records"], r["bytes"]) for r in
+             fine.groupBy("topic", "partition").agg(F.sum("records").alias("records"),
+                                                    F.sum("bytes").alias("bytes")).collect()}
+    top = [(bytes(r["key"]), r["records"]) for r in
+           fine.where(F.col("key").isNotNull()).groupBy("key").agg(F.sum("records").alias("records"))
+           .orderBy(F.desc("records"), "key").limit(TOP_K).collect()]
     return parts, top
 
 
@@ -294,7 +296,6 @@ def run(records: int = RECORDS, segment_bytes: Optional[int] = None, small: bool
         py_s = time.perf_counter() - t0
 
         from pyspark.sql import functions as F
-        from kafkasim.spark_jobs import common, skew
         from kafkasim.spark_jobs.session import build_session
         spark = build_session(app_name="kafkasim-bench-audit", master="local[2]",
                               extra_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
@@ -308,7 +309,7 @@ def run(records: int = RECORDS, segment_bytes: Optional[int] = None, small: bool
             # warm-up, not timed: JVM, Python workers, planning and the JIT on the audit's own
             # plan — the kafkasim audit over a slice of the log and a Parquet audit, so the
             # first timed round of either source does not pay for compiling the other's code
-            _spark_audit(common.read_log(spark, data_dir, columns=skew.COLUMNS, endingOffset=WARMUP_OFFSETS))
+            _kafkasim_audit(spark, data_dir, endingOffset=WARMUP_OFFSETS)
             audits["parquet"]()
             best = {"kafkasim": float("inf"), "parquet": float("inf")}
             for _ in range(SPARK_ROUNDS):   # alternate, so machine noise hits both

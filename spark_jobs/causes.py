@@ -83,7 +83,6 @@ def explained_by(df: DataFrame, counts_col: str, candidates: Sequence[str] = CAN
 
     def run(batches):
         import numpy as np
-        import pyarrow.compute as pc
         from kafkasim.partitioning.partitioners import partition_many
         for batch in batches:
             keys = batch.column("key")

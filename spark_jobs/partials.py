@@ -113,7 +113,7 @@ def _np(a) -> np.ndarray:
 
 
 def _lengths(col) -> np.ndarray:
-    return _np(pc.fill_null(pc.binary_length(col), 0)).astype(np.int64)
+    return _np(pc.fill_null(pc.binary_length(col), 0)).astype(np.int64, copy=False)
 
 
 def _header_facts(headers: pa.Array, n: int) -> tuple[np.ndarray, pa.Array, np.ndarray]:
@@ -145,7 +145,7 @@ def _header_facts(headers: pa.Array, n: int) -> tuple[np.ndarray, pa.Array, np.n
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Dense codes of ``arr`` (nulls get their own code) and the distinct values by code."""
     enc = pc.dictionary_encode(arr, null_encoding="encode")
-    return _np(enc.indices).astype(np.int64), enc.dictionary
+    return _np(enc.indices).astype(np.int64, copy=False), enc.dictionary
 
 
 def _first_of_groups(gid: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -160,25 +160,37 @@ def partition_partials(topic: str, partition: int, t: pa.Table, spec: Spec) -> p
     n = t.num_rows
     if n == 0:
         return ARROW_SCHEMA.empty_table()
-    off = _np(t.column("offset").combine_chunks()).astype(np.int64)
-    ts = _np(t.column("timestamp").combine_chunks()).astype(np.int64)
+    off = _np(t.column("offset").combine_chunks()).astype(np.int64, copy=False)
+    ts = _np(t.column("timestamp").combine_chunks()).astype(np.int64, copy=False)
+    ts_sorted = n < 2 or bool(np.all(ts[1:] >= ts[:-1]))
     key = t.column("key").combine_chunks()
     headers = t.column("headers").combine_chunks()
     hbytes, client, has_seq = _header_facts(headers, n)
     size = _lengths(key) + _lengths(t.column("value").combine_chunks()) + hbytes
-    pid = _np(t.column("producer_id").combine_chunks()).astype(np.int64)
+    pid = _np(t.column("producer_id").combine_chunks()).astype(np.int64, copy=False)
 
     kcode, kvals = _codes(key)
     ccode, cvals = _codes(client)
-    pvals, pcode = np.unique(pid, return_inverse=True)
-    gid_raw = (kcode * len(cvals) + ccode) * len(pvals) + pcode
-    groups, first_idx, gid = np.unique(gid_raw, return_index=True, return_inverse=True)
-    last_idx = _first_of_groups(gid, np.arange(n - 1, -1, -1))
-    if n > 1 and bool(np.all(ts[1:] >= ts[:-1])):
+    if pid.min() == pid.max():
+        pvals, pcode = pid[:1], np.zeros(n, dtype=np.int64)
+    else:
+        pvals, pcode = np.unique(pid, return_inverse=True)
+    if len(cvals) == 1 and len(pvals) == 1:
+        # one producer identity (the common case): the groups are the key codes, numbered by
+        # dictionary_encode in order of first appearance — no sort needed
+        gid, g = kcode, len(kvals)
+        first_idx = np.nonzero(np.r_[True, kcode[1:] > np.maximum.accumulate(kcode)[:-1]])[0]
+        last_idx = np.empty(g, dtype=np.int64)
+        last_idx[kcode] = np.arange(n)                       # repeated indices: the last write stays
+    else:
+        gid_raw = (kcode * len(cvals) + ccode) * len(pvals) + pcode
+        groups, first_idx, gid = np.unique(gid_raw, return_index=True, return_inverse=True)
+        g = len(groups)
+        last_idx = _first_of_groups(gid, np.arange(n - 1, -1, -1))
+    if ts_sorted:
         first_ts_idx = first_idx                     # timestamps in offset order: the first row is first
     else:
         first_ts_idx = _first_of_groups(gid, np.lexsort((off, ts)))
-    g = len(groups)
     records = np.bincount(gid, minlength=g).astype(np.int64)
     nbytes = np.bincount(gid, weights=size, minlength=g).astype(np.int64)
     gk = kcode[first_idx]
@@ -197,7 +209,11 @@ def partition_partials(topic: str, partition: int, t: pa.Table, spec: Spec) -> p
     parts = [_table(topic, partition, g, cols)]
     if spec.window_ms:
         starts = np.floor_divide(ts, spec.window_ms) * spec.window_ms
-        ws, wc = np.unique(starts, return_counts=True)
+        if ts_sorted:                                       # runs of equal starts, no sort
+            edges = np.r_[0, np.nonzero(starts[1:] != starts[:-1])[0] + 1, n]
+            ws, wc = starts[edges[:-1]], np.diff(edges)
+        else:
+            ws, wc = np.unique(starts, return_counts=True)
         parts.append(_table(topic, partition, len(ws), {"kind": pa.array(["window"] * len(ws), pa.string()),
                                                        "window_start": ws, "records": wc.astype(np.int64)}))
     if spec.sequence:

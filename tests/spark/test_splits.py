@@ -39,9 +39,19 @@ def _offsets(df):
 
 def test_split_size_follows_spark_file_sources():
     mib = 1 << 20
-    assert splits.split_size([1 << 30], min_partitions=2) == 128 * mib          # capped
+    # capped at 128 MiB, then lowered to whole rounds over the cores: 1028 MiB = 5 rounds of 2
+    assert splits.split_size([1 << 30], min_partitions=2) == -(-1028 * mib // 10)
+    assert splits.split_size([1 << 30], min_partitions=2, max_partition_bytes=1 << 31) == 514 * mib
     assert splits.split_size([mib] * 3, min_partitions=2) == (3 * 5 * mib) // 2  # total / cores
     assert splits.split_size([10], min_partitions=8) == 4 * mib                  # at least the open cost
+
+
+def test_tasks_come_in_whole_rounds_over_the_cores():
+    """8 segments of 34 MB on 2 cores: Spark's 128 MiB rule packs 3+3+2 (the last task
+    alone on a core); the rounds rule packs 2+2+2+2."""
+    size = splits.split_size([33_670_000] * 8, min_partitions=2)
+    per_task = size // (33_670_000 + splits.OPEN_COST_BYTES)
+    assert per_task == 2 and 8 // per_task % 2 == 0
 
 
 def test_a_big_segment_is_cut_at_verified_batch_boundaries(tmp_path):
