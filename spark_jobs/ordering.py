@@ -32,8 +32,14 @@ Checks (one row per finding in :func:`ordering_details`, ``kind`` says which):
    for any partition count the topic plausibly had (:func:`partition_count_history`):
    the current count from ``meta/topics/<topic>.json``, every count of the topic's
    recorded ``partition_history`` there, plus each count before an add of partitions
-   inferred from the data (for data dirs written before the broker kept the history). ``other_partition`` is the expected partition
+   inferred from the data (for data dirs written before the broker kept the history). The
+   count is of records; the details have one row per (topic, key, partition): ``offset``
+   its first record, ``records`` how many, ``other_partition`` the expected partition
    under the current count.
+
+The checks read the audit's one scan (``scan.Scan``): key moves, the partition-count
+history and the partitioner check need only each (key, partition)'s first record and
+record count, the sequence checks the records with a sequence.
 
 Invariants: transforms are pure and deterministic (ties broken by partition and offset).
 Thread-safety: no shared state.
