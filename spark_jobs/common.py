@@ -41,7 +41,8 @@ __all__ = [
     "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
     "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
-    "session_conf_for", "SMALL_INPUT_CONF", "SMALL_INPUT_JVM_OPTIONS",
+    "session_conf_for", "SMALL_INPUT_CONF", "SMALL_INPUT_JVM_OPTIONS", "reads_in_driver",
+    "one_task_per_partition",
 ]
 
 EXIT_OK = 0
@@ -127,22 +128,16 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     :mod:`kafkasim.spark_jobs.partials`) and ``mode=commits`` are read the same way. This applies on ``local[...]`` masters
     only; larger logs, URIs and cluster masters (``local-cluster`` included) are read by
     the ``kafkasim`` data source on the executors."""
-    limit = LOCAL_SCAN_BYTES if local_max_bytes is None else local_max_bytes
-    log_dir = LogDir(data_dir)
-    master = spark.sparkContext.master
-    in_process = master.startswith("local") and not master.startswith("local-cluster")
     mode = options.get("mode")
-    if limit > 0 and in_process and log_dir.is_local and mode in (None, "records", "partials", "commits"):
-        segs = log_dir.segments(set(topics) if topics else None)
-        if sum(s.size for s in segs) <= limit:
-            from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
-            from kafkasim.spark_jobs.partials import PARTIALS_SCHEMA
-            from kafkasim.spark_jobs.offset_commits import COMMITS_SCHEMA
-            ddl = {"partials": PARTIALS_SCHEMA, "commits": COMMITS_SCHEMA}.get(mode) or (
-                schema_of(columns) if columns else SCHEMA)
-            table = read_local_table(data_dir, list(topics) if topics else None,
-                                     list(columns) if columns else None, corrupt, **options)
-            return spark.createDataFrame(table, schema=ddl)
+    if reads_in_driver(spark, data_dir, topics, mode, local_max_bytes):
+        from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
+        from kafkasim.spark_jobs.partials import PARTIALS_SCHEMA
+        from kafkasim.spark_jobs.offset_commits import COMMITS_SCHEMA
+        ddl = {"partials": PARTIALS_SCHEMA, "commits": COMMITS_SCHEMA}.get(mode) or (
+            schema_of(columns) if columns else SCHEMA)
+        table = read_local_table(data_dir, list(topics) if topics else None,
+                                 list(columns) if columns else None, corrupt, **options)
+        return spark.createDataFrame(table, schema=ddl)
     reader = spark.read.format("kafkasim").option("corrupt", corrupt)
     for k, v in input_plan_options(spark).items():
         reader = reader.option(k, v)
@@ -155,6 +150,33 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
         if v is not None:
             reader = reader.option(k, str(v))
     return reader.load(data_dir)
+
+
+def reads_in_driver(spark, data_dir: str, topics: Optional[Sequence[str]], mode: Optional[str] = None,
+                    local_max_bytes: Optional[int] = None) -> bool:
+    """Whether :func:`read_log` reads these topics in this process (see its docstring)."""
+    limit = LOCAL_SCAN_BYTES if local_max_bytes is None else local_max_bytes
+    log_dir = LogDir(data_dir)
+    master = spark.sparkContext.master
+    in_process = master.startswith("local") and not master.startswith("local-cluster")
+    if not (limit > 0 and in_process and log_dir.is_local and mode in (None, "records", "partials", "commits")):
+        return False
+    return sum(s.size for s in log_dir.segments(set(topics) if topics else None)) <= limit
+
+
+def one_task_per_partition(spark, data_dir: str, topics: Optional[Sequence[str]], **options) -> bool:
+    """Whether the scan :func:`read_log` would run reads every (topic, partition) in one
+    task (all its pieces, consecutive): the plan of ``datasource.planned_tasks`` with the
+    options that read would use."""
+    from kafkasim.spark_jobs.datasource import planned_tasks
+    plan = {} if reads_in_driver(spark, data_dir, topics, options.get("mode")) else input_plan_options(spark)
+    seen: set = set()
+    for task in planned_tasks(data_dir, list(topics) if topics else None, **plan, **options):
+        mine = {(p.seg.topic, p.seg.partition) for p in task}
+        if mine & seen:
+            return False
+        seen |= mine
+    return True
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,

@@ -87,7 +87,7 @@ from kafkasim.records import record_batch as rb
 from kafkasim.records.columns import ArrowColumnBuilder
 from kafkasim.records.framing import BatchIterator
 
-__all__ = ["KafkasimDataSource", "read_local_table", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
+__all__ = ["KafkasimDataSource", "read_local_table", "planned_tasks", "SCHEMA", "CORRUPTION_SCHEMA", "CorruptBatchWarning",
            "register", "scan_corruption", "read_segment_arrow", "scan_segment_corruption", "schema_of"]
 
 log = logging.getLogger(__name__)
@@ -490,6 +490,14 @@ def read_local_table(path: str, topics: Optional[list] = None, columns: Optional
     batches = [b for part in reader.partitions() for b in reader.read(part)
                if b.num_rows]        # PySpark's createDataFrame stops at an empty batch
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def planned_tasks(path: str, topics: Optional[list] = None, **options) -> list[list]:
+    """The scan's plan for these options: per task, its pieces (``splits.Piece``) in order."""
+    raw = {"path": path, **{k: str(v) for k, v in options.items() if v is not None}}
+    if topics:
+        raw["topics"] = ",".join(topics)
+    return [list(t.pieces) for t in _Reader(_Options(raw)).partitions() if hasattr(t, "pieces")]
 
 
 def register(spark) -> None:

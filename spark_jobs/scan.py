@@ -19,7 +19,10 @@ same reader function in this process and handed to Spark as a local relation, as
 ``common.read_log`` does for records.
 
 Invariants: every table equals the aggregate over the records themselves (the combine
-rules of :mod:`kafkasim.spark_jobs.partials`). Thread-safety: one Scan per job; not
+rules of :mod:`kafkasim.spark_jobs.partials`). When the scan's plan reads every (topic,
+partition) in one task (``common.one_task_per_partition``: a small log, or partitions no
+bigger than a task), the key and window rows are already one per group and are used as
+they are, without the combining shuffle. Thread-safety: one Scan per job; not
 shared between threads.
 """
 
@@ -45,6 +48,10 @@ def read_partials(spark, data_dir: str, topics: Optional[Sequence[str]], spec: S
                            **options)
 
 
+_KEY_COLUMNS = ("topic", "partition", "key", "producer_id", "client_id", "records", "bytes", "first_ts",
+                "first_ts_offset", "min_offset", "min_offset_ts", "max_offset", "max_offset_ts")
+
+
 def _kept(df: DataFrame) -> DataFrame:
     """``df`` computed once, on its first action, and kept (memory, then disk) for the
     queries that follow: a lazy local checkpoint. Measured against ``persist`` on the 10M
@@ -61,6 +68,8 @@ class Scan:
                  corrupt: str = "report", **options) -> None:
         self.spark, self.spec = spark, spec
         self.raw = _kept(read_partials(spark, data_dir, topics, spec, corrupt, **options))
+        self.whole = common.one_task_per_partition(spark, data_dir, topics, mode="partials", **options)
+        """Every (topic, partition) read by one task: its partial rows are already whole."""
         self._keys: Optional[DataFrame] = None
         self._totals: Optional[dict] = None
 
@@ -68,6 +77,8 @@ class Scan:
         return self.raw.where(F.col("kind") == kind)
 
     def keys(self) -> DataFrame:
+        if self._keys is None and self.whole:     # nothing to combine: one row per group already
+            self._keys = _kept(self._kind("key").select(*_KEY_COLUMNS))
         if self._keys is None:
             k = self._kind("key").groupBy("topic", "partition", "key", "producer_id", "client_id").agg(
                 F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
@@ -100,6 +111,8 @@ class Scan:
                                   "producer_id", "client_id", "min_offset", "min_offset_ts")
 
     def windows(self) -> DataFrame:
+        if self.whole:
+            return self._kind("window").select("topic", "partition", "window_start", "records")
         return (self._kind("window").groupBy("topic", "partition", "window_start")
                 .agg(F.sum("records").alias("records")))
 

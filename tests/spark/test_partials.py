@@ -124,10 +124,13 @@ def test_a_spec_round_trips_and_a_bad_one_is_named():
         partials.Spec.from_json("[1, 2")
 
 
-def test_scan_key_rows_equal_the_record_aggregates_with_a_partition_over_several_tasks(spark, tmp_path, monkeypatch):
-    """Through the data source on the executors (no driver-side read), with 1 KiB splits:
+@pytest.mark.parametrize("spread", [True, False])
+def test_scan_key_rows_equal_the_record_aggregates_with_a_partition_over_several_tasks(spark, tmp_path, monkeypatch,
+                                                                                      spread):
+    """Through the data source on the executors (no driver-side read). With 1 KiB splits
     a partition's segments and pieces land in different scan tasks, and Spark's combine
-    of their partial rows equals the aggregate over the records read in ``records`` mode."""
+    of their partial rows equals the aggregate over the records read in ``records`` mode;
+    with big splits each partition is one task's and its rows are used as they are."""
     from pyspark.sql import functions as F
     from kafkasim.spark_jobs import common
     from kafkasim.spark_jobs.scan import Scan
@@ -144,8 +147,14 @@ def test_scan_key_rows_equal_the_record_aggregates_with_a_partition_over_several
     monkeypatch.setattr(common, "input_plan_options", lambda _s: {"maxPartitionBytes": "1024",
                                                                   "openCostInBytes": "0",
                                                                   "minPartitionNum": "2"})
+    if not spread:     # one task reads everything
+        monkeypatch.setattr(common, "input_plan_options", lambda _s: {"maxPartitionBytes": str(1 << 20),
+                                                                      "openCostInBytes": "0",
+                                                                      "minPartitionNum": "1"})
     with Scan(spark, d, ["t"], partials.Spec(window_ms=WINDOW)) as scan:
-        assert scan.raw.rdd.getNumPartitions() > 2                 # the pieces really are spread
+        assert scan.whole is not spread
+        if spread:
+            assert scan.raw.rdd.getNumPartitions() > 2             # the pieces really are spread
         got = sorted((tuple(r) for r in scan.keys().select(
             "partition", "key", "records", "first_ts", "first_ts_offset", "min_offset", "max_offset",
             "max_offset_ts").collect()), key=repr)
