@@ -56,7 +56,9 @@ BROKER_NOTE = ("a single broker's data dir (no meta/cluster.json): per-broker sk
 
 
 COLUMNS = ("topic", "partition", "timestamp", "key", "value", "headers")
-"""The data source columns the skew audit reads (the reader ships no others)."""
+"""The record columns the skew figures are defined on (:func:`partition_stats`,
+:func:`hot_keys` and :func:`window_skew` over records; the audit itself reads the one scan,
+``scan.Scan``)."""
 
 
 def record_bytes():
