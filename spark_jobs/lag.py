@@ -35,27 +35,14 @@ from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common, options
 
-__all__ = ["commit_records", "lag_history", "history_summary", "plot_history", "committed_offsets", "log_end", "group_lag", "uncommitted_partitions", "report", "main",
+__all__ = ["read_commits", "latest", "marks", "lag_history", "history_summary", "plot_history",
+           "group_lag", "uncommitted_partitions", "report", "main",
            "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 HISTORY_ROWS = 5000   # at most this many lag-history rows in the JSON report (the summary is complete)
 from kafkasim.spark_jobs.offset_commits import COMMITS_SCHEMA as _COMMITS  # noqa: E402
 _COMMIT_FIELDS = [f.split(" ")[0] for f in _COMMITS.split(", ")]
-
-
-def commit_records(offsets_records: DataFrame) -> DataFrame:
-    """Every offset commit in ``__consumer_offsets`` (``_COMMITS``: group, topic, partition,
-    committed_offset, metadata, commit_timestamp, tombstone, and where it sits: ``_p``, ``_o``)
-    from a DataFrame of its records (``offset_commits.commit_rows`` in ``mapInArrow``)."""
-    from kafkasim.spark_jobs.offset_commits import READ_COLUMNS, commit_batches
-    return offsets_records.select(*READ_COLUMNS).mapInArrow(commit_batches, _COMMITS)
-
-
-def committed_offsets(offsets_records: DataFrame) -> DataFrame:
-    """``(group, topic, partition, committed_offset, metadata, commit_timestamp)``: the latest
-    live commit per key from the records of ``__consumer_offsets``."""
-    return _latest(commit_records(offsets_records))
 
 
 def read_commits(spark, data_dir: str, topics: Optional[Sequence[str]] = None,
@@ -96,13 +83,6 @@ def marks(commits: Sequence[dict]) -> dict[tuple[str, int], tuple[list[int], lis
     return out
 
 
-def log_end(df: DataFrame) -> DataFrame:
-    """``(topic, partition, log_end_offset, log_end_timestamp)`` of each partition with records."""
-    return df.groupBy("topic", "partition").agg(
-        (F.max("offset") + 1).alias("log_end_offset"),
-        F.max_by("timestamp", "offset").alias("log_end_timestamp"))
-
-
 def group_lag(committed: DataFrame, scan) -> DataFrame:
     """Lag per (group, topic, partition) — see the module docstring, step 3 (``scan``: a
     ``scan.Scan`` whose spec holds the committed offsets as marks)."""
@@ -124,7 +104,7 @@ def group_lag(committed: DataFrame, scan) -> DataFrame:
 
 def uncommitted_partitions(committed: DataFrame, ends: DataFrame, partition_counts: dict[str, int]) -> DataFrame:
     """``(group, topic, partition, log_end_offset)``: the partitions (of the topic metadata,
-    plus any holding records: ``ends``, :func:`log_end`'s columns) of each topic a group
+    plus any holding records: ``ends``, ``scan.Scan.log_end``'s columns) of each topic a group
     committed to, without a commit of that group; ``log_end_offset`` 0 for an empty partition."""
     spark = committed.sparkSession
     every = spark.createDataFrame([(t, p) for t, n in sorted(partition_counts.items()) for p in range(n)]
@@ -187,14 +167,6 @@ def plot_history(path: str, rows: Sequence[dict]) -> None:
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png", dpi=100)
-
-
-def _latest(decoded: DataFrame) -> DataFrame:
-    latest = decoded.groupBy("group", "topic", "partition").agg(
-        F.max_by(F.struct("committed_offset", "metadata", "commit_timestamp", "tombstone"),
-                 F.struct("_p", "_o")).alias("c"))
-    return latest.where(~F.col("c.tombstone")).select(
-        "group", "topic", "partition", "c.committed_offset", "c.metadata", "c.commit_timestamp")
 
 
 def report(rows: list[dict], *, max_lag_records: Optional[int], max_lag_ms: Optional[int],

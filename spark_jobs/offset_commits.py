@@ -5,8 +5,9 @@
 topic, partition, committed offset, metadata, commit time, whether it is a tombstone (a
 deleted commit), and where it sits in ``__consumer_offsets`` (``_p``, ``_o``). Records of
 other kinds (group metadata) are skipped. The codec is ``kafkasim.protocol.offsets``, the one
-codec of that topic. The kafkasim data source's ``mode=commits`` runs it in each scan task;
-``lag.commit_records`` runs it over a DataFrame of records.
+codec of that topic. The kafkasim data source's ``mode=commits`` runs it in each scan task
+(``lag.read_commits``); :func:`commit_batches` has ``mapInArrow``'s shape for a DataFrame of
+those records.
 
 Pure functions; thread-safe.
 """

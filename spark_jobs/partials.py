@@ -46,13 +46,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkasim.errors import InvalidArgumentError
+from kafkasim.spark_jobs.arrow_rows import _HEADER_TYPE
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
 
 __all__ = ["PARTIALS_SCHEMA", "READ_COLUMNS", "Spec", "partition_partials", "KINDS"]
 
 KINDS = ("key", "window", "record", "next", "end")
 
-_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _FIELDS = [
     ("kind", pa.string(), "string"), ("topic", pa.string(), "string"), ("partition", pa.int32(), "int"),
     ("key", pa.binary(), "binary"), ("producer_id", pa.int64(), "long"), ("client_id", pa.string(), "string"),

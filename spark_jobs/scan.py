@@ -68,8 +68,8 @@ class Scan:
                  corrupt: str = "report", **options) -> None:
         self.spark, self.spec = spark, spec
         self.raw = _kept(read_partials(spark, data_dir, topics, spec, corrupt, **options))
+        # every (topic, partition) read by one task: its partial rows are already whole
         self.whole = common.one_task_per_partition(spark, data_dir, topics, mode="partials", **options)
-        """Every (topic, partition) read by one task: its partial rows are already whole."""
         self._keys: Optional[DataFrame] = None
         self._totals: Optional[dict] = None
 
