@@ -14,9 +14,11 @@ what the schemas leave to the caller:
 - unit conversions kio makes explicit (``timedelta``/``datetime`` fields ⟷ milliseconds,
   ``ErrorCode`` ⟷ the ``errno`` of :mod:`kafkasim.errors`).
 
-Invariants: :func:`decode_request` either returns a fully parsed header and body that
-consumed the frame exactly, or raises :class:`MalformedRequest` — never anything else,
-whatever the bytes.
+Invariants: :func:`decode_request` either returns a fully parsed header and body, or
+raises :class:`MalformedRequest` — never anything else, whatever the bytes. Bytes after
+the body are ignored, as Kafka ignores them (it reads the fields the schema defines and
+never checks what remains: librdkafka >= 2.12 sends 3 such bytes with Metadata v9+,
+librdkafka issue #5049); :attr:`Request.trailing` counts them, so the server can log them.
 
 Hostile frames: kio's native (Rust) reader sizes an array's storage from the length on
 the wire before reading any element, so a forged length (2**31 elements) makes it ask
@@ -72,6 +74,8 @@ class Request(NamedTuple):
     correlation_id: int
     client_id: str | None
     body: Any
+    trailing: int = 0
+    """Bytes after the body that no field of the schema covers (ignored, as Kafka does)."""
 
 
 def peek(frame) -> tuple[int, int, int]:
@@ -114,10 +118,7 @@ def decode_request(frame, api_key: int, version: int) -> Request:
         body, m = entity_reader(cls)(view, n)
     except Exception as exc:  # kio's DecodeError family, and ValueError/OverflowError on odd values
         raise MalformedRequest(f"{cls.__name__} v{version}: {type(exc).__name__}: {exc}") from exc
-    if n + m != len(frame):
-        raise MalformedRequest(
-            f"{cls.__name__} v{version}: {len(frame) - n - m} bytes left over after the body")
-    return Request(api_key, version, header.correlation_id, header.client_id, body)
+    return Request(api_key, version, header.correlation_id, header.client_id, body, len(frame) - n - m)
 
 
 def read_entity(cls: type, data, pos: int = 0):
