@@ -137,7 +137,9 @@ class GroupApi(BrokerCore):
                 leo = self._partition(tp.topic, tp.partition).log.log_end_offset
             except UnknownTopicOrPartitionError:
                 leo = None
-            committed = None if om is None else om.offset
+            # a negative committed offset (a sentinel an admin tool committed) is "no offset",
+            # as Kafka's admin client and kafka-consumer-groups show it
+            committed = None if om is None or om.offset < 0 else om.offset
             rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed,
                          "log_end_offset": leo, "member_id": owners.get(tuple(tp)),
                          "lag": None if committed is None or leo is None else max(0, leo - committed)})

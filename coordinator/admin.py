@@ -40,7 +40,10 @@ class AdminMixin:
                 "generation": g.generation_id, "leader": g.leader_id,
                 "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                              "client_id": m.client_id, "client_host": m.client_host,
-                             "assignment": [TopicPartition(*tp) for tp in m.assignment]}
+                             "assignment": [TopicPartition(*tp) for tp in m.assignment],
+                             "assignment_bytes": m.assignment_bytes,
+                             "metadata": (m.metadata_for(g.protocol_name)
+                                          if g.protocol_name in m.protocol_names else None)}
                             for m in g.members.values()],
                 "offsets": {tp: e[0] for tp, e in sorted(g.offsets.items())},
             }

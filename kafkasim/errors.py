@@ -16,6 +16,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── RecordTooLargeError (10)             ├── OutOfOrderSequenceNumberError (45)
     │   ├── NetworkError (13)                    ├── DuplicateSequenceNumberError (46)
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
+    │   │                                        ├── TransactionalIdAuthorizationFailedError (53)
     │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
     │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
     │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 __all__ = [
     "KafkaSimError", "BrokerResponseError", "for_code", "ClaimFailedError",
+    "TransactionalIdAuthorizationFailedError",
     "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
     "UnknownTopicOrPartitionError", "BrokerNotAvailableError", "RecordTooLargeError",
     "CoordinatorLoadInProgressError",
@@ -281,6 +283,12 @@ class DuplicateSequenceNumberError(BrokerResponseError):
 @_code(47, "Producer attempted to produce with an old epoch.")
 class InvalidProducerEpochError(BrokerResponseError):
     """Raised when a producer id writes with an epoch older than the latest seen."""
+
+
+@_code(53, "Transactional Id authorization failed.")
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """A transactional id was refused; kafkasim answers so to every transactional request
+    (it serves idempotent producers, not transactions), which makes clients stop at once."""
 
 
 @_code(56, "Disk error when trying to access log file on the disk.")

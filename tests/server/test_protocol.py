@@ -225,7 +225,7 @@ def test_forged_array_length_is_refused_before_kio_allocates(version):
 def test_forged_assignment_bytes_are_refused_not_read():
     """The leader's assignment is untrusted bytes too: a forged count is an error, not an abort."""
     from kafkasim.errors import InvalidRequestError
-    from kafkasim.server.apis_groups import decode_assignment, encode_assignment
+    from kafkasim.protocol.consumer_protocol import decode_assignment, encode_assignment
     from kafkasim.types import TopicPartition
 
     good = encode_assignment([TopicPartition("t", 1), TopicPartition("t", 0), TopicPartition("u", 2)])
@@ -263,7 +263,7 @@ def test_retried_idempotent_batch_is_written_once(served):
 
 def test_subscription_bytes_round_trip_and_read_what_real_clients_send():
     from kafkasim.errors import InvalidRequestError
-    from kafkasim.server.consumer_protocol import decode_subscription, encode_subscription
+    from kafkasim.protocol.consumer_protocol import decode_subscription, encode_subscription
 
     meta = {"topics": ["b", "a"], "user_data": None, "owned_partitions": [["a", 1], ["a", 0]],
             "generation_id": 4, "rack_id": "r1"}
