@@ -54,15 +54,17 @@ from kafkasim.clock import Clock
 from kafkasim.broker.admin import MAX_PARTITIONS, TopicAdmin  # noqa: F401  (re-exported)
 from kafkasim.broker.core import INTERNAL_TOPICS
 from kafkasim.broker.data import (
-    EARLIEST, LATEST, ColumnFetchResult, DataPlane, FetchResult, ProduceResult,
+    EARLIEST, LATEST, MAX_TIMESTAMP, ColumnFetchResult, DataPlane, FetchResult, ProduceResult,
 )
+from kafkasim.broker.elections import Elections
 from kafkasim.broker.group_api import GroupApi
 from kafkasim.broker.lifecycle import Lifecycle
 
-__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
+__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "MAX_TIMESTAMP",
+           "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, Elections):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.
