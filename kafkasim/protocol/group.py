@@ -12,9 +12,11 @@ Pure data: no I/O, no state; safe from any thread.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import struct
+from typing import Any, NamedTuple, Optional
 
-__all__ = ["PENDING", "COMPLETE", "NO_GENERATION", "NO_MEMBER_ID", "JoinResult", "SyncResult"]
+__all__ = ["PENDING", "COMPLETE", "NO_GENERATION", "NO_MEMBER_ID", "JoinResult", "SyncResult",
+           "subscribed_topics"]
 
 PENDING = "pending"
 COMPLETE = "complete"
@@ -48,3 +50,33 @@ class SyncResult(NamedTuple):
     assignment: tuple = ()
     protocol_name: Optional[str] = None
     generation_id: int = NO_GENERATION
+
+
+def subscribed_topics(metadata: Any) -> Optional[frozenset]:
+    """The topics a ``consumer`` member's subscription names, or None when it does not parse.
+
+    ``metadata`` is the in-process member's dict (``{"topics": [...], ...}``) or the bytes a
+    wire client sent in JoinGroup: Kafka's ``ConsumerProtocolSubscription``, whose every
+    version starts with ``int16 version, int32 count, count x (int16 length, UTF-8 name)``
+    (never a flexible encoding), so only that prefix is read here. Kafka's group coordinator
+    reads the same field to decide GROUP_SUBSCRIBED_TO_TOPIC (OffsetDelete)."""
+    if isinstance(metadata, dict):
+        topics = metadata.get("topics") or ()
+        return frozenset(t for t in topics if isinstance(t, str))
+    if not isinstance(metadata, (bytes, bytearray, memoryview)):
+        return None
+    data = bytes(metadata)
+    try:
+        version, count = struct.unpack_from(">hi", data, 0)
+        if version < 0 or count < 0 or count > len(data):
+            return None
+        pos, out = 6, []
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", data, pos)
+            if n < 0 or pos + 2 + n > len(data):
+                return None
+            out.append(data[pos + 2:pos + 2 + n].decode("utf-8"))
+            pos += 2 + n
+        return frozenset(out)
+    except (struct.error, UnicodeDecodeError):
+        return None
