@@ -139,8 +139,7 @@ class Log(ReplicaLogOps, LogStartOps):
 
     @property
     def log_start_offset(self) -> int:
-        """The first readable offset: the first segment's base offset, or past it where
-        DeleteRecords moved it (:mod:`kafkasim.storage.log_start`)."""
+        """The first readable offset (past the first segment's base where DeleteRecords moved it)."""
         with self._lock:
             return self._effective_start()
 
@@ -330,8 +329,7 @@ class Log(ReplicaLogOps, LogStartOps):
         return self.fetch(offset, max_bytes, columns=True).records
 
     def offset_for_time(self, timestamp: int) -> Optional[tuple[int, int]]:
-        """(offset, timestamp) of the first record at or past the log start offset whose
-        timestamp is ≥ ``timestamp``, or None.
+        """(offset, timestamp) of the first record from the log start with timestamp ≥ ``timestamp``, or None.
 
         Segments are searched in order (FORMAT.md §3.2); a segment whose largest timestamp is
         below ``timestamp`` is skipped on its time index alone."""
