@@ -124,6 +124,26 @@ class GroupApi(BrokerCore):
         self._check_member(group_id)
         return self._group_call("delete_group", group_id)
 
+    def delete_offsets(self, group_id: str, partitions) -> dict:
+        """OffsetDelete: ``{partition: None or its error}`` for the group's committed offsets of
+        ``partitions`` (GroupCoordinator.delete_offsets); a partition that does not exist gets
+        UnknownTopicOrPartitionError and is not passed on (Kafka's ``KafkaApis`` checks the
+        metadata first); GroupIdNotFoundError / NonEmptyGroupError for the whole request."""
+        self._check_member(group_id)
+        if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
+            raise bad_arg("partitions", partitions, "an iterable of TopicPartition")
+        wanted = [check_topic_partition(tp) for tp in partitions]
+        out: dict = {}
+        known = []
+        for tp in wanted:
+            try:
+                self._partition(tp.topic, tp.partition)
+                known.append(tp)
+            except UnknownTopicOrPartitionError as exc:
+                out[tp] = exc
+        out.update(self._group_call("delete_offsets", group_id, known))
+        return {tp: out[tp] for tp in wanted}
+
     def describe_group(self, group_id: str) -> dict:
         """The coordinator's description plus, per partition with a committed offset or an
         owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""

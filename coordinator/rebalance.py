@@ -145,7 +145,7 @@ class RebalanceMixin:
         members = []
         for m in g.members.values():
             meta = m.metadata_for(g.protocol_name) if g.protocol_name else None
-            topics = subscribed_topics(g.protocol_type, meta)
+            topics = subscribed_topics(g.protocol_type, meta) or []
             members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                             "client_id": m.client_id, "client_host": m.client_host,
                             "session_timeout_ms": m.session_timeout_ms,

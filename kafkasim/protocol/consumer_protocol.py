@@ -134,14 +134,16 @@ def subscription_bytes(protocol_type: Optional[str], meta) -> bytes:
     return b""
 
 
-def subscribed_topics(protocol_type: Optional[str], meta) -> list[str]:
-    """The topics a member's protocol metadata subscribes to (consumer protocol: from the
-    dict or the bytes; anything that does not decode: none)."""
+def subscribed_topics(protocol_type: Optional[str], meta) -> Optional[list[str]]:
+    """The topics a member's protocol metadata subscribes to: from an in-process member's
+    dict, or from ``consumer`` protocol bytes; None when that is not known (another
+    protocol type, or bytes that do not decode). Kafka's coordinator reads the same field
+    (``isSubscribedToTopic``: OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC)."""
     if isinstance(meta, dict):
-        return list(meta.get("topics") or [])
+        return [t for t in meta.get("topics") or () if isinstance(t, str)]
     if protocol_type == "consumer" and isinstance(meta, (bytes, bytearray, memoryview)) and meta:
         try:
             return decode_subscription(bytes(meta))["topics"]
         except InvalidRequestError:
-            return []
-    return []
+            return None
+    return None

@@ -1,5 +1,5 @@
 """Handlers for the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 The coordinator's JoinGroup and SyncGroup never block: they answer PENDING and expect
 to be called again (kafkasim/protocol/group.py). Kafka's clients expect the broker to
@@ -248,3 +248,19 @@ async def delete_groups(ctx, req):
         out.append({"group_id": group_id, "error_code": code})
     ctx.group_waker.notify()
     return {"results": out}
+
+
+@api(47, "OffsetDelete", 0, 0)
+async def offset_delete(ctx, req):
+    """``Broker.delete_offsets``: GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP for the whole request;
+    per partition UNKNOWN_TOPIC_OR_PARTITION or GROUP_SUBSCRIBED_TO_TOPIC, else NONE."""
+    body = req.body
+    partitions = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    results, code, _ = await ctx.attempt(ctx.broker.delete_offsets, body.group_id, partitions)
+    ctx.group_waker.notify()
+    if code:
+        return {"error_code": code, "topics": []}
+    return {"error_code": 0, "topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index,
+         "error_code": error_code(exc) if (exc := results[TopicPartition(t.name, p.partition_index)]) else 0}
+        for p in t.partitions]} for t in body.topics]}

@@ -55,17 +55,24 @@ def minimal_request(key: int, version: int) -> dict:
         19: {"topics": [{"name": f"created-v{version}", "num_partitions": 2, "replication_factor": 1}],
              "timeout": 5000},
         20: {"topic_names": ["nosuchtopic"], "topics": [{"name": "nosuchtopic"}], "timeout": 5000},
+        21: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout": 5000},
         22: {"transactional_id": None, "transaction_timeout": 5000},
         32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
         35: {"topics": [{"topic": "t", "partitions": [0]}]},
         37: {"topics": [{"name": "t", "count": 1}], "timeout": 5000, "validate_only": True},
         42: {"groups_names": ["nosuchgroup"]},
+        43: {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0]}], "timeout": 5000},
         44: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": True},
+        45: {"timeout": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+        46: {"timeout": 5000, "topics": None},
+        47: {"group_id": "nosuchgroup", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": True},
     }[key]
 
 
-EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69}   # errors a minimal request must get
+EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
