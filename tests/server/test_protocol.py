@@ -56,6 +56,8 @@ def minimal_request(key: int, version: int) -> dict:
              "timeout": 5000},
         20: {"topic_names": ["nosuchtopic"], "topics": [{"name": "nosuchtopic"}], "timeout": 5000},
         22: {"transactional_id": None, "transaction_timeout": 5000},
+        23: {"replica_id": -1, "topics": [{"topic": "t", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
         32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
         35: {"topics": [{"topic": "t", "partitions": [0]}]},
         37: {"topics": [{"name": "t", "count": 1}], "timeout": 5000, "validate_only": True},
