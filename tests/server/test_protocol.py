@@ -101,6 +101,12 @@ def test_every_served_version_answers(served, key, version):
         records = response.responses[0].partitions[0].records
         batches = kafka_records.decode_batches(records)
         assert batches[0].records[0][2:4] == (b"k", b"v")
+        assert batches[0].partition_leader_epoch == 0        # the one broker's epoch, as stamped
+    if key == 3 and version >= 7:                            # Metadata's leader epoch: the real one
+        assert response.topics[0].partitions[0].leader_epoch == 0
+    if key == 23:                                            # epoch 0 is current: the log end offset
+        (p,) = response.topics[0].partitions
+        assert p.leader_epoch == 0 and p.end_offset >= 1
     if key == 9:
         assert response.topics[0].partitions[0].committed_offset == 1
     if key == 35:   # one log dir, the data dir, with partition t-0's size (the batch produced above)
