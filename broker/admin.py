@@ -181,8 +181,7 @@ class TopicAdmin(BrokerCore):
             part = self._partitions[TopicPartition(meta.name, p)]
             log = self._log_of(TopicPartition(meta.name, p))
             parts.append({
-                "partition": p, "leader": part.leader, "leader_epoch": part.leader_epoch,
-                "replicas": list(part.replicas), "isr": list(part.isr),
+                "partition": p, "leader": part.leader, "replicas": list(part.replicas), "isr": list(part.isr),
                 "log_start_offset": log.log_start_offset, "log_end_offset": log.log_end_offset,
                 "high_watermark": part.high_watermark, "size_bytes": log.size_in_bytes,
                 "segments": len(log.segments),

@@ -234,6 +234,10 @@ class DataPlane(BrokerCore):
             at = read[-1][0].next_offset               # only empty batches: a compaction gap
         return BatchFetchResult(out, hw, log.log_start_offset, log.log_end_offset)
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""
+        return self._checked_partition(topic, partition).leader_epoch
+
     def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int, *,
                            node: Optional[int] = None) -> int:
         """Kafka's ``checkCurrentLeaderEpoch`` for a request carrying the leader epoch its

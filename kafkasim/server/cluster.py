@@ -58,11 +58,18 @@ def describe_topic(broker, name: str, topology=None, epochs=None) -> dict:
         "is_internal": bool(d.get("internal")),
         "partitions": [{
             "error_code": 0, "partition_index": p["partition"], "leader_id": p["leader"],
-            "leader_epoch": p.get("leader_epoch", -1), "replica_nodes": list(p["replicas"]),
+            "leader_epoch": _leader_epoch(broker, d["name"], p["partition"]), "replica_nodes": list(p["replicas"]),
             "isr_nodes": list(p["isr"]),
             "offline_replicas": [],
         } for p in d["partitions"]],
     }
+
+
+def _leader_epoch(broker, topic: str, partition: int) -> int:
+    try:
+        return broker.leader_epoch(topic, partition)
+    except UnknownTopicOrPartitionError:      # deleted meanwhile
+        return -1
 
 
 def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str]],

@@ -50,12 +50,11 @@ from kafkasim.server.compression import (  # noqa: F401  (codec ids re-exported)
     compress as _compress, decompress as _decompress,
 )
 from kafkasim.records import record_batch as rb
-from kafkasim.types import Record
 
 __all__ = [
     "KafkaBatch", "MAGIC_V2", "COMPRESSION_NONE", "COMPRESSION_GZIP", "COMPRESSION_SNAPPY",
     "COMPRESSION_LZ4", "COMPRESSION_ZSTD", "ATTR_TRANSACTIONAL", "ATTR_CONTROL",
-    "decode_batches", "encode_batch", "encode_fetched", "encode_stored", "encode_stored_batches",
+    "decode_batches", "encode_batch", "encode_stored", "encode_stored_batches",
     "to_kafkasim", "DEFAULT_MAX_UNCOMPRESSED",
 ]
 
@@ -506,36 +505,3 @@ def encode_stored_batches(batches: Iterable[tuple], high_watermark: int) -> byte
     for h, raw in batches:
         out += encode_stored(h, rb.decode_columns(raw, 0, h), high_watermark)
     return bytes(out)
-
-
-def encode_fetched(records: Iterable[Record]) -> bytes:
-    """Kafka v2 batches (uncompressed) for records read from a kafkasim log, in order.
-
-    Consecutive records share one batch while they come from the same producer id and
-    epoch with sequences that follow their offsets (so ``sequence = baseSequence +
-    offsetDelta`` holds, as in the batch they were written in); offsets may have gaps
-    (compaction), as in Kafka.
-    """
-    out = bytearray()
-    group: list[Record] = []
-    for r in records:
-        if group:
-            first = group[0]
-            same = (r.producer_id == first.producer_id and r.producer_epoch == first.producer_epoch
-                    and (r.sequence - r.offset == first.sequence - first.offset
-                         if first.sequence >= 0 else r.sequence < 0))
-            if not same:
-                out += _encode_group(group)
-                group = []
-        group.append(r)
-    if group:
-        out += _encode_group(group)
-    return bytes(out)
-
-
-def _encode_group(group: list[Record]) -> bytes:
-    base = group[0].offset
-    return encode_batch(
-        base, [(r.offset - base, r.timestamp, r.key, r.value, r.headers) for r in group],
-        producer_id=group[0].producer_id, producer_epoch=group[0].producer_epoch,
-        base_sequence=group[0].sequence)
