@@ -9,12 +9,19 @@ Figures (baseline measured in the same run, cases interleaved, best of N):
 - ``serve_consume_records_per_s`` — a confluent-kafka ``Consumer`` assigned every partition
   from the beginning reads those records back (``consume(1000)`` batches) until it has them all.
 
-Baseline: the same clients, the same records, against librdkafka's in-process mock
+- ``serve_consume_kafka_python_records_per_s`` — a kafka-python 3.0.12 ``KafkaConsumer``
+  (assigned every partition from the beginning, ``poll(max_records=1000)``) reads the same
+  records with incremental fetch sessions (KIP-227, its default). Baseline: the same consumer
+  with ``enable_incremental_fetch_sessions=False`` (full fetches), against the same server in
+  the same run. librdkafka never opens fetch sessions (its Fetch always carries session id 0,
+  epoch -1), so the confluent-kafka figures do not depend on them.
+
+Baseline of the first two: the same clients, the same records, against librdkafka's in-process mock
 cluster (``test.mock.num.brokers=1``: an in-memory Kafka inside the client library, reached
 over loopback sockets too). Ratio = kafkasim serve / mock cluster (>1: faster than the mock).
 
 The server runs as ``kafkasim serve`` in a subprocess on 127.0.0.1 (a free port), over a
-scratch data dir. Run: ``python -m benchmarks serve``. Takes about a minute.
+scratch data dir. Run: ``python -m benchmarks serve``. Takes a minute or two.
 """
 
 from __future__ import annotations
@@ -100,6 +107,27 @@ def _consume(bootstrap: str, topic: str, n: int) -> float:
     return elapsed
 
 
+def _consume_kafka_python(bootstrap: str, topic: str, n: int, sessions: bool) -> float:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      fetch_max_wait_ms=100, enable_incremental_fetch_sessions=sessions)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    got = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 120
+    while got < n and time.perf_counter() < deadline:
+        for records in c.poll(timeout_ms=1000, max_records=1000).values():
+            got += len(records)
+    elapsed = time.perf_counter() - t0
+    c.close()
+    if got < n:
+        raise RuntimeError(f"kafka-python consumed {got} of {n} records from {bootstrap}")
+    return elapsed
+
+
 def _mock_cluster():
     """A librdkafka mock cluster (kept alive by the returned producer) and its bootstrap."""
     from confluent_kafka import Producer
@@ -113,7 +141,8 @@ def _mock_cluster():
 def run() -> dict:
     keys = _keys()
     best = {"serve_produce": float("inf"), "serve_consume": float("inf"),
-            "mock_produce": float("inf"), "mock_consume": float("inf")}
+            "mock_produce": float("inf"), "mock_consume": float("inf"),
+            "kp_sessions": float("inf"), "kp_full": float("inf")}
     with scratch_dir() as d:
         proc, serve_bootstrap = _start_server(os.path.join(d, "data"))
         holder, mock_bootstrap = _mock_cluster()
@@ -123,6 +152,9 @@ def run() -> dict:
                     topic = f"bench-{i}"
                     best[f"{name}_produce"] = min(best[f"{name}_produce"], _produce(bootstrap, topic, keys, {}))
                     best[f"{name}_consume"] = min(best[f"{name}_consume"], _consume(bootstrap, topic, N_RECORDS))
+                topic = f"bench-{i}"
+                for case, sessions in (("kp_sessions", True), ("kp_full", False)):
+                    best[case] = min(best[case], _consume_kafka_python(serve_bootstrap, topic, N_RECORDS, sessions))
         finally:
             del holder
             _stop(proc)
@@ -133,4 +165,7 @@ def run() -> dict:
         "serve_consume_records_per_s": figure(
             N_RECORDS / best["serve_consume"], "records/s", N_RECORDS / best["mock_consume"],
             "the same confluent-kafka consumer against librdkafka's mock cluster (in memory)"),
+        "serve_consume_kafka_python_records_per_s": figure(
+            N_RECORDS / best["kp_sessions"], "records/s", N_RECORDS / best["kp_full"],
+            "the same kafka-python consumer without fetch sessions (full fetches), same server and run"),
     }

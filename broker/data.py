@@ -25,16 +25,20 @@ from bisect import bisect_left
 from typing import NamedTuple, Optional
 
 from kafkasim.arguments import check_arg
-from kafkasim.errors import InvalidRequiredAcksError, NotLeaderOrFollowerError
+from kafkasim.errors import (
+    FencedLeaderEpochError, InvalidRequiredAcksError, NotLeaderOrFollowerError, UnknownLeaderEpochError,
+)
 from kafkasim.records import record_batch as rb
+from kafkasim.records.framing import BatchHeader
 from kafkasim.records.validation import check_records
+from kafkasim.storage.epoch_cache import UNDEFINED_EPOCH
 from kafkasim.storage.log import Log, RecordColumns
 from kafkasim.types import Record, TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["DataPlane", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST",
-           "MAX_TIMESTAMP"]
+__all__ = ["DataPlane", "ProduceResult", "FetchResult", "ColumnFetchResult", "BatchFetchResult", "EARLIEST",
+           "LATEST", "MAX_TIMESTAMP"]
 
 EARLIEST = -2
 """``list_offsets`` timestamp meaning the log start offset (Kafka's ListOffsets -2)."""
@@ -77,6 +81,16 @@ class ColumnFetchResult(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     next_offset: int = -1
+
+
+class BatchFetchResult(NamedTuple):
+    """:meth:`DataPlane.fetch_batches`: the stored batches as they are (headers and bytes,
+    CRC-checked), below the high watermark, and the partition's offsets at fetch time."""
+
+    batches: list[tuple[BatchHeader, bytes]]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
 
 
 class DataPlane(BrokerCore):
@@ -194,6 +208,95 @@ class DataPlane(BrokerCore):
             columns = RecordColumns(*(col[:n] for col in columns))
             next_offset = max(offset, hw)
         return ColumnFetchResult(columns, hw, log.log_start_offset, log.log_end_offset, next_offset)
+
+    def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576, *,
+                      node: Optional[int] = None) -> BatchFetchResult:
+        """:meth:`fetch` as stored batches, not records: whole batches from the one holding
+        ``offset`` (at least one, up to ``max_bytes``), each with its header as the leader
+        wrote it (base offset, partition leader epoch, producer fields, timestamps), as
+        Kafka's fetch returns them. Batches from ``offset`` on, below the high watermark;
+        a batch holding no record (compaction) is stepped over. Same errors as :meth:`fetch`."""
+        part = self._checked_partition(topic, partition)
+        log = self._read_log(part, node)
+        check_arg("offset", offset, "int")
+        check_arg("max_bytes", max_bytes, "int", min=0)
+        hw = min(part.high_watermark, log.log_end_offset)
+        out: list[tuple[BatchHeader, bytes]] = []
+        at = offset
+        while True:
+            read = log.read_batches(at, max_bytes)     # OffsetOutOfRangeError outside the log
+            if at >= hw or not read:
+                break
+            for h, raw in read:
+                if h.base_offset >= hw:
+                    break
+                if h.record_count:
+                    out.append((h, raw))
+            if out or read[-1][0].next_offset >= hw:
+                break
+            at = read[-1][0].next_offset               # only empty batches: a compaction gap
+        return BatchFetchResult(out, hw, log.log_start_offset, log.log_end_offset)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""
+        return self._checked_partition(topic, partition).leader_epoch
+
+    def check_leader_epoch(self, topic: str, partition: int, current_leader_epoch: int, *,
+                           node: Optional[int] = None) -> int:
+        """Kafka's ``checkCurrentLeaderEpoch`` for a request carrying the leader epoch its
+        client knows (-1: none, no check): FencedLeaderEpochError when it is older than the
+        partition's, UnknownLeaderEpochError when newer. Skipped when ``node`` (a cluster's
+        broker) holds no replica of the partition: that broker answers NOT_LEADER_OR_FOLLOWER
+        instead, as Kafka's does. Returns the partition's leader epoch."""
+        part = self._checked_partition(topic, partition)
+        epoch = part.leader_epoch
+        if current_leader_epoch < 0 or (node is not None and node not in part.hosted):
+            return epoch
+        if current_leader_epoch < epoch:
+            raise FencedLeaderEpochError(f"{part.name}: the request's leader epoch {current_leader_epoch} is "
+                                         f"older than the current leader epoch {epoch}")
+        if current_leader_epoch > epoch:
+            raise UnknownLeaderEpochError(f"{part.name}: the request's leader epoch {current_leader_epoch} is "
+                                          f"newer than the current leader epoch {epoch}")
+        return epoch
+
+    def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int, *,
+                                current_leader_epoch: int = -1, node: Optional[int] = None) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch on the partition's leader: ``(epoch, end offset)`` —
+        the largest epoch ≤ ``leader_epoch`` the leader's log knows and where it ends (the
+        start of the next higher epoch, or the log end offset when it is the current one);
+        ``(-1, -1)`` when it knows none (``LeaderEpochCache.end_offset_for``). First the
+        ``current_leader_epoch`` check (:meth:`check_leader_epoch`), then NotLeaderOrFollowerError
+        unless ``node`` (None: the one broker) leads the partition."""
+        part = self._checked_partition(topic, partition)
+        if node is not None:
+            self._check_node(node)
+            if node not in part.hosted:
+                raise NotLeaderOrFollowerError(f"broker {node} is not a replica of {part.name} "
+                                               f"(replicas {part.replicas})")
+        self.check_leader_epoch(topic, partition, current_leader_epoch, node=node)
+        if part.leader < 0 or (node is not None and node != part.leader):
+            raise NotLeaderOrFollowerError(f"broker {node} is not the leader of {part.name} "
+                                           f"(leader: {part.leader}, epoch {part.leader_epoch})")
+        leader = part.hosted[part.leader]
+        return leader.epochs.end_offset_for(leader_epoch, leader.log.log_end_offset)
+
+    def offset_leader_epoch(self, topic: str, partition: int, timestamp: int, offset: int) -> int:
+        """The leader epoch ListOffsets reports with the offset :meth:`list_offsets` found for
+        ``timestamp``, as Kafka's: LATEST → the partition's current leader epoch; EARLIEST →
+        the epoch of the first epoch-cache entry if it starts at or before the log start
+        offset, else -1; a timestamp → the epoch of the batch holding ``offset`` (-1 when
+        ``offset`` is -1, nothing found)."""
+        part = self._checked_partition(topic, partition)
+        if timestamp == LATEST:
+            return part.leader_epoch
+        if offset < 0 or part.leader < 0:
+            return UNDEFINED_EPOCH
+        leader = part.hosted[part.leader]
+        if timestamp == EARLIEST:
+            entries = leader.epochs.entries
+            return entries[0][0] if entries and entries[0][1] <= leader.log.log_start_offset else UNDEFINED_EPOCH
+        return leader.epochs.epoch_for_offset(offset)
 
     def _read_log(self, part, node: Optional[int]) -> Log:
         if node is not None:

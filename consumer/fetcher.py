@@ -48,8 +48,8 @@ class ConsumerRecord(NamedTuple):
     ``serialized_key_size``/``serialized_value_size`` are the byte lengths before
     deserialization (-1 for None); ``serialized_header_size`` is the UTF-8 header keys'
     plus the values' bytes (-1 without headers); ``checksum`` is None (v2 batches carry
-    no per-record CRC); ``leader_epoch`` is the batch's partition leader epoch (-1: the
-    single-broker log never stamps one)."""
+    no per-record CRC); ``leader_epoch`` is -1: the fetcher reads records column-wise,
+    without the batch headers that carry the partition leader epoch (docs/differences.md)."""
 
     topic: str
     partition: int

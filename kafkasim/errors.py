@@ -22,7 +22,8 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
     │   ├── RecordBatchTooLargeError (18)        ├── GroupIdNotFoundError (69)
     │   ├── NotEnoughReplicasError (19)          ├── FetchSessionIdNotFoundError (70)
-    │   ├── NotEnoughReplicasAfterAppendError (20) ├── FencedLeaderEpochError (74)
+    │   ├── NotEnoughReplicasAfterAppendError (20) ├── InvalidFetchSessionEpochError (71)
+    │   │                                        ├── FencedLeaderEpochError (74)
     │   ├── InvalidRequiredAcksError (21)        ├── UnknownLeaderEpochError (75)
     │   ├── IllegalGenerationError (22)          ├── MemberIdRequiredError (79)
     │   ├── InconsistentGroupProtocolError (23)  ├── GroupMaxSizeReachedError (81)
@@ -72,7 +73,7 @@ __all__ = [
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
     "KafkaTimeoutError", "InvalidArgumentError", "NetworkError", "UnsupportedVersionError",
-    "FetchSessionIdNotFoundError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
+    "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
     "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
     "PolicyViolationError", "PreferredLeaderNotAvailableError", "EligibleLeadersNotAvailableError",
@@ -326,7 +327,13 @@ class GroupIdNotFoundError(BrokerResponseError):
 
 @_code(70, "The fetch session ID was not found.", True)
 class FetchSessionIdNotFoundError(BrokerResponseError):
-    """Raised for an incremental fetch naming a fetch session the server does not have (it keeps none)."""
+    """Raised for an incremental fetch naming a fetch session the server does not have (never
+    created, closed, or evicted from the session cache)."""
+
+
+@_code(71, "The fetch session epoch is invalid.", True)
+class InvalidFetchSessionEpochError(BrokerResponseError):
+    """Raised for an incremental fetch whose session epoch is not the one the session expects next."""
 
 
 @_code(79, "The group member needs to have a valid member id before actually entering a consumer group.")

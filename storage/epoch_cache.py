@@ -22,7 +22,9 @@ written with :func:`kafkasim.storage.files.atomic_write` before it is visible, s
 leaves the old or the new file. The one reader is :meth:`LeaderEpochCache.__init__`; a
 malformed file is a :class:`~kafkasim.errors.KafkaStorageError` naming it and the line.
 
-Not thread-safe: the owning partition calls it under its own lock.
+Thread-safety: the owning partition changes it under its own lock. Readers that do not take
+that lock (OffsetForLeaderEpoch, ListOffsets) see a consistent snapshot: every change binds a
+new list of entries, never edits the one a reader may be walking.
 """
 
 from __future__ import annotations
@@ -92,24 +94,35 @@ class LeaderEpochCache:
             return
         if self._entries and epoch < self._entries[-1][0]:
             return    # an older epoch's batch after a newer one: keep the newer (Kafka warns)
-        self._entries = [(e, s) for e, s in self._entries if e < epoch and s < start_offset]
-        self._entries.append((epoch, start_offset))
+        self._entries = [(e, s) for e, s in self._entries if e < epoch and s < start_offset] + [(epoch, start_offset)]
         self._write()
 
     def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(epoch, end offset)`` of ``requested`` (module docstring);
         ``(UNDEFINED_EPOCH, UNDEFINED_OFFSET)`` when it is newer than every known epoch or
         undefined."""
-        if requested == UNDEFINED_EPOCH or not self._entries or requested > self._entries[-1][0]:
+        entries = self._entries          # one snapshot (see Thread-safety)
+        if requested == UNDEFINED_EPOCH or not entries or requested > entries[-1][0]:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if requested == self._entries[-1][0]:
+        if requested == entries[-1][0]:
             return requested, log_end_offset
         floor: Optional[tuple[int, int]] = None
-        for e, s in self._entries:
+        for e, s in entries:
             if e > requested:
                 return (floor[0] if floor is not None else requested), s
             floor = (e, s)
         return UNDEFINED_EPOCH, UNDEFINED_OFFSET   # unreachable: requested < latest
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset``: the epoch of the last entry
+        starting at or before it (the leader stamps that epoch into every batch it appends
+        while the epoch lasts); UNDEFINED_EPOCH when no entry starts at or before it."""
+        found = UNDEFINED_EPOCH
+        for e, s in self._entries:
+            if s > offset:
+                break
+            found = e
+        return found
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to ``end_offset``: drop entries starting at or after it."""

@@ -41,6 +41,10 @@ def register(sub) -> None:
                         "of creating it (auto.create.topics.enable=false)")
     p.add_argument("--num-partitions", type=positive_int, default=1,
                    help="partitions of auto-created topics (num.partitions, default 1)")
+    p.add_argument("--max-incremental-fetch-session-cache-slots", type=int, default=1000, metavar="N",
+                   help="fetch sessions (KIP-227) each broker keeps for incremental fetches "
+                        "(max.incremental.fetch.session.cache.slots, default 1000; 0: none, every "
+                        "fetch is answered in full)")
     p.add_argument("--max-request-bytes", type=positive_int, default=104_857_600,
                    help="largest request accepted (socket.request.max.bytes, default 104857600)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -75,7 +79,11 @@ def _serve(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServerOptions(auto_create_topics=not args.no_auto_create_topics,
                             num_partitions=args.num_partitions,
-                            replica_selector="rack" if args.replica_selector_class else None)
+                            replica_selector="rack" if args.replica_selector_class else None,
+                            fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots)
+    if options.fetch_session_cache_slots < 0:
+        raise InvalidArgumentError(f"--max-incremental-fetch-session-cache-slots "
+                                   f"{options.fetch_session_cache_slots}: must be >= 0")
     data_dir = data_dir_of(args)
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:

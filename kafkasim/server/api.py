@@ -82,6 +82,7 @@ class ServerOptions:
     num_partitions: int = 1                # num.partitions (auto-created and -1 in CreateTopics)
     cluster_id: str = "kafkasim-cluster"
     replica_selector: Optional[str] = None  # replica.selector.class: None (leader only) or "rack"
+    fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (0: no sessions)
 
 
 def error_code(exc: BaseException) -> int:
@@ -180,6 +181,9 @@ class Context:
     client_host: Optional[str] = None
     """The connection's peer address as Kafka shows it (``/127.0.0.1``): JoinGroup records
     it for DescribeGroups. None outside a connection."""
+    fetch_sessions: Any = None
+    """This listener's :class:`~kafkasim.server.fetch_session.FetchSessionCache` (KIP-227), or
+    None (every Fetch is answered sessionless). Shared by the listener's connections."""
     topology: Any = None
     """A served cluster's :class:`~kafkasim.server.topology.Topology` (every broker's address,
     rack and state), or None for one plain broker. With it, ``node`` is the broker this

@@ -1,11 +1,20 @@
-"""Handlers for the data APIs: Produce, Fetch (long poll), ListOffsets.
+"""Handlers for the data APIs: Produce, Fetch (long poll, fetch sessions), ListOffsets,
+OffsetForLeaderEpoch.
 
 Produce decodes each partition's Kafka v2 batches (:mod:`kafkasim.server.kafka_records`)
 into kafkasim batches — keeping producer id, epoch and base sequence, so the broker's
-idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads with
-``Broker.fetch`` and encodes the records back into v2 batches; when fewer than
+idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads the stored
+batches with ``Broker.fetch_batches`` and turns each into one Kafka v2 batch with the same
+header (the partition leader epoch the leader stamped included); when fewer than
 ``min_bytes`` are ready it waits (without holding a thread) for the next produce or
-``max_wait_ms``, as Kafka's delayed fetch does. ListOffsets is ``Broker.list_offsets``.
+``max_wait_ms``, as Kafka's delayed fetch does. ListOffsets is ``Broker.list_offsets`` with
+the leader epoch of the offset found; OffsetForLeaderEpoch is
+``Broker.offset_for_leader_epoch``.
+
+Leader epochs are checked as Kafka's ``Partition`` checks them: a request's
+``current_leader_epoch`` (Fetch v9+, ListOffsets v4+, OffsetForLeaderEpoch) older than the
+partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, -1 is not checked;
+then leadership.
 
 On a served cluster (``ctx.topology`` set) each listener is one broker: Produce and
 ListOffsets for a partition it does not lead answer NOT_LEADER_OR_FOLLOWER, as Kafka does;
@@ -16,9 +25,12 @@ follower's replica below the high watermark, as Kafka lets a consumer do. With
 (KIP-392: the leader if in that rack, else an in-sync replica there) is another broker with
 no records and ``preferred_read_replica`` set, at once, and the client fetches from it.
 
-No fetch sessions (KIP-227): every Fetch answer has session id 0, which tells the client
-to send full requests; an incremental request naming a session gets
-FETCH_SESSION_ID_NOT_FOUND. Loop-thread coroutines; broker calls run on the executor.
+Fetch sessions (KIP-227, Fetch v7+): the listener's
+:class:`~kafkasim.server.fetch_session.FetchSessionCache` (``ctx.fetch_sessions``) holds
+them; a full fetch with epoch 0 opens one, an incremental fetch reads the session's
+partitions and answers only those with something new (that module's docstring has the
+rules and the errors). Loop-thread coroutines; broker calls run on the executor, the
+session cache is touched only on the loop thread.
 """
 
 from __future__ import annotations
@@ -27,12 +39,13 @@ import logging
 import time
 
 from kafkasim.errors import (
-    FetchSessionIdNotFoundError, InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
+    FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRequiredAcksError, KafkaSimError,
+    NotLeaderOrFollowerError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import kafka_records
 from kafkasim.server.api import api, error_code, error_message
 from kafkasim.server.codec import ms
+from kafkasim.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
 
 __all__: list[str] = []
 
@@ -124,19 +137,22 @@ async def produce(ctx, req):
 
 def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
                follower_ok: bool = False, rack: str = "") -> tuple[list, int]:
-    """One pass over every requested partition: the response topics and their byte total.
-    ``node``: the broker asked (a cluster); ``follower_ok``: a follower may answer (v11+);
-    ``rack``: the client's rack when the rack-aware replica selector is on."""
+    """One pass over every requested partition ``(partition, fetch offset, max bytes, current
+    leader epoch)``: the response topics and their byte total. ``node``: the broker asked (a
+    cluster); ``follower_ok``: a follower may answer (v11+); ``rack``: the client's rack when
+    the rack-aware replica selector is on. Checks in Kafka's order: the partition exists, the
+    client's leader epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), then leadership."""
     total = 0
     topics = []
     for topic, partitions in wanted:
         rows = []
-        for partition, offset, max_bytes in partitions:
+        for partition, offset, max_bytes, current_epoch in partitions:
             row = {"partition_index": partition, "high_watermark": -1, "last_stable_offset": -1,
                    "log_start_offset": -1, "aborted_transactions": None, "records": b""}
             budget = min(max_bytes, response_max_bytes - total)
             try:
                 _check_partition(broker, topic, partition)
+                broker.check_leader_epoch(topic, partition, current_epoch, **_at(node))
                 if node is not None and not follower_ok:
                     _check_leader(broker, topic, partition, node)
                 if rack and node is not None and broker.leader_for(topic, partition) == node:
@@ -152,28 +168,56 @@ def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
                     result = broker.fetch(topic, partition, offset, 1, **_at(node))
                     records = b""
                 else:
-                    result = broker.fetch(topic, partition, offset, max(1, budget), **_at(node))
-                    records = kafka_records.encode_fetched(result.records)
+                    result = broker.fetch_batches(topic, partition, offset, max(1, budget), **_at(node))
+                    records = kafka_records.encode_stored_batches(result.batches, result.high_watermark)
                 row.update(error_code=0, high_watermark=result.high_watermark,
                            last_stable_offset=result.high_watermark,
                            log_start_offset=result.log_start_offset, records=records)
                 total += len(records)
             except Exception as exc:
+                if not isinstance(exc, KafkaSimError):
+                    log.exception("unexpected error fetching %s-%d", topic, partition)
                 row["error_code"] = error_code(exc)
             rows.append(row)
         topics.append({"topic": topic, "partitions": rows})
     return topics, total
 
 
+def _open_session(sessions, body, wanted: list):
+    """KIP-227 on the request side (kafkasim.server.fetch_session): ``(session, create,
+    wanted, error answer)``. ``session``: the incremental session (None otherwise);
+    ``create``: a full fetch asking for a new session; ``wanted``: what to read (the
+    session's partitions for an incremental fetch); an error answer ends the request."""
+    session_id, epoch = body.session_id, body.session_epoch
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):         # a full fetch closes the session it names
+        if session_id != INVALID_SESSION_ID:
+            sessions.remove(session_id)
+        return None, epoch == INITIAL_EPOCH, wanted, None
+    forgotten = [(f.topic, list(f.partitions)) for f in body.forgotten_topics_data or ()]
+    try:
+        session = sessions.incremental(session_id, epoch, wanted, forgotten)
+    except (FetchSessionIdNotFoundError, InvalidFetchSessionEpochError) as exc:
+        return None, False, wanted, {"error_code": error_code(exc), "session_id": INVALID_SESSION_ID,
+                                     "responses": []}
+    if session is None:                               # emptied: closed, answered sessionless
+        return None, False, wanted, None
+    return session, False, sessions.wanted(session), None
+
+
 @api(1, "Fetch", 4, 12)
 async def fetch(ctx, req):
     body = req.body
-    session_id = getattr(body, "session_id", 0)
-    if session_id != 0:
-        exc = FetchSessionIdNotFoundError(f"fetch session {session_id}: kafkasim keeps no fetch sessions")
-        return {"error_code": error_code(exc), "session_id": 0, "responses": []}
-    wanted = [(t.topic, [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in t.partitions])
-              for t in body.topics]
+    wanted = [(t.topic, [(p.partition, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
+                         for p in t.partitions]) for t in body.topics]
+    sessions = ctx.fetch_sessions if req.api_version >= 7 else None
+    session, create = None, False
+    if sessions is not None:
+        session, create, wanted, answer = _open_session(sessions, body, wanted)
+        if answer is not None:
+            return answer
+    elif getattr(body, "session_id", 0) != INVALID_SESSION_ID:
+        exc = FetchSessionIdNotFoundError(f"fetch session {body.session_id}: this listener keeps no fetch sessions")
+        return {"error_code": error_code(exc), "session_id": INVALID_SESSION_ID, "responses": []}
     max_wait = max(0, ms(body.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait
     response_max = getattr(body, "max_bytes", 2**31 - 1)
@@ -187,7 +231,11 @@ async def fetch(ctx, req):
                      for t in topics for p in t["partitions"])
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or failed or remaining <= 0 or not ctx.alive():
-            return {"error_code": 0, "session_id": 0, "responses": topics}
+            if session is not None:
+                return {"error_code": 0, "session_id": session.id,
+                        "responses": sessions.incremental_response(session, topics)}
+            session_id = sessions.maybe_create(wanted, topics) if create else INVALID_SESSION_ID
+            return {"error_code": 0, "session_id": session_id, "responses": topics}
         await ctx.data_waker.wait(min(remaining, 1.0))   # re-check the client at least every second
 
 
@@ -198,17 +246,48 @@ async def list_offsets(ctx, req):
         rows = []
         for p in t.partitions:
             result, code, _ = await ctx.attempt(_list_offset, ctx.broker, t.name, p.partition_index,
-                                                p.timestamp, ctx.node_id)
+                                                p.timestamp, ctx.node_id, getattr(p, "current_leader_epoch", -1))
             row = {"partition_index": p.partition_index, "error_code": code,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if not code:
-                row["offset"], row["timestamp"] = result
+                row["offset"], row["timestamp"], row["leader_epoch"] = result
             rows.append(row)
         out.append({"name": t.name, "partitions": rows})
     return {"topics": out}
 
 
-def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None):
+def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None, current_epoch: int = -1):
+    """``(offset, timestamp, leader epoch)`` as Kafka's ListOffsets answers them."""
     _check_partition(broker, topic, partition)
+    broker.check_leader_epoch(topic, partition, current_epoch, **_at(node))
     _check_leader(broker, topic, partition, node)
-    return broker.list_offsets(topic, partition, timestamp)
+    offset, found_ts = broker.list_offsets(topic, partition, timestamp)
+    return offset, found_ts, broker.offset_leader_epoch(topic, partition, timestamp, offset)
+
+
+def _end_offsets(broker, topics, node=None) -> list:
+    """Every partition of an OffsetForLeaderEpoch request, in one executor call."""
+    out = []
+    for t in topics:
+        rows = []
+        for p in t.partitions:
+            row = {"partition": p.partition, "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+            try:
+                _check_partition(broker, t.topic, p.partition)
+                row["leader_epoch"], row["end_offset"] = broker.offset_for_leader_epoch(
+                    t.topic, p.partition, p.leader_epoch, current_leader_epoch=p.current_leader_epoch, **_at(node))
+            except Exception as exc:
+                if not isinstance(exc, KafkaSimError):
+                    log.exception("unexpected error in OffsetForLeaderEpoch for %s-%d", t.topic, p.partition)
+                row["error_code"] = error_code(exc)
+            rows.append(row)
+        out.append({"topic": t.topic, "partitions": rows})
+    return out
+
+
+@api(23, "OffsetForLeaderEpoch", 2, 4)
+async def offset_for_leader_epoch(ctx, req):
+    """KIP-320's position check: for each partition, the end offset of the requested leader
+    epoch on the leader (Broker.offset_for_leader_epoch); a client whose position lies past
+    it has read records the log no longer holds (truncated in an unclean election)."""
+    return {"topics": await ctx.call(_end_offsets, ctx.broker, req.body.topics, ctx.node_id)}

@@ -5,9 +5,9 @@ controller and topics. Today there is one broker, which leads every partition; a
 multi-broker cluster later replaces this function (each partition's leader, replicas and
 ISR already come from ``Broker.describe_topic``) and nothing else in the server changes.
 
-For one plain broker, leader epochs are reported as -1 ("unknown"), so clients do not try
-to validate their positions with OffsetForLeaderEpoch, which is not served
-(docs/differences.md). For a served cluster (a :class:`~kafkasim.server.topology.Topology`
+For one plain broker, each partition's leader epoch is its own (0 unless the data dir once
+belonged to a cluster), the epoch its leader stamps into every batch, so clients can
+validate their positions with OffsetForLeaderEpoch (KIP-320). For a served cluster (a :class:`~kafkasim.server.topology.Topology`
 given) the answer is the cluster's: every live broker with its address and rack, the
 controller id, and per partition the real leader (-1 with LEADER_NOT_AVAILABLE while
 offline), replicas, ISR, offline replicas (those on a stopped or isolated broker) and
@@ -58,10 +58,18 @@ def describe_topic(broker, name: str, topology=None, epochs=None) -> dict:
         "is_internal": bool(d.get("internal")),
         "partitions": [{
             "error_code": 0, "partition_index": p["partition"], "leader_id": p["leader"],
-            "leader_epoch": -1, "replica_nodes": list(p["replicas"]), "isr_nodes": list(p["isr"]),
+            "leader_epoch": _leader_epoch(broker, d["name"], p["partition"]), "replica_nodes": list(p["replicas"]),
+            "isr_nodes": list(p["isr"]),
             "offline_replicas": [],
         } for p in d["partitions"]],
     }
+
+
+def _leader_epoch(broker, topic: str, partition: int) -> int:
+    try:
+        return broker.leader_epoch(topic, partition)
+    except UnknownTopicOrPartitionError:      # deleted meanwhile
+        return -1
 
 
 def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str]],

@@ -32,8 +32,9 @@ batch and the byte position, never anything else, on hostile input):
 Unsupported on the way in (a clear :class:`InvalidRecordError`): transactional and
 control batches (kafkasim has no transactions). Compression codecs: gzip (stdlib zlib),
 snappy (raw or xerial-framed as the Java client writes it), lz4 (frame format) and
-zstd, the last three through ``cramjam``. On the way out (:func:`encode_fetched`)
-batches are uncompressed, which every client accepts.
+zstd, the last three through ``cramjam``. On the way out (:func:`encode_stored`) each
+stored batch becomes one Kafka batch with the same header fields (the partition leader
+epoch the leader stamped included), uncompressed, which every client accepts.
 """
 
 from __future__ import annotations
@@ -49,12 +50,12 @@ from kafkasim.server.compression import (  # noqa: F401  (codec ids re-exported)
     compress as _compress, decompress as _decompress,
 )
 from kafkasim.records import record_batch as rb
-from kafkasim.types import Record
 
 __all__ = [
     "KafkaBatch", "MAGIC_V2", "COMPRESSION_NONE", "COMPRESSION_GZIP", "COMPRESSION_SNAPPY",
     "COMPRESSION_LZ4", "COMPRESSION_ZSTD", "ATTR_TRANSACTIONAL", "ATTR_CONTROL",
-    "decode_batches", "encode_batch", "encode_fetched", "to_kafkasim", "DEFAULT_MAX_UNCOMPRESSED",
+    "decode_batches", "encode_batch", "encode_stored", "encode_stored_batches",
+    "to_kafkasim", "DEFAULT_MAX_UNCOMPRESSED",
 ]
 
 MAGIC_V2 = 2
@@ -447,34 +448,60 @@ def _put_bytes(out: bytearray, data: Optional[bytes]) -> None:
         out += data
 
 
-def encode_fetched(records: Iterable[Record]) -> bytes:
-    """Kafka v2 batches (uncompressed) for records read from a kafkasim log, in order.
+def encode_stored(header, columns, below: Optional[int] = None) -> bytes:
+    """One Kafka v2 batch (uncompressed) for one stored kafkasim batch, header field for
+    field: base offset, partition leader epoch, attributes (timestamp type; compression
+    none), last offset delta (so a compacted batch still ends where it did), base and max
+    timestamp (LogAppendTime's max timestamp included), producer id, epoch and base
+    sequence. ``header`` is the stored :class:`~kafkasim.records.framing.BatchHeader`,
+    ``columns`` its records as ``record_batch.decode_columns`` gives them
+    ``(offset_deltas, timestamp_deltas, keys, values, headers)``; timestamp deltas are
+    relative to the base timestamp in both formats. ``below``: keep only records whose
+    offset is lower (the batch then ends at the last one kept).
 
-    Consecutive records share one batch while they come from the same producer id and
-    epoch with sequences that follow their offsets (so ``sequence = baseSequence +
-    offsetDelta`` holds, as in the batch they were written in); offsets may have gaps
-    (compaction), as in Kafka.
+    Example::
+
+        >>> from kafkasim.records import record_batch as rb
+        >>> stored = rb.encode_batch(7, [(0, 1000, b"k", b"v", ())], partition_leader_epoch=3)
+        >>> h = rb.decode_header(stored)
+        >>> b = decode_batches(encode_stored(h, rb.decode_columns(stored, 0, h)))[0]
+        >>> b.base_offset, b.partition_leader_epoch, b.records[0][2:4]
+        (7, 3, (b'k', b'v'))
     """
+    deltas, ts_deltas, keys, values, headers = columns
+    last_delta = header.last_offset_delta
+    if below is not None and header.base_offset + last_delta >= below:
+        n = sum(1 for d in deltas if header.base_offset + d < below)
+        deltas, ts_deltas, keys, values, headers = (c[:n] for c in (deltas, ts_deltas, keys, values, headers))
+        last_delta = deltas[-1] if n else -1
+    body = bytearray()
+    vb = _varint_bytes
+    for delta, tsd, key, value, hs in zip(deltas, ts_deltas, keys, values, headers):
+        rec = b"\x00" + vb(tsd) + vb(delta) \
+            + (b"\x01" if key is None else vb(len(key)) + key) \
+            + (b"\x01" if value is None else vb(len(value)) + value)
+        if hs:
+            extra = bytearray(vb(len(hs)))
+            for hk, hv in hs:
+                _put_bytes(extra, hk.encode("utf-8"))
+                _put_bytes(extra, hv)
+            rec += extra
+        else:
+            rec += b"\x00"
+        body += vb(len(rec))
+        body += rec
+    attributes = header.attributes & ATTR_TIMESTAMP_TYPE
+    tail = _TAIL.pack(attributes, last_delta, header.base_timestamp, header.max_timestamp, header.producer_id,
+                      header.producer_epoch, header.base_sequence, len(deltas))
+    crc = _crc32c.crc32c(body, _crc32c.crc32c(tail))
+    head = _HEAD.pack(header.base_offset, len(tail) + len(body) + 9, header.partition_leader_epoch, MAGIC_V2, crc)
+    return head + tail + bytes(body)
+
+
+def encode_stored_batches(batches: Iterable[tuple], high_watermark: int) -> bytes:
+    """:func:`encode_stored` over ``(header, stored batch bytes)`` pairs (what
+    ``Broker.fetch_batches`` returns), records at or past ``high_watermark`` left out."""
     out = bytearray()
-    group: list[Record] = []
-    for r in records:
-        if group:
-            first = group[0]
-            same = (r.producer_id == first.producer_id and r.producer_epoch == first.producer_epoch
-                    and (r.sequence - r.offset == first.sequence - first.offset
-                         if first.sequence >= 0 else r.sequence < 0))
-            if not same:
-                out += _encode_group(group)
-                group = []
-        group.append(r)
-    if group:
-        out += _encode_group(group)
+    for h, raw in batches:
+        out += encode_stored(h, rb.decode_columns(raw, 0, h), high_watermark)
     return bytes(out)
-
-
-def _encode_group(group: list[Record]) -> bytes:
-    base = group[0].offset
-    return encode_batch(
-        base, [(r.offset - base, r.timestamp, r.key, r.value, r.headers) for r in group],
-        producer_id=group[0].producer_id, producer_epoch=group[0].producer_epoch,
-        base_sequence=group[0].sequence)

@@ -44,6 +44,7 @@ from kafkasim.errors import UnsupportedVersionError
 from kafkasim.server import apis_admin
 from kafkasim.server import codec
 from kafkasim.server.api import Context, Node, RefusalLog, ServerOptions, Waker
+from kafkasim.server.fetch_session import FetchSessionCache
 from kafkasim.server.dispatch import APIS
 
 __all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
@@ -105,7 +106,8 @@ class KafkaServer:
         node = Node(self.broker_id, self._advertised_host or self.host, self.port)
         self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics,
                             data_waker=self._wakers[0], group_waker=self._wakers[1],
-                            topology=self.topology, refusals=self.refusals)
+                            topology=self.topology, refusals=self.refusals,
+                            fetch_sessions=FetchSessionCache(self.options.fetch_session_cache_slots))
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
 
@@ -117,6 +119,8 @@ class KafkaServer:
         """Stop accepting and drop every connection (the broker went down); the port is
         bound again by :meth:`resume`."""
         await self._stop_listening()
+        if self._ctx is not None:
+            self._ctx.fetch_sessions.clear()     # a restarted Kafka broker has no fetch sessions either
         log.info("broker %d stopped listening on %s:%d", self.broker_id, self.host, self.port)
 
     async def resume(self) -> None:

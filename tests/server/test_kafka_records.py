@@ -9,7 +9,6 @@ from hypothesis import given, settings, strategies as st
 from kafkasim.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from kafkasim.records import record_batch as rb
 from kafkasim.server import kafka_records as kr
-from kafkasim.types import Record
 
 CODECS = [kr.COMPRESSION_NONE, kr.COMPRESSION_GZIP, kr.COMPRESSION_SNAPPY, kr.COMPRESSION_LZ4,
           kr.COMPRESSION_ZSTD]
@@ -42,30 +41,34 @@ def test_encode_decode_round_trip(records, codec, base_offset, producer):
 
 
 @settings(max_examples=100, deadline=None)
-@given(record_lists(), st.sampled_from([(-1, -1, -1), (9, 1, 40)]))
-def test_to_kafkasim_and_back_through_encode_fetched(records, producer):
-    """Kafka batch → kafkasim batch (what the broker stores) → Records → Kafka batches: same records."""
+@given(record_lists(), st.sampled_from([(-1, -1, -1), (9, 1, 40)]), st.integers(-1, 2**31 - 1))
+def test_to_kafkasim_and_back_through_encode_stored(records, producer, leader_epoch):
+    """Kafka batch → kafkasim batch (what the broker stores, stamped by the leader) → Kafka
+    batch (what Fetch returns): the same records and the same header fields."""
     records = [r for r in records if r[1] >= 0]
     if not records:
         return
     pid, epoch, seq = producer
     (batch,) = kr.decode_batches(kr.encode_batch(0, records, producer_id=pid, producer_epoch=epoch,
                                                  base_sequence=seq))
-    stored = kr.to_kafkasim(batch)
+    stored = rb.set_base_offset(kr.to_kafkasim(batch), 100, leader_epoch)
     header = rb.decode_header(stored)
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (pid, epoch, seq)
-    fetched = list(rb.iter_records(rb.set_base_offset(stored, 100), 0, rb.decode_header(rb.set_base_offset(stored, 100))))
-    again = [r for b in kr.decode_batches(kr.encode_fetched(fetched)) for r in
-             [(b.base_offset + d, ts, k, v, h) for d, ts, k, v, h in b.records]]
-    assert again == [(100 + d, ts, k, v, tuple(h)) for d, ts, k, v, h in records]
+    (again,) = kr.decode_batches(kr.encode_stored_batches([(header, stored)], 2**62))
+    assert again.records == [(d, ts, k, v, tuple(h)) for d, ts, k, v, h in records]
+    assert (again.base_offset, again.partition_leader_epoch, again.last_offset_delta, again.producer_id,
+            again.producer_epoch, again.base_sequence, again.max_timestamp) == \
+        (100, leader_epoch, header.last_offset_delta, pid, epoch, seq, header.max_timestamp)
 
 
-def test_encode_fetched_splits_batches_by_producer():
-    recs = [Record(0, 10, b"a", b"1", (), 5, 0, 0), Record(1, 11, b"b", b"2", (), 5, 0, 1),
-            Record(2, 12, b"c", b"3", (), 6, 0, 0), Record(3, 13, None, b"4", (("h", None),))]
-    batches = kr.decode_batches(kr.encode_fetched(recs))
-    assert [(b.base_offset, b.producer_id, b.base_sequence, len(b.records)) for b in batches] == \
-        [(0, 5, 0, 2), (2, 6, 0, 1), (3, -1, -1, 1)]
+def test_encode_stored_keeps_log_append_time_and_stops_below_the_high_watermark():
+    stored = rb.encode_batch(10, [(0, 5, b"a", b"1", ()), (1, 6, b"b", b"2", ()), (2, 7, b"c", b"3", ())],
+                             partition_leader_epoch=4, attributes=rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND)
+    h = rb.decode_header(stored)
+    (whole,) = kr.decode_batches(kr.encode_stored_batches([(h, stored)], 13))
+    assert whole.attributes & 0x08 and whole.max_timestamp == h.max_timestamp and len(whole.records) == 3
+    (cut,) = kr.decode_batches(kr.encode_stored_batches([(h, stored)], 12))
+    assert [r[0] for r in cut.records] == [0, 1] and cut.last_offset_delta == 1 and cut.partition_leader_epoch == 4
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -57,6 +57,8 @@ def minimal_request(key: int, version: int) -> dict:
         20: {"topic_names": ["nosuchtopic"], "topics": [{"name": "nosuchtopic"}], "timeout": 5000},
         21: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout": 5000},
         22: {"transactional_id": None, "transaction_timeout": 5000},
+        23: {"replica_id": -1, "topics": [{"topic": "t", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
         32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
         35: {"topics": [{"topic": "t", "partitions": [0]}]},
         37: {"topics": [{"name": "t", "count": 1}], "timeout": 5000, "validate_only": True},
@@ -106,6 +108,12 @@ def test_every_served_version_answers(served, key, version):
         records = response.responses[0].partitions[0].records
         batches = kafka_records.decode_batches(records)
         assert batches[0].records[0][2:4] == (b"k", b"v")
+        assert batches[0].partition_leader_epoch == 0        # the one broker's epoch, as stamped
+    if key == 3 and version >= 7:                            # Metadata's leader epoch: the real one
+        assert response.topics[0].partitions[0].leader_epoch == 0
+    if key == 23:                                            # epoch 0 is current: the log end offset
+        (p,) = response.topics[0].partitions
+        assert p.leader_epoch == 0 and p.end_offset >= 1
     if key == 9:
         assert response.topics[0].partitions[0].committed_offset == 1
     if key == 35:   # one log dir, the data dir, with partition t-0's size (the batch produced above)
