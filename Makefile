@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh
+$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh scripts/ensure_kcat.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.
 	bash scripts/ensure_java.sh
 	bash scripts/ensure_promtool.sh || echo "kafkasim: promtool missing: the alert-rule tests skip (and fail under CI=true)"
 	bash scripts/ensure_chromium.sh || echo "kafkasim: chromium missing: the live-view browser test skips (and fails under CI=true)"
+	bash scripts/ensure_kcat.sh || echo "kafkasim: kcat missing: the kcat client tests skip (and fail under CI=true)"
 	touch $(STAMP)
 
 setup: $(STAMP)
