@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Apps with their own virtualenvs (tests/server/test_apps.py runs them against kafkasim serve):
+# each pins a client range apart from the project's (quixstreams: confluent-kafka<2.13; faust:
+# its aiokafka), so each gets .venv-apps/NAME from tests/apps/requirements-NAME.txt.
+APPS       := faust quix
+APP_STAMPS := $(foreach app,$(APPS),.venv-apps/$(app)/.installed-stamp)
 
 .PHONY: setup demo test test-fast bench clean
 
@@ -17,7 +22,14 @@ $(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.
 	bash scripts/ensure_kcat.sh || echo "kafkasim: kcat missing: the kcat client tests skip (and fail under CI=true)"
 	touch $(STAMP)
 
-setup: $(STAMP)
+.venv-apps/%/.installed-stamp: tests/apps/requirements-%.txt
+	rm -rf .venv-apps/$*
+	$(PYTHON) -m venv .venv-apps/$*
+	.venv-apps/$*/bin/pip install --quiet --upgrade pip
+	.venv-apps/$*/bin/pip install --quiet -r $<
+	touch $@
+
+setup: $(STAMP) $(APP_STAMPS)
 
 demo: setup
 	$(BIN)/kafkasim demo
@@ -34,4 +46,4 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache build kafkasim/records/_codec*.so
+	rm -rf $(VENV) .venv-apps kafkasim-data bench-results.json .pytest_cache build kafkasim/records/_codec*.so
