@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -149,3 +150,139 @@ def test_quix_stateful_count_recovers_from_its_changelog(server, tmp_path):
     outputs = read_topic(server.bootstrap, "counts")
     assert len(outputs) == len(first) + len(second)                      # each input counted once
     assert _last_counts(outputs) == sent                                 # went on from the changelog
+
+
+# --------------------------------------------------------------------------- faust-streaming
+
+def _start_faust_worker(python: str, bootstrap: str, tmp_path: Path, name: str) -> subprocess.Popen:
+    env = _app_env()
+    env.update(FAUST_COUNT_BOOTSTRAP=bootstrap, FAUST_COUNT_DATADIR=str(tmp_path / f"faust-{name}"),
+               FAUST_COUNT_PARTITIONS="4")
+    log = open(tmp_path / f"faust-{name}.log", "w")
+    try:
+        return subprocess.Popen([python, str(APPS / "faust_count.py"), "worker", "--without-web",
+                                 "--loglevel=info"], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=tmp_path, start_new_session=True)
+    finally:
+        log.close()
+
+
+def _stop_worker(proc: subprocess.Popen, timeout: float = 30) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(10)
+
+
+def _group(bootstrap: str, group: str, *flags: str) -> dict:
+    """``kafkasim groups describe GROUP [flags] --json`` ({} while it fails)."""
+    done = subprocess.run([sys.executable, "-m", "kafkasim", "groups", "describe", group, *flags,
+                           "--json", "--bootstrap-server", bootstrap],
+                          capture_output=True, text=True, timeout=30)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def _words_split(bootstrap: str) -> tuple[str, dict[str, set[int]]]:
+    """The group's state and each member's partitions of ``words``."""
+    out = _group(bootstrap, "counter", "--members")
+    members = {}
+    for row in out.get("rows", []):
+        words = [part for part in (row.get("assignment") or "").split(";") if part.startswith("words:")]
+        members[row["consumer_id"]] = {int(p) for w in words for p in w.split(":", 1)[1].split(",")}
+    return out.get("state", ""), members
+
+
+def _all_committed(bootstrap: str) -> bool:
+    """Every ``words`` partition's committed offset is its log end (nothing in flight)."""
+    rows = [r for r in _group(bootstrap, "counter").get("rows", []) if r["topic"] == "words"]
+    return len(rows) == 4 and all(r["current_offset"] == r["log_end_offset"] for r in rows)
+
+
+def _ready_generation(log: Path):
+    """The generation a faust worker last joined, once its recovery after it is done (else None)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    joined = text.rfind("Joined group 'counter' (generation ")
+    if joined < 0 or "Recovery]: Worker ready" not in text[joined:]:
+        return None
+    return int(text[joined:].split("(generation ", 1)[1].split(")", 1)[0])
+
+
+def _table_counts(bootstrap: str) -> dict[str, int]:
+    """The faust table as its changelog holds it: the last value per key."""
+    last = {}
+    for _, _, key, value in sorted(read_topic(bootstrap, "counter-counts-changelog")):
+        last[json.loads(key)] = json.loads(value)
+    return last
+
+
+def test_faust_table_counts_across_two_workers_and_rebalances(server, tmp_path):
+    """faust-streaming: a table counting per key, first in one worker; a second worker joins
+    (the table's partitions are split, the newcomer recovers its share from the changelog),
+    then the first leaves (the second takes and recovers everything). After each phase every
+    key's count is the number of records sent with it.
+
+    Records are sent only once every live worker has recovered after the last rebalance,
+    and a rebalance is started only once every offset is committed: faust is at-least-once,
+    and a record in flight across a rebalance may be counted twice, in Kafka as here.
+
+    Needs the leader's SyncGroup assignment ``user_data`` delivered unchanged (faust's
+    assignor keeps its table assignment there): before that, each worker crashes in
+    ``on_assignment`` (``TypeError: a bytes-like object is required, not 'NoneType'``)."""
+    python = app_python("faust")
+    _create_topic(server.bootstrap, "words", 4)
+    keys = [f"user-{i}" for i in range(12)]
+    sent: Counter = Counter()
+    workers: dict[str, subprocess.Popen] = {}
+
+    def logs() -> str:
+        return "\n".join(f"--- worker {n}:\n{_log_tail(tmp_path / f'faust-{n}.log', 3000)}" for n in workers)
+
+    def settled(live: list[str]) -> dict[str, set[int]]:
+        """A stable group of the live workers, the 4 partitions split among them, each recovered."""
+        def check():
+            gens = {_ready_generation(tmp_path / f"faust-{n}.log") for n in live}
+            if None in gens or len(gens) != 1:
+                return None
+            state, members = _words_split(server.bootstrap)
+            split = sorted(p for ps in members.values() for p in ps)
+            return (state == "Stable" and len(members) == len(live) and split == [0, 1, 2, 3]
+                    and all(members.values()) and members)
+        try:
+            return wait_until(check, 40, 0.5, f"workers {live} settled")
+        except AssertionError:
+            raise AssertionError(f"workers {live} not settled: {_words_split(server.bootstrap)}\n{logs()}") from None
+
+    def phase(name: str, n: int) -> None:
+        records = _records(name, n, keys)
+        produce(server.bootstrap, "words", records)
+        sent.update(k for k, _ in records)
+        try:
+            wait_until(lambda: _table_counts(server.bootstrap) == sent, 40, 0.5,
+                       f"the table's counts after phase {name}")
+            wait_until(lambda: _all_committed(server.bootstrap), 20, 0.5, "the offsets committed")
+        except AssertionError as exc:
+            raise AssertionError(f"phase {name}: {exc}: table {_table_counts(server.bootstrap)} != "
+                                 f"sent {dict(sent)}\n{logs()}") from None
+
+    try:
+        workers["a"] = _start_faust_worker(python, server.bootstrap, tmp_path, "a")
+        settled(["a"])
+        phase("one-worker", 240)
+
+        workers["b"] = _start_faust_worker(python, server.bootstrap, tmp_path, "b")
+        split = settled(["a", "b"])                      # each worker owns 2 of the 4 partitions,
+        assert sorted(len(ps) for ps in split.values()) == [2, 2]   # b recovered its share
+        phase("two-workers", 240)
+
+        assert _stop_worker(workers["a"]) == 0, logs()   # a leaves: b takes every partition
+        settled(["b"])
+        phase("b-alone", 120)
+        assert workers["b"].poll() is None, logs()
+    finally:
+        codes = {n: _stop_worker(p) for n, p in workers.items()}
+    assert codes == {"a": 0, "b": 0}, logs()
+    assert _table_counts(server.bootstrap) == sent
+    assert sum(sent.values()) == 600
