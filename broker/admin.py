@@ -2,7 +2,8 @@
 
 :class:`TopicAdmin` is one of the parts of :class:`kafkasim.broker.broker.Broker` (state and
 lookups in :class:`~kafkasim.broker.core.BrokerCore`). Kafka's CreateTopics, DeleteTopics,
-CreatePartitions, DescribeTopics/DescribeConfigs and IncrementalAlterConfigs, as calls.
+CreatePartitions, DescribeTopics/DescribeConfigs, IncrementalAlterConfigs and DeleteRecords,
+as calls.
 
 Invariants:
 - Validation happens before anything touches the disk: a bad name, partition count,
@@ -30,7 +31,8 @@ from typing import Any, Mapping, Optional
 from kafkasim.arguments import check_arg
 from kafkasim.config import MAX_PARTITIONS, LogConfig
 from kafkasim.errors import (
-    InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, TopicAlreadyExistsError,
+    InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, OffsetOutOfRangeError,
+    PolicyViolationError, TopicAlreadyExistsError,
 )
 from kafkasim.storage.layout import validate_topic
 from kafkasim.storage.partition_history import history_entry
@@ -158,6 +160,32 @@ class TopicAdmin(BrokerCore):
                 for log in self._partitions[TopicPartition(name, p)].logs():
                     log.update_config(config)
             return self._describe(updated)
+
+    def delete_records(self, topic: str, partition: int, offset: int, *, node: Optional[int] = None) -> int:
+        """Kafka's DeleteRecords for one partition: records below ``offset`` (-1: the high
+        watermark) are deleted: the log start offset (low watermark) moves up to it, on the
+        leader and every reachable follower, persisted before it takes effect (a restart keeps
+        it); segments wholly below it go at the next retention pass. Returns the new low
+        watermark. Errors as Kafka's ``ReplicaManager.deleteRecords``: an internal topic →
+        InvalidTopicError; a topic without ``delete`` in ``cleanup.policy`` →
+        PolicyViolationError; an offset below -1 or above the high watermark →
+        OffsetOutOfRangeError; ``node`` (the broker asked) not leading → NotLeaderOrFollowerError.
+        An offset at or below the current log start changes nothing."""
+        check_arg("offset", offset, "int")
+        part = self._checked_partition(topic, partition)
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
+        if node is not None:
+            self._check_node(node)
+        with part.lock:
+            log = part.leader_log(node)
+            if not log.config.delete:
+                raise PolicyViolationError(f"Records of partition {topic}-{partition} can not be deleted "
+                                           f"due to the configured policy (cleanup.policy={log.config.cleanup_policy})")
+            target = part.high_watermark if offset == -1 else offset
+            if target < 0:
+                raise OffsetOutOfRangeError(f"The offset {offset} for partition {topic}-{partition} is not valid")
+            return part.delete_records_before(target)
 
     def partition_count(self, topic: str) -> int:
         """Number of partitions of ``topic``; UnknownTopicOrPartitionError if there is no such topic."""

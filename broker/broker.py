@@ -11,9 +11,12 @@ The class is assembled from one module per job, each a mixin over the shared sta
 ==============================  ==============================================================
 :mod:`kafkasim.broker.lifecycle`  open (data-dir lock, recovery, load), periodic maintenance
                                   (LogCleaner: retention, compaction, ``flush.ms``), flush, close
-:mod:`kafkasim.broker.admin`      create/list/describe/delete topics, add partitions, alter configs
+:mod:`kafkasim.broker.admin`      create/list/describe/delete topics, add partitions, alter configs,
+                                  delete records (DeleteRecords)
 :mod:`kafkasim.broker.data`       produce, fetch, list offsets, producer ids (the hot paths)
 :mod:`kafkasim.broker.group_api`  the group API, delegated to the group coordinator
+:mod:`kafkasim.broker.elections`  ElectLeaders: preferred and unclean elections
+:mod:`kafkasim.broker.reassignments`  Alter/ListPartitionReassignments (a cluster moves replicas)
 ==============================  ==============================================================
 
 Why mixins rather than composition: the four jobs share one state (the metadata lock, the
@@ -54,15 +57,18 @@ from kafkasim.clock import Clock
 from kafkasim.broker.admin import MAX_PARTITIONS, TopicAdmin  # noqa: F401  (re-exported)
 from kafkasim.broker.core import INTERNAL_TOPICS
 from kafkasim.broker.data import (
-    EARLIEST, LATEST, ColumnFetchResult, DataPlane, FetchResult, ProduceResult,
+    EARLIEST, LATEST, MAX_TIMESTAMP, ColumnFetchResult, DataPlane, FetchResult, ProduceResult,
 )
+from kafkasim.broker.elections import Elections
 from kafkasim.broker.group_api import GroupApi
 from kafkasim.broker.lifecycle import Lifecycle
+from kafkasim.broker.reassignments import PartitionReassignments
 
-__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "INTERNAL_TOPICS"]
+__all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "MAX_TIMESTAMP",
+           "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, Elections, PartitionReassignments):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.

@@ -33,12 +33,16 @@ from kafkasim.types import Record, TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["DataPlane", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST"]
+__all__ = ["DataPlane", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST",
+           "MAX_TIMESTAMP"]
 
 EARLIEST = -2
 """``list_offsets`` timestamp meaning the log start offset (Kafka's ListOffsets -2)."""
 LATEST = -1
 """``list_offsets`` timestamp meaning the log end offset (Kafka's ListOffsets -1)."""
+MAX_TIMESTAMP = -3
+"""``list_offsets`` timestamp meaning the record with the largest timestamp (Kafka's ListOffsets
+-3, KIP-734): its offset (the first such on ties) and timestamp."""
 _PRODUCER_ID_BLOCK = 1000
 _PRODUCER_FIELDS = ("producer_id", "producer_epoch", "base_sequence")
 
@@ -205,18 +209,20 @@ class DataPlane(BrokerCore):
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
-        (log end, -1); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp),
-        or (-1, -1) when there is none."""
+        (log end, -1); ``MAX_TIMESTAMP`` (-3) → (first offset with the largest timestamp, that
+        timestamp); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp).
+        (-1, -1) when there is none, or when what was found is not below the high watermark
+        yet (as Kafka's ``Partition.fetchOffsetForTimestamp``)."""
         part = self._checked_partition(topic, partition)
         log = part.leader_log()
-        check_arg("timestamp", timestamp, "int", min=EARLIEST,
-                  what="-2 (earliest), -1 (latest) or a timestamp >= 0, an int")
+        check_arg("timestamp", timestamp, "int", min=MAX_TIMESTAMP,
+                  what="-3 (max timestamp), -2 (earliest), -1 (latest) or a timestamp >= 0, an int")
         if timestamp == EARLIEST:
             return log.log_start_offset, -1
         if timestamp == LATEST:
             return part.high_watermark, -1      # what a consumer can read up to
-        found = log.offset_for_time(timestamp)
-        return found if found is not None else (-1, -1)
+        found = log.max_timestamp_and_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_time(timestamp)
+        return found if found is not None and found[0] < part.high_watermark else (-1, -1)
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition leader's Log, for in-process components (e.g. the group coordinator)."""

@@ -127,14 +127,20 @@ class ClusterFaults(BrokerCore):
             self._elect(part)
 
     def _elect(self, part: PartitionState) -> None:
-        """Steps 2 and 3: a new leader from the live ISR, else unclean, else offline."""
+        """Steps 2 and 3: a new leader from the live ISR, else unclean (if the topic allows
+        it), else offline."""
+        topic = part.name.rpartition("-")[0]
+        self._elect_leader(part, self._config_of(self._topics[topic]).unclean_leader_election_enable)
+
+    def _elect_leader(self, part: PartitionState, unclean: bool) -> None:
+        """Steps 2 and 3 with ``unclean`` given (ElectLeaders UNCLEAN forces it: broker/elections.py)."""
         live_isr = [b for b in part.replicas if b in part.isr and self.reachable(b)]
         if live_isr:
             part.become_leader(live_isr[0], live_isr)
             return
         topic = part.name.rpartition("-")[0]
         live = [b for b in part.replicas if self.reachable(b)]
-        if live and self._config_of(self._topics[topic]).unclean_leader_election_enable:
+        if live and unclean:
             lost: list = []
             part.become_leader(live[0], [live[0]], lost=lost)
             p = int(part.name.rpartition("-")[2])

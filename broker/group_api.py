@@ -124,6 +124,26 @@ class GroupApi(BrokerCore):
         self._check_member(group_id)
         return self._group_call("delete_group", group_id)
 
+    def delete_offsets(self, group_id: str, partitions) -> dict:
+        """OffsetDelete: ``{partition: None or its error}`` for the group's committed offsets of
+        ``partitions`` (GroupCoordinator.delete_offsets); a partition that does not exist gets
+        UnknownTopicOrPartitionError and is not passed on (Kafka's ``KafkaApis`` checks the
+        metadata first); GroupIdNotFoundError / NonEmptyGroupError for the whole request."""
+        self._check_member(group_id)
+        if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
+            raise bad_arg("partitions", partitions, "an iterable of TopicPartition")
+        wanted = [check_topic_partition(tp) for tp in partitions]
+        out: dict = {}
+        known = []
+        for tp in wanted:
+            try:
+                self._partition(tp.topic, tp.partition)
+                known.append(tp)
+            except UnknownTopicOrPartitionError as exc:
+                out[tp] = exc
+        out.update(self._group_call("delete_offsets", group_id, known))
+        return {tp: out[tp] for tp in wanted}
+
     def describe_group(self, group_id: str) -> dict:
         """The coordinator's description plus, per partition with a committed offset or an
         owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""
@@ -137,7 +157,9 @@ class GroupApi(BrokerCore):
                 leo = self._partition(tp.topic, tp.partition).log.log_end_offset
             except UnknownTopicOrPartitionError:
                 leo = None
-            committed = None if om is None else om.offset
+            # a negative committed offset (a sentinel an admin tool committed) is "no offset",
+            # as Kafka's admin client and kafka-consumer-groups show it
+            committed = None if om is None or om.offset < 0 else om.offset
             rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed,
                          "log_end_offset": leo, "member_id": owners.get(tuple(tp)),
                          "lag": None if committed is None or leo is None else max(0, leo - committed)})

@@ -204,6 +204,10 @@ class Reassignment(BrokerCore):
                 shutil.rmtree(path)
         return copied, len(adding)
 
+    def _reassign_one(self, tp: TopicPartition, replicas: list[int]) -> None:
+        """AlterPartitionReassignments' one partition (broker/reassignments.py): :meth:`reassign`."""
+        self.reassign({tp: replicas})
+
     def verify(self, target: Mapping) -> dict[str, Any]:
         """Which partitions of ``target`` have exactly the target replicas, all in the ISR."""
         with self._lock:

@@ -47,7 +47,7 @@ from typing import Callable, Optional
 from kafkasim.clock import Clock
 from kafkasim.errors import (
     LeaderNotAvailableError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
-    NotLeaderOrFollowerError, RequestTimedOutError,
+    NotLeaderOrFollowerError, OffsetOutOfRangeError, RequestTimedOutError,
 )
 from kafkasim.records.framing import set_base_offset
 from kafkasim.storage.epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
@@ -221,6 +221,8 @@ class PartitionState:
         if r.log.log_end_offset < leader.log_start_offset:
             r.log.restart_at(leader.log_start_offset)         # the leader deleted what it missed
             r.epochs.clear()
+        elif r.log.log_start_offset < leader.log_start_offset:
+            r.log.increment_log_start_offset(leader.log_start_offset)   # DeleteRecords on the leader
         while r.log.log_end_offset < leo and (max_bytes is None or copied < max_bytes):
             batches = leader.read_batches(r.log.log_end_offset, _FETCH_BYTES)
             if not batches:
@@ -262,6 +264,30 @@ class PartitionState:
             self.counts["isr_shrinks"] += len(out)
             self.notify_changed()
         return out
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader (Kafka's ``Partition.deleteRecordsOnLeader``): the log start
+        offset of the leader and of every reachable follower becomes ``offset`` (a follower
+        behind it restarts there; an unreachable one follows when it next fetches). Returns the
+        low watermark: the smallest log start offset over the leader and reachable followers."""
+        leader = self.leader_log()
+        hw = self.high_watermark
+        if offset > hw:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self.name} since it "
+                f"is larger than the high watermark {hw}")
+        leader.increment_log_start_offset(offset)
+        starts = [leader.log_start_offset]
+        for b, r in self.hosted.items():
+            if b == self.leader or not self.can_fetch(b):
+                continue
+            if r.log.log_end_offset < offset:
+                r.log.restart_at(offset)
+                r.epochs.clear()
+            else:
+                r.log.increment_log_start_offset(offset)
+            starts.append(r.log.log_start_offset)
+        return min(starts)
 
     def add_replica(self, broker_id: int, log: Log) -> Replica:
         """A reassignment adds ``broker_id``'s (empty) replica; it fetches and joins the ISR later."""

@@ -75,13 +75,13 @@ class OffsetLookups:
     def committed(self, partition: TopicPartition, metadata: bool = False,
                   timeout_ms: Optional[int] = None) -> Union[None, int, OffsetAndMetadata]:
         """The group's committed offset of ``partition``: an int, or with ``metadata=True``
-        the OffsetAndMetadata; None without a commit."""
+        the OffsetAndMetadata; None without a commit (or with a negative sentinel committed)."""
         tp = check_topic_partition(partition)
         timeout_arg(timeout_ms)
         if self.config["group_id"] is None:
             raise IllegalStateError("committed() needs a group_id")
         om = self._broker.offset_fetch(self.config["group_id"], [tp]).get(tp)
-        if om is None:
+        if om is None or om.offset < 0:        # a negative sentinel reads as no commit (Kafka's)
             return None
         return OffsetAndMetadata(om.offset, om.metadata, om.leader_epoch) if metadata else om.offset
 

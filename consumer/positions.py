@@ -38,7 +38,7 @@ class Positions:
         reset = self.config["auto_offset_reset"]
         for tp in missing:
             om = committed.get(tp)
-            if om is not None:
+            if om is not None and om.offset >= 0:   # negative: no committed offset (Kafka's consumer)
                 self._subs.state(tp).position = om.offset
                 continue
             if reset == "none":

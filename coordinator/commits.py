@@ -21,8 +21,7 @@ from typing import Iterable, Optional
 from kafkasim.arguments import check_commit_offsets, check_topic_partition
 from kafkasim.coordinator.group import Group, GroupState
 from kafkasim.errors import (
-    CoordinatorNotAvailableError, IllegalGenerationError, InvalidGroupIdError, InvalidRequestError,
-    RebalanceInProgressError, UnknownMemberIdError,
+    CoordinatorNotAvailableError, IllegalGenerationError, InvalidGroupIdError, RebalanceInProgressError, UnknownMemberIdError,
 )
 from kafkasim.types import TopicPartition
 
@@ -42,10 +41,9 @@ class CommitsMixin:
         """
         if not isinstance(group_id, str) or not group_id:
             raise InvalidGroupIdError(f"invalid group id {group_id!r}")
+        # Any offset is stored, the sentinels -1 and -2 that admin tools commit included, as
+        # Kafka's OffsetMetadataManager does; readers treat a negative one as "no offset".
         norm = check_commit_offsets(offsets)        # InvalidArgumentError naming a bad one
-        for tp, om in norm.items():
-            if om.offset < 0:
-                raise InvalidRequestError(f"negative offset {om.offset} committed for {tp}")
         with self._lock:
             now = self._now()
             g = self._group(group_id)

@@ -8,7 +8,10 @@ Invariants (kept by :class:`kafkasim.coordinator.coordinator.GroupCoordinator`):
 - ``members`` is ordered by first join; the leader, when set, is a member;
 - ``static_members`` maps each ``group_instance_id`` to exactly one current member id;
 - ``generation_id`` only grows; it grows by one each time a rebalance completes;
-- a member's ``assignment`` belongs to ``generation_id`` (empty while rebalancing).
+- a member's ``assignment`` belongs to ``generation_id`` (empty while rebalancing);
+- ``assignment_bytes`` is what the leader sent for the member, byte for byte, or None when
+  the leader gave topic-partitions (an in-process leader); ``assignment`` is then the
+  topic-partitions decoded from it (consumer protocol), never a replacement for it.
 
 Thread-safety: none of its own; the coordinator's lock guards every group.
 """
@@ -48,6 +51,7 @@ class MemberMetadata:
     joined: bool = False       # has (re)joined in the rebalance now in progress
     synced: bool = False       # has sent SyncGroup in the current CompletingRebalance
     assignment: list = field(default_factory=list)   # [TopicPartition]
+    assignment_bytes: Optional[bytes] = None   # the leader's bytes for this member, unchanged
     client_host: Optional[str] = None   # the client's address as Kafka shows it ("/127.0.0.1"); None in-process
 
     def metadata_for(self, protocol: str) -> Any:

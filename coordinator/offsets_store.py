@@ -89,6 +89,11 @@ class OffsetsStore:
         recs.append((now_ms, encode_group_key(group_id), None, ()))
         self._append(group_id, recs)
 
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        """One batch of tombstones for these committed offsets of the group (OffsetDelete)."""
+        self._append(group_id, [(now_ms, encode_offset_key(group_id, tp.topic, tp.partition), None, ())
+                                for tp in partitions])
+
     def load(self) -> LoadedState:
         """Replay every partition; the latest record per key wins, tombstones delete."""
         state = LoadedState()

@@ -25,6 +25,7 @@ from kafkasim.errors import (
     InconsistentGroupProtocolError, InvalidGroupIdError, InvalidRequestError,
     InvalidSessionTimeoutError, RebalanceInProgressError, UnknownMemberIdError,
 )
+from kafkasim.protocol.consumer_protocol import decode_assignment, subscribed_topics
 from kafkasim.protocol.group import COMPLETE, NO_MEMBER_ID, PENDING, JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
@@ -118,6 +119,7 @@ class RebalanceMixin:
             m.joined = False
             m.synced = False
             m.assignment = []
+            m.assignment_bytes = None
             m.last_heartbeat_ms = now
 
     @staticmethod
@@ -143,7 +145,7 @@ class RebalanceMixin:
         members = []
         for m in g.members.values():
             meta = m.metadata_for(g.protocol_name) if g.protocol_name else None
-            topics = list(meta.get("topics", [])) if isinstance(meta, dict) else []
+            topics = subscribed_topics(g.protocol_type, meta) or []
             members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                             "client_id": m.client_id, "client_host": m.client_host,
                             "session_timeout_ms": m.session_timeout_ms,
@@ -225,6 +227,7 @@ class RebalanceMixin:
             m = MemberMetadata(new_id, group_instance_id, client_id, session_timeout_ms,
                                rebalance_timeout_ms, protocols, now, joined=old.joined,
                                synced=old.synced, assignment=list(old.assignment),
+                               assignment_bytes=old.assignment_bytes,
                                client_host=client_host)
             items = list(g.members.items())
             g.members.clear()
@@ -291,7 +294,15 @@ class RebalanceMixin:
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
                    assignments: Optional[dict] = None, *,
                    group_instance_id: Optional[str] = None) -> SyncResult:
-        """Leader: send ``assignments`` (member id → [TopicPartition]); everyone: get yours."""
+        """Leader: send ``assignments``; everyone: get yours.
+
+        ``assignments`` maps member id → either the member's topic-partitions, or bytes
+        (what a leader sends over the wire: for the ``consumer`` protocol type a
+        ``ConsumerProtocolAssignment``, user data and all). Bytes are kept as they came and
+        handed back unchanged (``SyncResult.assignment_bytes``), as Kafka keeps them; the
+        topic-partitions that kafkasim's own tools show are decoded beside them. Bytes
+        that do not decode leave the member's topic-partitions empty, nothing else: the
+        coordinator does not judge an assignment (Kafka does not either)."""
         with self._lock:
             now = self._now()
             g, m = self._current_member(group_id, member_id, generation_id, group_instance_id)
@@ -306,7 +317,7 @@ class RebalanceMixin:
                         raise InvalidRequestError(
                             f"group {group_id!r}: assignment names non-members {sorted(unknown)}")
                     for mid, mm in g.members.items():
-                        mm.assignment = sorted(TopicPartition(*tp) for tp in assignments.get(mid, ()))
+                        mm.assignment, mm.assignment_bytes = self._assignment(g, assignments.get(mid, ()))
                     g.state = GroupState.STABLE
                     g.state_timestamp_ms = now
                     for mm in g.members.values():
@@ -314,7 +325,21 @@ class RebalanceMixin:
                     self._persist_group(g, now)
                 else:
                     return SyncResult(PENDING, (), g.protocol_name, g.generation_id)
-            return SyncResult(COMPLETE, tuple(m.assignment), g.protocol_name, g.generation_id)
+            return SyncResult(COMPLETE, tuple(m.assignment), g.protocol_name, g.generation_id,
+                              m.assignment_bytes)
+
+    @staticmethod
+    def _assignment(g: Group, given) -> tuple[list, Optional[bytes]]:
+        """``(topic-partitions, bytes or None)`` of what the leader gave one member."""
+        if isinstance(given, (bytes, bytearray, memoryview)):
+            raw = bytes(given)
+            if g.protocol_type != "consumer" or not raw:
+                return [], raw
+            try:
+                return sorted(decode_assignment(raw)), raw
+            except InvalidRequestError:
+                return [], raw
+        return sorted(TopicPartition(*tp) for tp in given), None
 
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
     def heartbeat(self, group_id: str, member_id: str, generation_id: int, *,

@@ -130,7 +130,7 @@ def check_topic_partition(tp: Any, name: str = "partition") -> TopicPartition:
 def check_commit_offsets(offsets: Any, name: str = "offsets") -> dict[TopicPartition, OffsetAndMetadata]:
     """``{TopicPartition: OffsetAndMetadata | int}`` (what a commit takes) normalised to
     ``{TopicPartition: OffsetAndMetadata}``; the error names the partition and the bad offset.
-    The offset's range is the coordinator's rule (InvalidRequestError for a negative one)."""
+    Any int offset is a valid commit: Kafka stores the sentinels (-1, -2) admin tools commit."""
     check_arg(name, offsets, "mapping", what="a mapping of TopicPartition to OffsetAndMetadata or int")
     out = {}
     for tp, om in offsets.items():

@@ -16,6 +16,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── RecordTooLargeError (10)             ├── OutOfOrderSequenceNumberError (45)
     │   ├── NetworkError (13)                    ├── DuplicateSequenceNumberError (46)
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
+    │   │                                        ├── TransactionalIdAuthorizationFailedError (53)
     │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
     │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
     │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
@@ -27,8 +28,13 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── InconsistentGroupProtocolError (23)  ├── GroupMaxSizeReachedError (81)
     │   ├── InvalidGroupIdError (24)             ├── FencedInstanceIdError (82)
     │   ├── UnknownMemberIdError (25)            ├── InvalidRecordError (87)
-    │   ├── InvalidSessionTimeoutError (26)      └── UnknownServerError (-1)
-    │   └── RebalanceInProgressError (27)
+    │   ├── InvalidSessionTimeoutError (26)      ├── PreferredLeaderNotAvailableError (80)
+    │   ├── RebalanceInProgressError (27)        ├── EligibleLeadersNotAvailableError (83)
+    │   ├── PolicyViolationError (44)            ├── ElectionNotNeededError (84)
+    │   │                                        ├── NoReassignmentInProgressError (85)
+    │   │                                        ├── GroupSubscribedToTopicError (86)
+    │   │                                        ├── MismatchedEndpointTypeError (114)
+    │   │                                        └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
@@ -50,6 +56,7 @@ from __future__ import annotations
 
 __all__ = [
     "KafkaSimError", "BrokerResponseError", "for_code", "ClaimFailedError",
+    "TransactionalIdAuthorizationFailedError",
     "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
     "UnknownTopicOrPartitionError", "BrokerNotAvailableError", "RecordTooLargeError",
     "CoordinatorLoadInProgressError",
@@ -68,6 +75,9 @@ __all__ = [
     "FetchSessionIdNotFoundError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
     "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
+    "PolicyViolationError", "PreferredLeaderNotAvailableError", "EligibleLeadersNotAvailableError",
+    "ElectionNotNeededError", "NoReassignmentInProgressError", "GroupSubscribedToTopicError",
+    "MismatchedEndpointTypeError",
 ]
 
 
@@ -268,6 +278,11 @@ class InvalidRequestError(BrokerResponseError):
     """Raised for a request whose fields contradict each other."""
 
 
+@_code(44, "Request parameters do not satisfy the configured policy.")
+class PolicyViolationError(BrokerResponseError):
+    """Raised when deleting records of a topic whose ``cleanup.policy`` has no ``delete`` (compact only)."""
+
+
 @_code(45, "The broker received an out of order sequence number.")
 class OutOfOrderSequenceNumberError(BrokerResponseError):
     """Raised when an idempotent producer's batch skips sequence numbers."""
@@ -281,6 +296,12 @@ class DuplicateSequenceNumberError(BrokerResponseError):
 @_code(47, "Producer attempted to produce with an old epoch.")
 class InvalidProducerEpochError(BrokerResponseError):
     """Raised when a producer id writes with an epoch older than the latest seen."""
+
+
+@_code(53, "Transactional Id authorization failed.")
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """A transactional id was refused; kafkasim answers so to every transactional request
+    (it serves idempotent producers, not transactions), which makes clients stop at once."""
 
 
 @_code(56, "Disk error when trying to access log file on the disk.")
@@ -326,6 +347,36 @@ class FencedInstanceIdError(BrokerResponseError):
 @_code(87, "This record has failed the validation on broker and hence will be rejected.")
 class InvalidRecordError(BrokerResponseError):
     """Raised for a record the broker rejects, e.g. a keyless record on a compacted topic."""
+
+
+@_code(80, "The preferred leader was not available.", True)
+class PreferredLeaderNotAvailableError(BrokerResponseError):
+    """Raised by a preferred leader election when the first replica is down or not in the ISR."""
+
+
+@_code(83, "Eligible topic partition leaders are not available.", True)
+class EligibleLeadersNotAvailableError(BrokerResponseError):
+    """Raised by an unclean leader election when no replica of the partition is live."""
+
+
+@_code(84, "Leader election not needed for topic partition.", True)
+class ElectionNotNeededError(BrokerResponseError):
+    """Raised by a leader election for a partition that already has the leader it would elect."""
+
+
+@_code(85, "No partition reassignment is in progress.")
+class NoReassignmentInProgressError(BrokerResponseError):
+    """Raised when cancelling the reassignment of a partition that has none in progress."""
+
+
+@_code(86, "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.")
+class GroupSubscribedToTopicError(BrokerResponseError):
+    """Raised when deleting a group's offsets for a topic one of its live members subscribes to."""
+
+
+@_code(114, "The request was sent to an endpoint of the wrong type.")
+class MismatchedEndpointTypeError(BrokerResponseError):
+    """Raised for a DescribeCluster asking a broker listener for the controllers' endpoints."""
 
 
 class CommitFailedError(KafkaSimError):

@@ -11,7 +11,11 @@
   so every segment whose base offset is at or past it was never compacted and holds
   contiguous offsets (:func:`contiguous_from`, FORMAT.md §2.4).
 
-All three are one line of ASCII integers, replaced all-or-nothing with
+- ``log-start-offset``: the log start offset when DeleteRecords moved it past the first
+  segment's base offset (Kafka keeps these in one ``log-start-offset-checkpoint`` per log
+  dir; here each partition directory keeps its own). Written before the move takes effect.
+
+All four are one line of ASCII integers, replaced all-or-nothing with
 :func:`kafkasim.storage.files.atomic_write` (``.tmp``, fsync, rename, directory fsync).
 
 Invariant: a reader never trusts these files blindly. A missing or malformed file reads as
@@ -35,12 +39,13 @@ __all__ = [
     "read_recovery_point", "write_recovery_point", "take_clean_shutdown", "read_clean_shutdown",
     "write_clean_shutdown",
     "read_cleaner_checkpoint", "write_cleaner_checkpoint", "contiguous_from", "parse_contiguous_from",
-    "NEVER_CONTIGUOUS",
+    "NEVER_CONTIGUOUS", "LOG_START_OFFSET_FILE", "read_log_start_offset", "write_log_start_offset",
 ]
 
 RECOVERY_POINT_FILE = "recovery-point"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 CLEANER_CHECKPOINT_FILE = "cleaner-checkpoint"
+LOG_START_OFFSET_FILE = "log-start-offset"
 
 
 class RecoveryPoint(NamedTuple):
@@ -121,6 +126,17 @@ def read_cleaner_checkpoint(directory: str) -> int:
 
 def write_cleaner_checkpoint(directory: str, offset: int) -> None:
     _write_ints(os.path.join(directory, CLEANER_CHECKPOINT_FILE), offset)
+
+
+def read_log_start_offset(directory: str) -> int:
+    """The log start offset DeleteRecords set (0 if never, or unreadable: the first segment's
+    base offset then rules, as in a log that never had records deleted)."""
+    v = _read_ints(os.path.join(directory, LOG_START_OFFSET_FILE), 1)
+    return v[0] if v and v[0] >= 0 else 0
+
+
+def write_log_start_offset(directory: str, offset: int) -> None:
+    _write_ints(os.path.join(directory, LOG_START_OFFSET_FILE), offset)
 
 
 NEVER_CONTIGUOUS = 1 << 63

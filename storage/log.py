@@ -65,6 +65,7 @@ from kafkasim.storage.fetch import (
 )
 from kafkasim.storage.files import fsync_dir, storage_errors
 from kafkasim.storage.loader import load_segments
+from kafkasim.storage.log_start import LogStartOps
 from kafkasim.storage.replica_log import ReplicaLogOps
 from kafkasim.storage.segment import LogSegment
 from kafkasim.storage.segments import MAX_OPEN_CLOSED_SEGMENTS, SegmentInfo
@@ -79,7 +80,7 @@ _UINT32_MAX = 0xFFFFFFFF
 log_ = logging.getLogger("kafkasim.storage")
 
 
-class Log(ReplicaLogOps):
+class Log(ReplicaLogOps, LogStartOps):
     """A partition's segmented log in ``directory`` (see the module docstring)."""
 
     def __init__(self, directory: str, config: LogConfig = LogConfig(), clock: Optional[Clock] = None) -> None:
@@ -98,6 +99,8 @@ class Log(ReplicaLogOps):
         self._max_open = MAX_OPEN_CLOSED_SEGMENTS   # read from this module at open (tests lower it)
         self._segments = load_segments(self.directory, config, self._report, self._clock, self._max_open)
         try:
+            self._start = checkpoints.read_log_start_offset(self.directory)   # DeleteRecords (log_start.py)
+            self._clamp_start()
             self._write_recovery_point()
         except BaseException:
             self._segments.close_all()
@@ -136,8 +139,9 @@ class Log(ReplicaLogOps):
 
     @property
     def log_start_offset(self) -> int:
+        """The first readable offset (past the first segment's base where DeleteRecords moved it)."""
         with self._lock:
-            return self._segments.log_start_offset
+            return self._effective_start()
 
     @property
     def log_end_offset(self) -> int:
@@ -274,7 +278,7 @@ class Log(ReplicaLogOps):
         with self._lock:
             self._check_open()
             segs = self._segments
-            start = segs.log_start_offset
+            start = self._effective_start()
             end = segs.active.next_offset
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
@@ -325,16 +329,20 @@ class Log(ReplicaLogOps):
         return self.fetch(offset, max_bytes, columns=True).records
 
     def offset_for_time(self, timestamp: int) -> Optional[tuple[int, int]]:
-        """(offset, timestamp) of the first record whose timestamp is ≥ ``timestamp``, or None.
+        """(offset, timestamp) of the first record from the log start with timestamp ≥ ``timestamp``, or None.
 
         Segments are searched in order (FORMAT.md §3.2); a segment whose largest timestamp is
         below ``timestamp`` is skipped on its time index alone."""
         with self._lock:
             self._check_open()
             active = self._segments.active
-            for seg, upper in self._segments.with_upper_bounds():
+            start = self._effective_start()
+            for seg, upper in self._segments.with_upper_bounds(start):
                 found = seg.find_offset_by_timestamp(timestamp, upper, final=seg is not active)
                 self._segments.touch(seg)
+                if found is not None and found[0] < start:   # below a DeleteRecords start: read on from it
+                    found = next(((r.offset, r.timestamp) for r in self._records_between(start, upper)
+                                  if r.timestamp >= timestamp), None)
                 if found is not None:
                     return found
             return None
@@ -348,9 +356,9 @@ class Log(ReplicaLogOps):
         with self._clean_lock, self._lock:
             self._check_open()
             cfg = self._config
+            deleted = self.delete_segments_below_log_start()   # whatever the policy, as Kafka
             if not cfg.delete:
-                return 0
-            deleted = 0
+                return deleted
             if cfg.retention_ms >= 0:
                 now = self._clock.now_ms()
                 victims = []

@@ -116,5 +116,6 @@ class ReplicaLogOps:
                                        self._max_open)
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
+        self._clamp_start()          # a DeleteRecords start past the new end (log_start.py)
         self._write_recovery_point()
         return self._segments.active.next_offset

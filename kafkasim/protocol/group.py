@@ -42,9 +42,13 @@ class JoinResult(NamedTuple):
 
 
 class SyncResult(NamedTuple):
-    """Answer to a sync: PENDING (the leader has not sent the assignment) or COMPLETE."""
+    """Answer to a sync: PENDING (the leader has not sent the assignment) or COMPLETE.
+
+    ``assignment`` is the member's topic-partitions; ``assignment_bytes`` the bytes the
+    leader sent for it, unchanged (None when the leader gave topic-partitions)."""
 
     status: str
     assignment: tuple = ()
     protocol_name: Optional[str] = None
     generation_id: int = NO_GENERATION
+    assignment_bytes: Optional[bytes] = None

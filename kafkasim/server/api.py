@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
@@ -31,7 +33,8 @@ from kafkasim.errors import (
     BrokerResponseError, InvalidRequestError, KafkaSimError, UnknownServerError,
 )
 
-__all__ = ["Api", "APIS", "api", "Context", "Node", "ServerOptions", "Waker", "error_code", "error_message"]
+__all__ = ["Api", "APIS", "api", "Context", "Node", "RefusalLog", "ServerOptions", "Waker", "error_code",
+           "error_message"]
 
 log = logging.getLogger("kafkasim.server")
 
@@ -95,6 +98,43 @@ def error_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, KafkaSimError) else "unexpected server error"
 
 
+class RefusalLog:
+    """Every request the server refuses, logged at WARNING with the client id, the API and
+    the reason, at most once per (client id, API, reason) every ``interval_s`` seconds;
+    the lines held back meanwhile are counted into the next one. A refusal is a request
+    answered with INVALID_REQUEST or a transactional refusal, or one that closed its
+    connection (unknown API, unserved version, malformed or oversized frame).
+
+    Thread-safe (a lock; the table is bounded to ``max_keys`` entries, oldest dropped).
+    """
+
+    def __init__(self, interval_s: float = 10.0, max_keys: int = 1024,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s, self.max_keys, self._clock = interval_s, max_keys, clock
+        self._last: dict[tuple, list] = {}      # key -> [last logged at, held back since]
+        self._lock = threading.Lock()
+        self.total = 0
+
+    def refused(self, client_id: Optional[str], api_name: str, reason: str, peer=None) -> None:
+        key = (client_id, api_name, reason)
+        now = self._clock()
+        with self._lock:
+            self.total += 1
+            entry = self._last.get(key)
+            if entry is not None and now - entry[0] < self.interval_s:
+                entry[1] += 1
+                return
+            held = entry[1] if entry is not None else 0
+            self._last.pop(key, None)
+            self._last[key] = [now, 0]
+            while len(self._last) > self.max_keys:
+                self._last.pop(next(iter(self._last)))
+        more = f" (and {held} more like it)" if held else ""
+        log.warning("refused %s from client %r%s: %s%s", api_name, client_id,
+                    f" at {peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "",
+                    reason, more)
+
+
 class Waker:
     """Wakes every coroutine waiting on it (a broadcast, like Kafka's purgatory check-and-complete).
 
@@ -144,6 +184,16 @@ class Context:
     """A served cluster's :class:`~kafkasim.server.topology.Topology` (every broker's address,
     rack and state), or None for one plain broker. With it, ``node`` is the broker this
     listener is, and Produce/Fetch/ListOffsets check that it leads the partition."""
+    refusals: RefusalLog = field(default_factory=RefusalLog)
+    """Where refused requests are logged (one per server, shared by its connections)."""
+    client_id: Optional[str] = None
+    """The client id of the request being handled (set per request by the server)."""
+    api_name: str = ""
+    """The name of the API being handled (set per request by the server)."""
+
+    def refused(self, reason: str) -> None:
+        """Log that this request is being refused (rate-limited, see :class:`RefusalLog`)."""
+        self.refusals.refused(self.client_id, self.api_name, reason)
 
     @property
     def node_id(self) -> Optional[int]:
@@ -165,4 +215,7 @@ class Context:
         except Exception as exc:
             if not isinstance(exc, KafkaSimError):
                 log.exception("unexpected error in %s", getattr(fn, "__name__", fn))
-            return None, error_code(exc), error_message(exc)
+            code = error_code(exc)
+            if code == InvalidRequestError.errno:
+                self.refused(error_message(exc))
+            return None, code, error_message(exc)

@@ -15,7 +15,7 @@ import shutil
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
     CoordinatorNotAvailableError, InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
-    TopicAlreadyExistsError, UnknownTopicOrPartitionError,
+    TopicAlreadyExistsError, TransactionalIdAuthorizationFailedError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
@@ -27,6 +27,7 @@ RESOURCE_BROKER = 4
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
 
 def advertised_versions() -> list[dict]:
@@ -67,6 +68,21 @@ async def metadata(ctx, req):
                           names, create, ctx.topology)
 
 
+def _no_transactions(ctx, key_type: int, key: str) -> Exception:
+    """The answer to a request kafkasim cannot serve yet: transactions (key type 1) and
+    any other coordinator kind. Kafka answers a transactional id it will not serve with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal: it stops
+    at once with this message instead of retrying a retriable error forever."""
+    if key_type == KEY_TYPE_TRANSACTION:
+        exc = TransactionalIdAuthorizationFailedError(
+            f"transactional id {key!r}: kafkasim serves idempotent producers but not "
+            "transactions yet (docs/differences.md)")
+    else:
+        exc = InvalidRequestError(f"coordinator key type {key_type} is not one kafkasim serves")
+    ctx.refused(str(exc))
+    return exc
+
+
 @api(10, "FindCoordinator", 0, 4)
 async def find_coordinator(ctx, req):
     body = req.body
@@ -83,9 +99,9 @@ async def find_coordinator(ctx, req):
             out.append({"key": key, "node_id": coordinator.node_id, "host": coordinator.host,
                         "port": coordinator.port, "error_code": 0, "error_message": None})
         else:
-            exc = InvalidRequestError(f"key type {key_type}: kafkasim has no transaction coordinator")
+            exc = _no_transactions(ctx, key_type, key)
             out.append({"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": error_code(exc), "error_message": error_message(exc)})
+                        "error_code": error_code(exc), "error_message": str(exc)})
     if req.api_version >= 4:
         return {"coordinators": out}
     first = out[0]
@@ -95,9 +111,7 @@ async def find_coordinator(ctx, req):
 @api(22, "InitProducerId", 0, 4)
 async def init_producer_id(ctx, req):
     if req.body.transactional_id is not None:
-        exc = InvalidRequestError(
-            f"transactional id {req.body.transactional_id!r}: kafkasim has no transactions "
-            "(idempotent producers only)")
+        exc = _no_transactions(ctx, KEY_TYPE_TRANSACTION, req.body.transactional_id)
         return {"error_code": error_code(exc), "producer_id": -1, "producer_epoch": -1}
     result, code, _ = await ctx.attempt(ctx.broker.init_producer_id)
     if code:

@@ -191,7 +191,7 @@ async def fetch(ctx, req):
         await ctx.data_waker.wait(min(remaining, 1.0))   # re-check the client at least every second
 
 
-@api(2, "ListOffsets", 1, 6)
+@api(2, "ListOffsets", 1, 7)     # v7: MAX_TIMESTAMP (-3, KIP-734), Broker.list_offsets
 async def list_offsets(ctx, req):
     out = []
     for t in req.body.topics:

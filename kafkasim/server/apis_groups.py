@@ -1,5 +1,5 @@
 """Handlers for the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 The coordinator's JoinGroup and SyncGroup never block: they answer PENDING and expect
 to be called again (kafkasim/protocol/group.py). Kafka's clients expect the broker to
@@ -9,11 +9,13 @@ also drives the coordinator's clock-based deadlines — until the answer is COMP
 error, or the wait bound passes. Waiting is a coroutine sleep, so other connections
 are served meanwhile.
 
-Assignments: the coordinator keeps each member's assignment as topic-partitions (it
-needs them for DescribeGroups and lag), so the leader's ``ConsumerProtocolAssignment``
-bytes are decoded on SyncGroup and each member gets its partitions re-encoded as
-version 0; assignment ``user_data`` does not survive (docs/differences.md). Group
-protocol types other than ``consumer`` cannot be translated and get INVALID_REQUEST.
+Group bytes are opaque, as in Kafka: the leader's SyncGroup assignment bytes reach each
+member unchanged (``user_data`` and all: faust and Kafka Streams keep their table and
+standby assignments there), and JoinGroup/DescribeGroups return each member's protocol
+metadata as the member sent it. The coordinator decodes the topic-partitions its own
+tools need beside the bytes, never instead of them; an assignment that an in-process
+leader gave as topic-partitions goes out as ``ConsumerProtocolAssignment`` v0. Any
+protocol type works (``consumer``, ``connect``, ...): only ``consumer`` bytes are decoded.
 Loop-thread coroutines; broker calls run on the executor.
 """
 
@@ -24,12 +26,10 @@ from collections import defaultdict
 
 from kafkasim.errors import RebalanceInProgressError, UnknownTopicOrPartitionError
 from kafkasim.protocol.group import COMPLETE, NO_GENERATION
-from kafkasim.server.api import api, error_code, error_message
+from kafkasim.server.api import api, error_code
 from kafkasim.server.codec import ms
-from kafkasim.server.consumer_protocol import decode_assignment, encode_assignment
+from kafkasim.protocol.consumer_protocol import encode_assignment, subscription_bytes
 from kafkasim.types import OffsetAndMetadata, TopicPartition
-
-__all__ = ["decode_assignment", "encode_assignment"]
 
 POLL_INTERVAL_S = 0.1
 HOLD_GRACE_S = 5.0
@@ -82,7 +82,8 @@ async def join_group(ctx, req):
     return {"error_code": 0, "generation_id": result.generation_id, "protocol_type": body.protocol_type,
             "protocol_name": result.protocol_name, "leader": result.leader_id or "",
             "member_id": result.member_id,
-            "members": [{"member_id": mid, "group_instance_id": gid, "metadata": meta or b""}
+            "members": [{"member_id": mid, "group_instance_id": gid,
+                         "metadata": subscription_bytes(body.protocol_type, meta)}
                         for mid, gid, meta in result.members]}
 
 
@@ -93,7 +94,7 @@ async def sync_group(ctx, req):
     try:
         assignments = None
         if body.assignments:
-            assignments = {a.member_id: decode_assignment(a.assignment) for a in body.assignments}
+            assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
 
         async def call():
             return await ctx.call(ctx.broker.sync_group, body.group_id, body.member_id,
@@ -103,7 +104,15 @@ async def sync_group(ctx, req):
     except Exception as exc:
         return {"error_code": error_code(exc), "assignment": b""}
     return {"error_code": 0, "protocol_type": getattr(body, "protocol_type", None) or "consumer",
-            "protocol_name": result.protocol_name, "assignment": encode_assignment(result.assignment)}
+            "protocol_name": result.protocol_name, "assignment": _assignment_bytes(result)}
+
+
+def _assignment_bytes(result) -> bytes:
+    """What the leader sent for this member, unchanged; an in-process leader's
+    topic-partitions as ConsumerProtocolAssignment v0."""
+    if result.assignment_bytes is not None:
+        return result.assignment_bytes
+    return encode_assignment(result.assignment)
 
 
 @api(12, "Heartbeat", 0, 4)
@@ -203,13 +212,16 @@ async def describe_groups(ctx, req):
                         "protocol_data": "", "members": []})
             continue
         consumer = d["protocol_type"] == "consumer"
+        ptype = d["protocol_type"]
         out.append({"error_code": 0, "group_id": group_id, "group_state": d["state"],
                     "protocol_type": d["protocol_type"], "protocol_data": d["protocol"] or "",
                     "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
                                  "client_id": m["client_id"] or "",
                                  "client_host": m.get("client_host") or "",
-                                 "member_metadata": b"",
-                                 "member_assignment": encode_assignment(m["assignment"]) if consumer else b""}
+                                 "member_metadata": subscription_bytes(ptype, m.get("metadata")),
+                                 "member_assignment": (m["assignment_bytes"] if m.get("assignment_bytes") is not None
+                                                       else encode_assignment(m["assignment"]) if consumer
+                                                       else b"")}
                                 for m in d["members"]]})
     return {"groups": out}
 
@@ -236,3 +248,19 @@ async def delete_groups(ctx, req):
         out.append({"group_id": group_id, "error_code": code})
     ctx.group_waker.notify()
     return {"results": out}
+
+
+@api(47, "OffsetDelete", 0, 0)
+async def offset_delete(ctx, req):
+    """``Broker.delete_offsets``: GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP for the whole request;
+    per partition UNKNOWN_TOPIC_OR_PARTITION or GROUP_SUBSCRIBED_TO_TOPIC, else NONE."""
+    body = req.body
+    partitions = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    results, code, _ = await ctx.attempt(ctx.broker.delete_offsets, body.group_id, partitions)
+    ctx.group_waker.notify()
+    if code:
+        return {"error_code": code, "topics": []}
+    return {"error_code": 0, "topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index,
+         "error_code": error_code(exc) if (exc := results[TopicPartition(t.name, p.partition_index)]) else 0}
+        for p in t.partitions]} for t in body.topics]}

@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 from kafkasim.errors import KafkaSimError, LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kafkasim.server.api import error_code
 
-__all__ = ["describe_cluster", "describe_topic", "topic_id", "topic_name_for_id"]
+__all__ = ["describe_cluster", "describe_topic", "fenced_brokers", "topic_id", "topic_name_for_id"]
 
 
 def topic_id(description: dict) -> uuid.UUID:
@@ -97,6 +97,17 @@ def describe_cluster(broker, node, cluster_id: str, names: Optional[Iterable[str
         "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": None}],
         "cluster_id": cluster_id, "controller_id": node.node_id, "topics": topics,
     }
+
+
+def fenced_brokers(topology) -> list[dict]:
+    """DescribeCluster v2's fenced brokers: a served cluster's stopped or isolated brokers,
+    with their listener address and rack (Metadata leaves them out)."""
+    out = []
+    for b, info in sorted(topology.cluster.brokers.items()):
+        if info.state != "alive" and b in topology.addresses:
+            n = topology.node(b)
+            out.append({"broker_id": b, "host": n.host, "port": n.port, "rack": info.rack, "is_fenced": True})
+    return out
 
 
 def topic_name_for_id(broker, wanted: uuid.UUID) -> str:

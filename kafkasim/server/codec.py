@@ -23,7 +23,7 @@ librdkafka issue #5049); :attr:`Request.trailing` counts them, so the server can
 Hostile frames: kio's native (Rust) reader sizes an array's storage from the length on
 the wire before reading any element, so a forged length (2**31 elements) makes it ask
 for hundreds of GB and the process aborts — an abort, not an exception (found by
-tests/server/test_fuzz.py with kio 0.6.5). :func:`_check_bounds` therefore walks the
+tests/server/test_fuzz.py with kio 0.6.5). :func:`~kafkasim.protocol.kio_bounds.check_bounds` therefore walks the
 frame first, driven by the same kio dataclasses (field order, ``kafka_type``, tags,
 flexible or not — no schema is restated here), and refuses any length or element count
 that cannot fit in the bytes that remain. Only a frame that passes reaches kio's reader,
@@ -52,8 +52,10 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.static.constants import EntityType
 
-__all__ = ["MalformedRequest", "Request", "peek", "request_class", "response_class",
-           "decode_request", "read_entity", "encode_response", "build", "ms", "API_VERSIONS_KEY",
+from kafkasim.protocol.kio_bounds import Bounds, check_bounds
+
+__all__ = ["MalformedRequest", "Request", "peek", "peek_client_id", "request_class", "response_class",
+           "decode_request", "encode_response", "build", "ms", "API_VERSIONS_KEY",
            "encode_request", "decode_response"]
 
 API_VERSIONS_KEY = 18
@@ -85,6 +87,19 @@ def peek(frame) -> tuple[int, int, int]:
     return _PEEK.unpack_from(frame, 0)
 
 
+def peek_client_id(frame) -> str | None:
+    """The client id of a request header (v1 and v2 both start with a nullable int16
+    string after the first 8 bytes), or None when it cannot be read. For log lines about
+    requests that are refused before they are parsed."""
+    if len(frame) < _PEEK.size + 2:
+        return None
+    (n,) = struct.unpack_from(">h", frame, _PEEK.size)
+    start = _PEEK.size + 2
+    if n < 0 or start + n > len(frame):
+        return None
+    return bytes(frame[start:start + n]).decode("utf-8", "replace")
+
+
 @functools.lru_cache(maxsize=None)
 def _entity(api_key: int, version: int, kind: EntityType) -> type:
     module = load_entity_module(api_key_map[api_key], version, kind)
@@ -109,9 +124,9 @@ def decode_request(frame, api_key: int, version: int) -> Request:
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     view = memoryview(frame)
     try:
-        end = _check_bounds(header_cls, view, 0, len(view), is_header=True)
-        _check_bounds(cls, view, end, len(view))
-    except _Bounds as exc:
+        end = check_bounds(header_cls, view, 0, len(view), is_header=True)
+        check_bounds(cls, view, end, len(view))
+    except Bounds as exc:
         raise MalformedRequest(f"{cls.__name__} v{version}: {exc}") from None
     try:
         header, n = entity_reader(header_cls)(view, 0)
@@ -119,21 +134,6 @@ def decode_request(frame, api_key: int, version: int) -> Request:
     except Exception as exc:  # kio's DecodeError family, and ValueError/OverflowError on odd values
         raise MalformedRequest(f"{cls.__name__} v{version}: {type(exc).__name__}: {exc}") from exc
     return Request(api_key, version, header.correlation_id, header.client_id, body, len(frame) - n - m)
-
-
-def read_entity(cls: type, data, pos: int = 0):
-    """``(entity, end)``: one ``cls`` entity read from untrusted ``data`` at ``pos``, with the
-    same bounds pre-check as requests (e.g. the assignment bytes inside a SyncGroup).
-    Raises MalformedRequest."""
-    view = memoryview(data)
-    try:
-        _check_bounds(cls, view, pos, len(view))
-        entity, n = entity_reader(cls)(view, pos)
-    except _Bounds as exc:
-        raise MalformedRequest(f"{cls.__name__}: {exc}") from None
-    except Exception as exc:
-        raise MalformedRequest(f"{cls.__name__}: {type(exc).__name__}: {exc}") from exc
-    return entity, pos + n
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
@@ -244,114 +244,3 @@ def _zero(f: dataclasses.Field, kafka_type):
         "error_code": ErrorCode(0), "timedelta_i32": datetime.timedelta(0),
         "timedelta_i64": datetime.timedelta(0), "datetime_i64": _EPOCH,
     }.get(kafka_type, 0)
-
-
-# ----------------------------------------------------------------- bounds pre-check
-
-class _Bounds(Exception):
-    """A length or count in the frame cannot fit in the bytes that remain."""
-
-
-_FIXED = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
-          "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
-          "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(5):
-        if pos >= end:
-            raise _Bounds(f"truncated varint at byte {pos}")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    raise _Bounds(f"varint longer than 5 bytes at byte {pos}")
-
-
-def _need(pos: int, n: int, end: int, what: str) -> int:
-    if n < 0 or pos + n > end:
-        raise _Bounds(f"{what} of {n} bytes at byte {pos} runs past the end ({end})")
-    return pos + n
-
-
-def _length(buf, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
-    """A string/bytes/array length: compact (uvarint n+1) when flexible, else int16/int32;
-    -1 means null."""
-    if flexible:
-        n, pos = _uvarint(buf, pos, end)
-        return n - 1, pos
-    fmt = _I32 if wide else _I16
-    _need(pos, fmt.size, end, "length")
-    return fmt.unpack_from(buf, pos)[0], pos + fmt.size
-
-
-@functools.lru_cache(maxsize=None)
-def _plan(cls: type, is_header: bool) -> tuple:
-    """Per field: (tag or None, kafka_type, shape, nested class, legacy string?)."""
-    plan = []
-    for f in dataclasses.fields(cls):
-        shape = classify_field(f)
-        nested = shape.type_ if isinstance(shape, (EntityField, EntityTupleField)) else None
-        tag = f.metadata.get("tag")
-        plan.append((tag, f.metadata.get("kafka_type"), shape.is_array, nested,
-                     is_optional(f) and nested is not None and not shape.is_array,
-                     is_header and f.name == "client_id"))
-    return tuple(plan)
-
-
-def _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible, buf, pos, end):
-    if is_array:
-        n, pos = _length(buf, pos, end, flexible, wide=True)
-        if n < -1:
-            raise _Bounds(f"array length {n} at byte {pos}")
-        if n > end - pos:   # every element takes at least one byte
-            raise _Bounds(f"array of {n} elements at byte {pos} cannot fit in {end - pos} bytes")
-        for _ in range(max(n, 0)):
-            pos = _check_value(kafka_type, nested, False, False, False, flexible, buf, pos, end)
-        return pos
-    if nested is not None:
-        if nullable_struct:
-            _need(pos, 1, end, "null marker")
-            if buf[pos] == 0xFF:
-                return pos + 1
-            pos += 1
-        return _check_bounds(nested, buf, pos, end)
-    size = _FIXED.get(kafka_type)
-    if size is not None:
-        return _need(pos, size, end, kafka_type)
-    if kafka_type in ("string", "bytes", "records"):
-        n, pos = _length(buf, pos, end, flexible and not legacy, wide=kafka_type != "string")
-        if n < -1:
-            raise _Bounds(f"{kafka_type} length {n} at byte {pos}")
-        return _need(pos, max(n, 0), end, kafka_type)
-    raise _Bounds(f"unknown field type {kafka_type!r}")
-
-
-def _check_bounds(cls: type, buf, pos: int, end: int, *, is_header: bool = False) -> int:
-    """Walk one ``cls`` entity at ``pos`` checking every length; returns where it ends."""
-    flexible = cls.__flexible__
-    tagged = {}
-    for tag, kafka_type, is_array, nested, nullable_struct, legacy in _plan(cls, is_header):
-        if tag is not None:
-            tagged[tag] = (kafka_type, nested, is_array, nullable_struct, legacy)
-            continue
-        pos = _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible, buf, pos, end)
-    if flexible:
-        count, pos = _uvarint(buf, pos, end)
-        if count > end - pos:
-            raise _Bounds(f"{count} tagged fields at byte {pos} cannot fit")
-        for _ in range(count):
-            tag, pos = _uvarint(buf, pos, end)
-            size, pos = _uvarint(buf, pos, end)
-            field_end = _need(pos, size, end, f"tagged field {tag}")
-            if tag in tagged:
-                kafka_type, nested, is_array, nullable_struct, legacy = tagged[tag]
-                _check_value(kafka_type, nested, is_array, nullable_struct, legacy, flexible,
-                             buf, pos, field_end)
-            pos = field_end
-    return pos

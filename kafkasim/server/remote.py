@@ -23,7 +23,7 @@ fetch / fetch_columns                  Fetch (no wait: ``max_wait`` 0), v2 batch
 list_offsets / init_producer_id        ListOffsets / InitProducerId
 join_group / sync_group / heartbeat /  JoinGroup / SyncGroup / Heartbeat / LeaveGroup
 leave_group                            (subscriptions and assignments as the consumer
-                                       protocol's bytes, :mod:`kafkasim.server.consumer_protocol`)
+                                       protocol's bytes, :mod:`kafkasim.protocol.consumer_protocol`)
 offset_commit / offset_fetch           OffsetCommit / OffsetFetch
 list_groups / describe_group /         ListGroups / DescribeGroups + OffsetFetch + ListOffsets
 delete_group                           / DeleteGroups

@@ -27,7 +27,7 @@ class GroupCalls:
                    group_instance_id: Optional[str] = None, client_id: str = "",
                    client_host: Optional[str] = None) -> JoinResult:
         """JoinGroup, held by the server until the rebalance completes: always COMPLETE."""
-        from kafkasim.server.consumer_protocol import decode_subscription, encode_subscription
+        from kafkasim.protocol.consumer_protocol import decode_subscription, encode_subscription
 
         wire = [{"name": name, "metadata": meta if isinstance(meta, (bytes, bytearray))
                  else encode_subscription(meta)} for name, meta in protocols]
@@ -48,7 +48,7 @@ class GroupCalls:
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
                    assignments: Optional[dict] = None, *, group_instance_id: Optional[str] = None) -> SyncResult:
         """SyncGroup, held by the server until the leader's assignment arrives."""
-        from kafkasim.server.consumer_protocol import decode_assignment, encode_assignment
+        from kafkasim.protocol.consumer_protocol import decode_assignment, encode_assignment
 
         wire = [{"member_id": m, "assignment": encode_assignment(tps)} for m, tps in (assignments or {}).items()]
         answer = self._call(14, {"group_id": group_id, "generation_id": generation_id, "member_id": member_id,
@@ -110,7 +110,9 @@ class GroupCalls:
         out = {}
         for t in answer.topics:
             for p in t.partitions:
-                if _code(p.error_code) or p.committed_offset < 0:
+                # -1 is OffsetFetch's "no committed offset"; other negatives are sentinels a
+                # tool committed, returned as they are (as the in-process Broker returns them)
+                if _code(p.error_code) or p.committed_offset == -1:
                     continue
                 out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
@@ -126,7 +128,7 @@ class GroupCalls:
     def describe_group(self, group_id: str) -> dict:
         """The embedded broker's description from DescribeGroups, OffsetFetch and ListOffsets
         (``generation`` and ``leader`` are not on the wire: None)."""
-        from kafkasim.server.consumer_protocol import decode_assignment
+        from kafkasim.protocol.consumer_protocol import decode_assignment
 
         answer = self._call(15, {"groups": [group_id], "include_authorized_operations": False})
         g = answer.groups[0]
@@ -156,7 +158,7 @@ class GroupCalls:
         rows = []
         for tp in wanted:
             om = offsets.get(tp)
-            committed = None if om is None else om.offset
+            committed = None if om is None or om.offset < 0 else om.offset   # as Broker.describe_group
             leo = ends.get(tp)
             rows.append({"topic": tp.topic, "partition": tp.partition, "committed": committed,
                          "log_end_offset": leo, "member_id": owners.get(tuple(tp)),

@@ -43,7 +43,7 @@ from typing import Optional
 from kafkasim.errors import UnsupportedVersionError
 from kafkasim.server import apis_admin
 from kafkasim.server import codec
-from kafkasim.server.api import Context, Node, ServerOptions, Waker
+from kafkasim.server.api import Context, Node, RefusalLog, ServerOptions, Waker
 from kafkasim.server.dispatch import APIS
 
 __all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
@@ -90,6 +90,8 @@ class KafkaServer:
         self.broker_id = getattr(broker, "broker_id", 0) if broker_id is None else broker_id
         self.topology = topology
         self._wakers = wakers or (Waker(), Waker())
+        self.refusals = RefusalLog()
+        self._trailing_seen: set = set()   # client ids whose trailing bytes were logged (bounded)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -103,7 +105,7 @@ class KafkaServer:
         node = Node(self.broker_id, self._advertised_host or self.host, self.port)
         self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics,
                             data_waker=self._wakers[0], group_waker=self._wakers[1],
-                            topology=self.topology)
+                            topology=self.topology, refusals=self.refusals)
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
 
@@ -174,8 +176,8 @@ class KafkaServer:
                 return  # the client closed the connection between requests
             (size,) = _SIZE.unpack(head)
             if size < _MIN_FRAME or size > self.max_request_bytes:
-                log.warning("connection %s: request of %d bytes refused (limit %d, minimum %d); closing",
-                            peer, size, self.max_request_bytes, _MIN_FRAME)
+                self.refusals.refused(None, "a request", f"a frame of {size} bytes (limit "
+                                      f"{self.max_request_bytes}, minimum {_MIN_FRAME}); closing", peer)
                 raise _CloseConnection
             frame = await reader.readexactly(size)
             response = await self.handle_frame(frame, peer, ctx)
@@ -192,21 +194,28 @@ class KafkaServer:
             raise _CloseConnection from None
         entry = APIS.get(api_key)
         if entry is None:
-            log.info("connection %s: unknown API key %d; closing", peer, api_key)
+            self.refusals.refused(codec.peek_client_id(frame), f"API key {api_key}",
+                                  "kafkasim does not serve this API (docs/server.md lists what it "
+                                  "serves); closing, as Kafka does", peer)
             raise _CloseConnection
         if not entry.min_version <= version <= entry.max_version:
             if api_key == codec.API_VERSIONS_KEY:
                 return self._unsupported_api_versions(correlation_id)
-            log.info("connection %s: %s v%d is not served (v%d-v%d); closing",
-                        peer, entry.name, version, entry.min_version, entry.max_version)
+            self.refusals.refused(codec.peek_client_id(frame), f"{entry.name} v{version}",
+                                  f"version not served (v{entry.min_version}-v{entry.max_version}); closing",
+                                  peer)
             raise _CloseConnection
         log.debug("connection %s: %s v%d (correlation id %d)", peer, entry.name, version, correlation_id)
         try:
             request = codec.decode_request(frame, api_key, version)
         except codec.MalformedRequest as exc:
-            log.info("connection %s: malformed request (%s); closing", peer, exc)
+            self.refusals.refused(codec.peek_client_id(frame), f"{entry.name} v{version}",
+                                  f"malformed request ({exc}); closing", peer)
             raise _CloseConnection from None
+        if request.trailing:
+            self._log_trailing(request, entry.name, peer)
         ctx = ctx or self._ctx
+        ctx.client_id, ctx.api_name = request.client_id, entry.name
         started = time.perf_counter()
         try:
             result = await entry.handler(ctx, request)
@@ -223,6 +232,16 @@ class KafkaServer:
         except Exception:
             log.exception("connection %s: %s v%d failed; closing", peer, entry.name, version)
             raise _CloseConnection from None
+
+    def _log_trailing(self, request, api_name: str, peer) -> None:
+        """Bytes after a request body are ignored, as Kafka ignores them (librdkafka >= 2.12
+        sends 3 with Metadata v9+); logged once per client id, at DEBUG."""
+        if request.client_id in self._trailing_seen or len(self._trailing_seen) >= 1024:
+            return
+        self._trailing_seen.add(request.client_id)
+        log.debug("connection %s: client %r sent %d bytes after the body of %s v%d; ignored, "
+                  "as Kafka ignores them (logged once per client)", peer, request.client_id,
+                  request.trailing, api_name, request.api_version)
 
     @staticmethod
     def _unsupported_api_versions(correlation_id: int) -> bytes:

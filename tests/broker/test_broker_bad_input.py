@@ -225,7 +225,7 @@ def test_fetch_offsets_must_be_integers(b, offset):
     (lambda b: b.fetch("t", 0, 0, max_bytes="1"), InvalidArgumentError, "max_bytes"),
     (lambda b: b.fetch(["t"], 0, 0), InvalidArgumentError, "topic"),
     (lambda b: b.list_offsets("t", 0, "latest"), InvalidArgumentError, "timestamp"),
-    (lambda b: b.list_offsets("t", 0, -3), InvalidArgumentError, "timestamp"),
+    (lambda b: b.list_offsets("t", 0, -4), InvalidArgumentError, "timestamp"),
     (lambda b: b.list_offsets("t", True, -1), InvalidArgumentError, "partition"),
     (lambda b: b.produce("t", 0, "not a batch"), InvalidArgumentError, "batch"),
     (lambda b: b.produce("t", 1.0, b""), InvalidArgumentError, "partition"),

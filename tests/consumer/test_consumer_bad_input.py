@@ -8,7 +8,7 @@ import pytest
 from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
-from kafkasim.errors import InvalidArgumentError, InvalidRequestError
+from kafkasim.errors import InvalidArgumentError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 T0 = 1_700_000_000_000
@@ -48,11 +48,21 @@ def test_a_standalone_commit_names_the_bad_entry_and_commits_nothing(b, offsets,
     assert b.offset_fetch("g") == {}
 
 
-def test_a_valid_standalone_commit_still_works_and_a_negative_offset_keeps_its_kafka_error(b):
+def test_a_valid_standalone_commit_still_works_and_sentinel_offsets_are_stored_as_kafka_does(b):
+    """Kafka's coordinator stores any offset (admin tools commit -2/-1 to reset a group);
+    OffsetFetch returns it, and readers treat a negative one as no committed offset."""
     b.offset_commit("g", "", -1, {("t", 0): 2, TopicPartition("t", 1): OffsetAndMetadata(0, "m")})
     assert b.offset_fetch("g") == {TP: OffsetAndMetadata(2), TopicPartition("t", 1): OffsetAndMetadata(0, "m")}
-    with pytest.raises(InvalidRequestError, match="negative offset -1"):
-        b.offset_commit("g", "", -1, {TP: -1})
+    b.offset_commit("g", "", -1, {TP: -2})
+    assert b.offset_fetch("g", [TP]) == {TP: OffsetAndMetadata(-2)}
+    rows = {r["partition"]: r for r in b.describe_group("g")["partitions"]}
+    assert rows[0]["committed"] is None and rows[0]["lag"] is None      # shown as "-", as Kafka's tools do
+    assert rows[1]["committed"] == 0
+    c = Consumer(b, clock=b.clock, group_id="g", auto_offset_reset="latest")
+    c.assign([TP])
+    assert c.committed(TP) is None                 # kafka-python/Java: no committed offset
+    assert c.position(TP) == 3                     # so auto_offset_reset decides where to start
+    c.close()
 
 
 @pytest.mark.parametrize("call,name", [

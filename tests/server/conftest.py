@@ -26,6 +26,12 @@ class Served:
     host: str
     port: int
     data_dir: str
+    log_path: str = ""
+    """Where the server's stderr (its log) goes."""
+
+    def log_text(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
 
     @property
     def bootstrap(self) -> str:
@@ -66,7 +72,7 @@ def start_server(data_dir, *extra: str) -> Served:
         with open(log_path) as f:
             err = f.read()
         raise AssertionError(f"kafkasim serve did not start: stdout={line!r}{out!r} stderr={err[-2000:]!r}")
-    return Served(proc, info["host"], info["port"], str(data_dir))
+    return Served(proc, info["host"], info["port"], str(data_dir), log_path)
 
 
 @pytest.fixture

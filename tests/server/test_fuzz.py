@@ -2,7 +2,7 @@
 
 Seeds are valid requests of every served API version (tests/server/test_protocol.py's
 minimal requests). Each case mutates one (flips bytes, overwrites the header, splices
-random bytes, truncates, lies about the size) with a seeded RNG, sends it on a loopback
+random bytes, truncates, appends trailing bytes, lies about the size) with a seeded RNG, sends it on a loopback
 connection and reads whatever comes back for a short while. The count and the time are
 both bounded. Afterwards the server must still be up, a real client must still work,
 and ``kafkasim verify-log`` must pass on the data dir.
@@ -40,7 +40,7 @@ def _seeds() -> list[bytes]:
 
 def _mutate(rng: random.Random, body: bytes) -> bytes:
     buf = bytearray(body)
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
     if kind == 0:                                    # flip a few bytes anywhere
         for _ in range(rng.randint(1, 6)):
             buf[rng.randrange(len(buf))] = rng.randrange(256)
@@ -57,6 +57,8 @@ def _mutate(rng: random.Random, body: bytes) -> bytes:
             buf[at] = rng.choice([0, 0xFF, 0x7F, 0x80, rng.randrange(256)])
     elif kind == 5:                                  # pure garbage
         buf = bytearray(rng.randbytes(rng.randint(0, 64)))
+    elif kind == 7:                                  # trailing bytes after a valid body (ignored, as Kafka)
+        buf += rng.randbytes(rng.randint(1, 16))
     else:                                            # a length field inside set huge or negative
         if len(buf) > 12:
             at = rng.randrange(8, len(buf) - 3)
@@ -69,6 +71,25 @@ def _frame(rng: random.Random, body: bytes) -> bytes:
     if rng.random() < 0.05:                          # the size lies
         size = rng.choice([size + rng.randint(1, 100), max(0, size - rng.randint(1, 8)), -7])
     return struct.pack(">i", size) + body
+
+
+TRAILING_CASES = 50
+HELD = {1, 11, 14}    # Fetch, JoinGroup, SyncGroup may be held: not answered at once
+
+
+def _trailing_frames_answered(server, rng: random.Random) -> int:
+    """Valid requests with 1-16 random bytes after the body: each one is answered (Kafka
+    ignores bytes past the schema's fields), on a connection that stays open."""
+    answered = 0
+    seeds = [s for s in _seeds() if struct.unpack_from(">h", s, 0)[0] not in HELD | {0}]
+    with raw.connect(server.host, server.port) as sock:
+        for _ in range(TRAILING_CASES):
+            body = rng.choice(seeds) + rng.randbytes(rng.randint(1, 16))
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            (size,) = struct.unpack(">i", raw.recv_exactly(sock, 4))
+            raw.recv_exactly(sock, size)
+            answered += 1
+    return answered
 
 
 def test_fuzzed_frames_never_take_the_server_down(server):
@@ -106,6 +127,8 @@ def test_fuzzed_frames_never_take_the_server_down(server):
             sock.close()
     assert sent >= 1000, f"only {sent} frames in {TIME_BUDGET_S}s"
     assert closed > 0 and answered > 0       # both paths were exercised
+    trailing = _trailing_frames_answered(server, rng)
+    assert trailing == TRAILING_CASES, f"only {trailing} of {TRAILING_CASES} frames with trailing bytes answered"
     assert server.proc.poll() is None, "the server died"
 
     # a real client still works

@@ -55,17 +55,24 @@ def minimal_request(key: int, version: int) -> dict:
         19: {"topics": [{"name": f"created-v{version}", "num_partitions": 2, "replication_factor": 1}],
              "timeout": 5000},
         20: {"topic_names": ["nosuchtopic"], "topics": [{"name": "nosuchtopic"}], "timeout": 5000},
+        21: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout": 5000},
         22: {"transactional_id": None, "transaction_timeout": 5000},
         32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
         35: {"topics": [{"topic": "t", "partitions": [0]}]},
         37: {"topics": [{"name": "t", "count": 1}], "timeout": 5000, "validate_only": True},
         42: {"groups_names": ["nosuchgroup"]},
+        43: {"election_type": 0, "topic_partitions": [{"topic": "t", "partitions": [0]}], "timeout": 5000},
         44: {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "3600000"}]}], "validate_only": True},
+        45: {"timeout": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+        46: {"timeout": 5000, "topics": None},
+        47: {"group_id": "nosuchgroup", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": True},
     }[key]
 
 
-EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69}   # errors a minimal request must get
+EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
@@ -225,7 +232,7 @@ def test_forged_array_length_is_refused_before_kio_allocates(version):
 def test_forged_assignment_bytes_are_refused_not_read():
     """The leader's assignment is untrusted bytes too: a forged count is an error, not an abort."""
     from kafkasim.errors import InvalidRequestError
-    from kafkasim.server.apis_groups import decode_assignment, encode_assignment
+    from kafkasim.protocol.consumer_protocol import decode_assignment, encode_assignment
     from kafkasim.types import TopicPartition
 
     good = encode_assignment([TopicPartition("t", 1), TopicPartition("t", 0), TopicPartition("u", 2)])
@@ -263,7 +270,7 @@ def test_retried_idempotent_batch_is_written_once(served):
 
 def test_subscription_bytes_round_trip_and_read_what_real_clients_send():
     from kafkasim.errors import InvalidRequestError
-    from kafkasim.server.consumer_protocol import decode_subscription, encode_subscription
+    from kafkasim.protocol.consumer_protocol import decode_subscription, encode_subscription
 
     meta = {"topics": ["b", "a"], "user_data": None, "owned_partitions": [["a", 1], ["a", 0]],
             "generation_id": 4, "rack_id": "r1"}

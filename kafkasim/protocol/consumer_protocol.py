@@ -3,9 +3,10 @@
 Kafka's classic group protocol carries two opaque byte strings that the ``consumer``
 protocol type gives a shape to (``ConsumerProtocolSubscription`` and
 ``ConsumerProtocolAssignment``, each an int16 version followed by the body). Both the
-server (:mod:`kafkasim.server.apis_groups`: the coordinator keeps assignments as
-topic-partitions) and the client (:mod:`kafkasim.server.remote`: kafkasim's own consumer
-over the wire) translate them here, with kio's classes generated from Kafka's schemas.
+coordinator (which keeps the bytes as they came and decodes the topic-partitions its
+tools show beside them), the wire front end and the client (:mod:`kafkasim.server.remote`:
+kafkasim's own consumer over the wire) translate them here, with kio's classes generated
+from Kafka's schemas.
 
 In kafkasim's in-process API a subscription is the dict the consumer's group member
 builds (``{"topics", "user_data", "owned_partitions": [[t, p]], "generation_id",
@@ -28,11 +29,11 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
 from kafkasim.errors import InvalidRequestError
-from kafkasim.server.codec import read_entity
+from kafkasim.protocol.kio_bounds import read_entity
 from kafkasim.types import TopicPartition
 
 __all__ = ["decode_assignment", "encode_assignment", "decode_subscription", "encode_subscription",
-           "SUBSCRIPTION_VERSION"]
+           "subscribed_topics", "subscription_bytes", "SUBSCRIPTION_VERSION"]
 
 SUBSCRIPTION_VERSION = 3      # topics, user data, owned partitions, generation, rack
 _NEWEST_ASSIGNMENT = 3
@@ -121,3 +122,28 @@ def decode_subscription(data: bytes) -> dict:
             "owned_partitions": [[t.topic, p] for t in owned for p in t.partitions],
             "generation_id": getattr(entity, "generation_id", -1),
             "rack_id": getattr(entity, "rack_id", None)}
+
+
+def subscription_bytes(protocol_type: Optional[str], meta) -> bytes:
+    """A member's protocol metadata as bytes: wire bytes unchanged; an in-process consumer's
+    subscription dict as ``ConsumerProtocolSubscription``; nothing else known → empty."""
+    if isinstance(meta, (bytes, bytearray, memoryview)):
+        return bytes(meta)
+    if isinstance(meta, dict) and protocol_type == "consumer":
+        return encode_subscription(meta)
+    return b""
+
+
+def subscribed_topics(protocol_type: Optional[str], meta) -> Optional[list[str]]:
+    """The topics a member's protocol metadata subscribes to: from an in-process member's
+    dict, or from ``consumer`` protocol bytes; None when that is not known (another
+    protocol type, or bytes that do not decode). Kafka's coordinator reads the same field
+    (``isSubscribedToTopic``: OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC)."""
+    if isinstance(meta, dict):
+        return [t for t in meta.get("topics") or () if isinstance(t, str)]
+    if protocol_type == "consumer" and isinstance(meta, (bytes, bytearray, memoryview)) and meta:
+        try:
+            return decode_subscription(bytes(meta))["topics"]
+        except InvalidRequestError:
+            return None
+    return None
