@@ -3,10 +3,15 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Apps with their own virtualenvs (tests/server/test_apps.py runs them against kafkasim serve):
+# each pins a client range apart from the project's (quixstreams: confluent-kafka<2.13; faust:
+# its aiokafka), so each gets .venv-apps/NAME from tests/apps/requirements-NAME.txt.
+APPS       := faust quix
+APP_STAMPS := $(foreach app,$(APPS),.venv-apps/$(app)/.installed-stamp)
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh
+$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh scripts/ensure_kcat.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -14,9 +19,17 @@ $(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.
 	bash scripts/ensure_java.sh
 	bash scripts/ensure_promtool.sh || echo "kafkasim: promtool missing: the alert-rule tests skip (and fail under CI=true)"
 	bash scripts/ensure_chromium.sh || echo "kafkasim: chromium missing: the live-view browser test skips (and fails under CI=true)"
+	bash scripts/ensure_kcat.sh || echo "kafkasim: kcat missing: the kcat client tests skip (and fail under CI=true)"
 	touch $(STAMP)
 
-setup: $(STAMP)
+.venv-apps/%/.installed-stamp: tests/apps/requirements-%.txt
+	rm -rf .venv-apps/$*
+	$(PYTHON) -m venv .venv-apps/$*
+	.venv-apps/$*/bin/pip install --quiet --upgrade pip
+	.venv-apps/$*/bin/pip install --quiet -r $<
+	touch $@
+
+setup: $(STAMP) $(APP_STAMPS)
 
 demo: setup
 	$(BIN)/kafkasim demo
@@ -33,4 +46,4 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) kafkasim-data bench-results.json .pytest_cache build kafkasim/records/_codec*.so
+	rm -rf $(VENV) .venv-apps kafkasim-data bench-results.json .pytest_cache build kafkasim/records/_codec*.so
