@@ -55,6 +55,9 @@ def test_after_a_restart_and_the_check_interval_the_preferred_replicas_lead_agai
         t0 = clock.now_ms()
         _all_led_by_0(c, clock)                 # the imbalance appears at t0: the check is due at t0 + 300 s
         assert c.metrics()["PreferredReplicaImbalanceCount"] == 4
+        balance = c.leader_balance()
+        assert balance["enabled"] and balance["next_check_ms"] == t0 + 300 * S
+        assert balance["imbalanced"] == sorted(f"t-{p}" for p, b in preferred.items() if b != 0)
         epochs = _epochs(c)
 
         clock.set(t0 + 300 * S - 1)
@@ -71,6 +74,7 @@ def test_after_a_restart_and_the_check_interval_the_preferred_replicas_lead_agai
         assert [b["leaders"] for b in d["brokers"]] == [2, 2, 2]
         assert d["preferred_replica_imbalance"] == 0
         assert c.metrics()["PreferredReplicaImbalanceCount"] == 0
+        assert c.leader_balance()["next_check_ms"] is None          # balanced: nothing scheduled
     finally:
         c.close()
 
