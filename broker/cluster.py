@@ -23,7 +23,9 @@ partition now has several replicas. What the cluster adds:
   and ``NetworkError`` when it is stopped or isolated. :meth:`Cluster.leader_for` is the
   metadata a client asks for.
 - :meth:`Cluster.tick` runs the due follower fetches (slowed followers), the ISR check
-  (``replica.lag.time.max.ms``) and the broker's periodic maintenance.
+  (``replica.lag.time.max.ms``), the controller's automatic preferred leader election when it
+  is due (``auto.leader.rebalance.enable``, :mod:`kafkasim.broker.leader_balance`) and the
+  broker's periodic maintenance.
 
 Faults and elections are :mod:`kafkasim.broker.faults`; reassignment, preferred leader
 election and per-broker skew are :mod:`kafkasim.broker.reassign`.
@@ -58,6 +60,7 @@ from kafkasim.broker.broker import Broker
 from kafkasim.broker.controller import BrokerInfo, ControllerState, ControllerStore, PartitionInfo
 from kafkasim.broker.core import INTERNAL_TOPICS
 from kafkasim.broker.faults import ClusterFaults
+from kafkasim.broker.leader_balance import LeaderBalance
 from kafkasim.broker.reassign import Reassignment
 from kafkasim.broker.replica import PartitionState
 
@@ -91,7 +94,7 @@ def parse_brokers(spec: Any) -> list[tuple[int, Optional[str]]]:
     return out
 
 
-class Cluster(ClusterFaults, Reassignment, Broker):
+class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
     """N in-process brokers over ``data_dir`` (see the module docstring).
 
     ``brokers``: ``[(id, rack), ...]`` for a new cluster; None opens an existing one (a
@@ -109,12 +112,14 @@ class Cluster(ClusterFaults, Reassignment, Broker):
         # guards cluster.json's in-memory state when a partition changes under its own lock
         # (ISR moves during produce); never held while taking another lock
         self._ctl_lock = threading.Lock()
+        self._init_leader_balance()
         self._open(data_dir, clock, 0, default_configs, broker_configs)
         self.lag_max_ms = self.broker_config["replica.lag.time.max.ms"]
         for part in self._partitions.values():
             part.lag_max_ms = self.lag_max_ms
         with self._lock, self.deferred_save():
             self._reconcile()
+        self._start_leader_balance()
 
     # -- controller state ------------------------------------------------------------------
     def _load_controller(self) -> None:
@@ -166,6 +171,7 @@ class Cluster(ClusterFaults, Reassignment, Broker):
         with self._ctl_lock:
             self._ctl.partitions[topic][int(p)] = PartitionInfo(list(part.replicas), part.leader, list(part.isr),
                                                                 part.leader_epoch)
+            self._track_leader(TopicPartition(topic, int(p)), part)
         self._save()
 
     # -- the fault view the partitions consult (kafkasim.broker.replica.FaultView) -----------
@@ -204,10 +210,13 @@ class Cluster(ClusterFaults, Reassignment, Broker):
             info = PartitionInfo(replicas, live[0] if live else -1, live, 0)
             infos.append(info)
         hosted = {b: self._open_replica_log(b, tp, config) for b in info.replicas}
-        return PartitionState(str(tp), info.replicas, hosted, self.clock, leader=info.leader, isr=info.isr,
+        part = PartitionState(str(tp), info.replicas, hosted, self.clock, leader=info.leader, isr=info.isr,
                               leader_epoch=info.leader_epoch, faults=self,
                               lag_max_ms=self.broker_config["replica.lag.time.max.ms"],
                               on_change=self._partition_changed)
+        with self._ctl_lock:
+            self._track_leader(tp, part)
+        return part
 
     def _live(self) -> list[int]:
         return [b for b in sorted(self._ctl.brokers) if self.reachable(b)]
@@ -275,6 +284,7 @@ class Cluster(ClusterFaults, Reassignment, Broker):
         with self._lock:
             super().delete_topic(name)
             self._ctl.partitions.pop(name, None)
+            self._forget_topic(name)
             self._save()
 
     # -- clients -----------------------------------------------------------------------------
@@ -317,8 +327,9 @@ class Cluster(ClusterFaults, Reassignment, Broker):
             return {b: BrokerInfo(**vars(i)) for b, i in self._ctl.brokers.items()}
 
     def tick(self) -> Optional[dict[str, int]]:
-        """Run the due follower fetches (slowed followers), the ISR check, then the broker's
-        periodic maintenance (see Broker.tick); returns the maintenance totals or None."""
+        """Run the due follower fetches (slowed followers), the ISR check, the automatic
+        preferred leader election when its check is due (kafkasim.broker.leader_balance), then
+        the broker's periodic maintenance (see Broker.tick); returns the maintenance totals or None."""
         self._check_open()
         now = self.clock.now_ms()
         with self._lock, self.deferred_save():
@@ -327,6 +338,7 @@ class Cluster(ClusterFaults, Reassignment, Broker):
                     with part.lock:
                         part.replicate(now)
                         part.maybe_shrink_isr(now)
+            self._maybe_balance_leaders(now)
         return super().tick()
 
 

@@ -5,11 +5,12 @@
 - :meth:`Reassignment.describe_cluster`: brokers (rack, state, delay), every partition's
   leader / replicas / ISR / epoch / HW with the flags ``under_replicated`` (ISR smaller
   than the replicas), ``under_min_isr`` (ISR smaller than ``min.insync.replicas``) and
-  ``offline`` (no leader), the lost records of unclean elections, and the per-broker
+  ``offline`` (no leader), ``preferred_replica_imbalance`` (how many partitions are not led by
+  their first replica), the lost records of unclean elections, and the per-broker
   **skew**: replicas, leaders and bytes per broker, each with max/min (``inf`` when a
   broker holds none) flagged above 1.3 (the operators' reassignment threshold).
 - :meth:`Reassignment.metrics`: Kafka's replication gauges (under-replicated, under-min-ISR,
-  offline) and counts (ISR shrinks/expands, leader elections, lost records).
+  offline, preferred replica imbalance) and counts (ISR shrinks/expands, leader elections, lost records).
 - :meth:`Reassignment.add_broker`: a new broker joins and holds nothing: Kafka never moves
   partitions on its own (the "adding a broker rebalances" misconception).
 - :meth:`Reassignment.reassign` executes a plan (``kafka-reassign-partitions --execute``), per
@@ -89,6 +90,7 @@ class Reassignment(BrokerCore):
                         "replicas": replicas[b], "leaders": leaders[b], "bytes": size[b]}
                        for b, i in sorted(self._ctl.brokers.items())]
             return {"brokers": brokers, "partitions": parts,
+                    "preferred_replica_imbalance": sum(p["leader"] != p["replicas"][0] for p in parts),
                     "under_replicated": sum(p["under_replicated"] for p in parts),
                     "under_min_isr": sum(p["under_min_isr"] for p in parts),
                     "offline": sum(p["offline"] for p in parts),
@@ -98,13 +100,16 @@ class Reassignment(BrokerCore):
     def metrics(self) -> dict[str, int]:
         """Kafka's replication gauges now, and the counts since this cluster object opened:
         ``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``, ``OfflinePartitionsCount``,
-        ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``, ``LostRecords`` (unclean elections)."""
+        ``PreferredReplicaImbalanceCount`` (partitions not led by their first replica, offline ones
+        included, as KRaft counts them), ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``,
+        ``LostRecords`` (unclean elections)."""
         d = self.describe_cluster()
         with self._lock:
             parts = [p for tp, p in self._partitions.items() if tp.topic not in INTERNAL_TOPICS]
             total = {k: sum(p.counts[k] for p in parts) for k in ("isr_shrinks", "isr_expands", "leader_elections")}
         return {"UnderReplicatedPartitions": d["under_replicated"], "UnderMinIsrPartitionCount": d["under_min_isr"],
-                "OfflinePartitionsCount": d["offline"], "IsrShrinks": total["isr_shrinks"],
+                "OfflinePartitionsCount": d["offline"],
+                "PreferredReplicaImbalanceCount": d["preferred_replica_imbalance"], "IsrShrinks": total["isr_shrinks"],
                 "IsrExpands": total["isr_expands"], "LeaderElections": total["leader_elections"],
                 "LostRecords": d["lost_records"]}
 

@@ -193,6 +193,16 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    _D("auto.leader.rebalance.enable", "boolean", True,
+       doc="a cluster's controller moves leadership back to each partition's preferred (first) replica, "
+           "once it is live and in the ISR, every leader.imbalance.check.interval.seconds while any "
+           "partition is led by another replica (kafkasim.broker.leader_balance)"),
+    _D("leader.imbalance.check.interval.seconds", "long", 300, min=1,
+       doc="how long after an imbalance appears (and then between checks) the controller runs the "
+           "preferred leader election (a cluster's tick() on the clock)"),
+    _D("leader.imbalance.per.broker.percentage", "int", 10,
+       doc="accepted and stored only: Kafka 4's KRaft controller does not read it (only the ZooKeeper "
+           "controller, removed in 4.0, used it as a per-broker threshold)", applied=False),
     _D("log.cleaner.enable", "boolean", True,
        doc="run the LogCleaner (retention, compaction, flush.ms) every log.retention.check.interval.ms "
            "(a background thread on a real clock; Broker.tick() under a MockClock)"),

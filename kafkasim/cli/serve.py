@@ -45,6 +45,9 @@ def register(sub) -> None:
                    help="fetch sessions (KIP-227) each broker keeps for incremental fetches "
                         "(max.incremental.fetch.session.cache.slots, default 1000; 0: none, every "
                         "fetch is answered in full)")
+    p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                   help="a broker config by its server.properties name, as kafka-server-start.sh's "
+                        "--override (repeatable), e.g. leader.imbalance.check.interval.seconds=5")
     p.add_argument("--max-request-bytes", type=positive_int, default=104_857_600,
                    help="largest request accepted (socket.request.max.bytes, default 104857600)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -68,6 +71,18 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not 0 <= number <= 65535:
         raise InvalidArgumentError(f"--listen {text!r}: port {number} is outside 0-65535")
     return host, number
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    """``["name=value", ...]`` → ``{name: value}`` (the broker validates names and values)."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise InvalidArgumentError(f"--override {pair!r}: expected NAME=VALUE, "
+                                       "e.g. leader.imbalance.check.interval.seconds=5")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def _serve(args) -> int:
@@ -113,5 +128,6 @@ def _serve(args) -> int:
                   f"(data dir {data_dir}{metrics}; Ctrl-C to stop)", flush=True)
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
-          on_ready=ready, metrics_port=args.metrics_port, brokers=brokers)
+          on_ready=ready, metrics_port=args.metrics_port, brokers=brokers,
+          broker_configs=_overrides(args.override))
     return 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from kafkasim.clock import SystemClock
 from kafkasim.errors import InvalidArgumentError
@@ -38,7 +38,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
           stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
-          brokers=None) -> None:
+          brokers=None, broker_configs: Optional[Mapping[str, Any]] = None) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
@@ -47,7 +47,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     ``brokers``: ``[(id, rack), ...]`` or ``"0:r1,1:r2"`` — serve a cluster of these brokers
     (created when the data dir holds none). Without it, a data dir holding a cluster is
-    served as that cluster, any other as one broker."""
+    served as that cluster, any other as one broker.
+
+    ``broker_configs``: broker configs by their server.properties names (what
+    ``kafka-server-start.sh --override name=value`` sets), e.g. a short
+    ``leader.imbalance.check.interval.seconds``; checked before anything is opened."""
     import os
 
     from kafkasim.broker import Broker
@@ -59,9 +63,9 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     if brokers is not None or is_cluster:
         from kafkasim.broker.cluster import Cluster
 
-        broker = Cluster(data_dir, brokers, clock=SystemClock())
+        broker = Cluster(data_dir, brokers, clock=SystemClock(), broker_configs=broker_configs)
     else:
-        broker = Broker(data_dir, clock=SystemClock())
+        broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
     metrics = None
     try:
         if metrics_port is not None:

@@ -85,7 +85,9 @@ def test_group_calls_on_a_closed_broker_still_say_coordinator_not_available(tmp_
 def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
     with Broker(tmp_path / "a", clock=MockClock(T0)) as b:
         assert b.broker_config == {"log.cleaner.enable": True, "log.retention.check.interval.ms": 300_000,
-                                   "replica.lag.time.max.ms": 30_000}
+                                   "replica.lag.time.max.ms": 30_000, "auto.leader.rebalance.enable": True,
+                                   "leader.imbalance.check.interval.seconds": 300,
+                                   "leader.imbalance.per.broker.percentage": 10}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):

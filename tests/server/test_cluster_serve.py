@@ -462,3 +462,59 @@ def test_metadata_of_an_offline_partition_is_leader_not_available(tmp_path):
         assert topology.coordinator().node_id == spare
         c.start_broker(replicas[0])                 # coming back does not take the role back
         assert topology.coordinator().node_id == topology.controller_id() == spare
+
+
+@pytest.mark.slow
+def test_preferred_leaders_are_back_after_a_restart_and_the_imbalance_check_interval(serve_process, tmp_path):
+    """Issue 21, item 10: all partitions stayed led by broker 0 after brokers restarted. Kafka's
+    controller moves leadership back (auto.leader.rebalance.enable, on by default) at its next
+    check; serve's tick on real time drives the check."""
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS,
+                           "--override", "leader.imbalance.check.interval.seconds=2")
+    _create(served, "orders", 6, 3)
+    before = _kafka_python_partitions(served, "orders")
+    preferred = {p: row["replicas"][0] for p, row in before.items()}
+    assert sorted(preferred.values()) == [0, 0, 1, 1, 2, 2]
+    assert all(row["leader"] == preferred[p] for p, row in before.items())
+
+    for b in ("1", "2"):
+        result = _cli(served.data_dir, "cluster", "stop-broker", b)
+        assert result.returncode == 0, result.stderr
+    assert {row["leader"] for row in _kafka_python_partitions(served, "orders").values()} == {0}
+    for b in ("1", "2"):
+        result = _cli(served.data_dir, "cluster", "start-broker", b)
+        assert result.returncode == 0, result.stderr
+
+    def back():
+        seen = _kafka_python_partitions(served, "orders")
+        return seen if all(row["leader"] == preferred[p] for p, row in seen.items()) else None
+
+    deadline = time.monotonic() + 15
+    while (seen := back()) is None:
+        assert time.monotonic() < deadline, "the preferred leaders did not come back"
+        time.sleep(0.5)
+    for p, row in seen.items():
+        assert sorted(row["isr"]) == [0, 1, 2] and row["offline_replicas"] == []
+        if preferred[p] != 0:       # led away, then back: each move an election (epoch + 1)
+            assert row["leader_epoch"] >= before[p]["leader_epoch"] + 2
+
+    described = json.loads(_cli(served.data_dir, "cluster", "describe", "--json").stdout)
+    assert [b["leaders"] for b in described["brokers"]] == [2, 2, 2]
+    assert described["preferred_replica_imbalance"] == 0
+
+
+@pytest.mark.parametrize("override, message", [
+    ("leader.imbalance.check.interval.seconds=0",
+     "Invalid value '0' for configuration leader.imbalance.check.interval.seconds: Value must be at least 1"),
+    ("auto.leader.rebalance.enable=maybe",
+     "Invalid value 'maybe' for configuration auto.leader.rebalance.enable: Expected value to be either true or false"),
+    ("leader.imbalance.check.interval=5", "Unrecognized broker config 'leader.imbalance.check.interval'"),
+    ("nonsense", "--override 'nonsense': expected NAME=VALUE"),
+])
+def test_serve_refuses_a_bad_override_naming_it_and_writes_nothing(tmp_path, override, message):
+    result = subprocess.run([sys.executable, "-m", "kafkasim", "--data-dir", str(tmp_path / "lab"), "serve",
+                             "--brokers", BROKERS, "--listen", "127.0.0.1:0", "--override", override],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "lab").exists()
