@@ -91,7 +91,7 @@ def _partitioners(key: bytes, n: int) -> list[str]:
     return [murmur2_partition(key, n), zlib.crc32(key) % n, abs(signed) % n]
 
 
-_PARTITIONER_NAMES = ("murmur2 (Kafka's default: Java, kafka-python)", "crc32 (librdkafka's consistent_random)",
+_PARTITIONER_NAMES = ("murmur2 (Kafka's default)", "crc32 (librdkafka)",
                       "fnv1a (Sarama)")
 
 
