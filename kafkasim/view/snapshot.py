@@ -8,22 +8,41 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   partition count); per partition the records, log start/end offsets and segments from the
   segment files (:class:`kafkasim.view.tail.PartitionTail`), and the append rate: log end
   offset growth per second over the last ``rate_window_ms`` of the watcher's clock;
-- ``recent``: the last records read, newest timestamp first, each with its key, the partition the log holds it
-  in, and ``hash_partition``: Kafka's default routing ``murmur2(key) mod N`` for the topic's
-  partition count now (None for a null key), so a record routed otherwise shows it;
+- ``recent``: the last ``recent`` records read of each topic, newest timestamp first, each
+  with its key, the partition the log holds it in, ``hash_partition``: Kafka's default routing
+  ``murmur2(key) mod N`` for the topic's partition count now (None for a null key),
+  ``routed_by`` and ``mismatch``. The log does not record a partitioner, so a mismatch is
+  claimed only where it is real: a keyed record written by an identified producer (a client
+  id header or a producer id) in a partition that none of the known clients' partitioners
+  (murmur2: Java, kafka-python; crc32: librdkafka; FNV-1a: Sarama) gives its key. A record
+  with no producer (a lab appending to partitions it picks, as ``consumer-scaling`` does) is
+  "unknown producer", never a mismatch;
 - ``producers``: who wrote the records, from the batch headers (producer id, for idempotent
   producers) and the ``kafkasim.producer`` record header (the client id, when stamped); a
   record with neither is counted under ``unidentified``;
-- ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`);
+- ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`),
+  which a cluster keeps at the data dir's root (not under ``broker-<id>/``); each member with
+  its position (last fetch offset, from ``.fetch-positions.json`` that a live ``kafkasim
+  serve`` writes) and committed offset per owned partition;
+- ``active``: the topic written to most recently and the group touched most recently among
+  those reading it: what the page opens on;
+- ``clock``: whether the timestamps are simulated (a lab's data dir, or timestamps more than
+  a day from the view's clock): the page labels them so;
 - ``cluster_events``: a broker's state or a partition's leader changing between two polls
   (the controller's file is a state, not a log: the view notes the change when it sees it);
 - ``brokers``: broker 0 (the data dir) for one broker, with ``serving`` when its
-  ``.server.json`` names a live process, and it leads every partition. A cluster data dir
+  ``.server.json`` names a live process, and it leads every partition. Each broker's
+  ``listener`` is its own ``host:port`` from ``.server.json`` (a served cluster lists one per
+  broker), ``port_open`` false while it is stopped, and ``replicas`` the replicas it holds
+  with their role (leader, follower, out-of-sync, offline). A cluster data dir
   (``broker-<id>/`` log dirs, the controller's ``meta/cluster.json``) lists every broker with
   its rack and state (``alive``, ``stopped``, ``isolated``) and each partition's replicas,
   leader (-1: offline) and ISR as the controller recorded them; a partition's numbers are
   its leader's log (the replica with the largest log end offset when the leader's is not
   there), and ``held_by`` lists the brokers whose log dir holds a replica.
+
+A data dir wiped and made again (a lab's rerun) is noticed (its inode, or the lab marker's
+mtime, changes) and everything read before is forgotten, so two runs are never mixed.
 
 Nothing is invented: every number is counted from the files as they are at the poll. The
 watcher only reads (plain ``open``/``pread``, never a ``Log``, never the data dir's lock).
@@ -102,12 +121,10 @@ def _routing(key: Optional[bytes], n: Optional[int], partition: int, identified:
                 "mismatch": False}
     placed = _partitioners(bytes(key), n)
     names = [name for name, p in zip(_PARTITIONER_NAMES, placed) if p == partition]
-    if names:
-        routed = names[0]
-    elif identified:
-        routed = "no known partitioner: chosen by the producer (or N changed since)"
-    else:
-        routed = "written without a producer: partition chosen by the writer"
+    if identified:
+        routed = names[0] if names else "no known partitioner: chosen by the producer (or N changed since)"
+    else:                # no producer id, no client id: a lab appending by hand, or an unknown client
+        routed = "unknown producer" + (f"; matches {names[0]}" if names else "")
     return {"hash_partition": placed[0], "routed_by": routed, "mismatch": bool(identified and not names)}
 
 
@@ -184,7 +201,8 @@ class DataDirWatcher:
         self.budget = budget
         self._tails: dict[tuple[int, str, int], PartitionTail] = {}
         self._samples: dict[tuple[str, int], deque] = {}
-        self._recent: deque = deque(maxlen=recent)
+        self.recent_per_topic = recent
+        self._recent: dict[str, deque] = {}     # topic -> its last records read (the page filters by topic)
         self._producers: dict[str, dict] = {}
         self._groups = GroupsModel()
         self._topic_sizes: dict[str, int] = {}
@@ -338,7 +356,7 @@ class DataDirWatcher:
         starts on 2023-11-14) or timestamps more than a day from the view's clock are simulated."""
         if os.path.exists(os.path.join(self.data_dir, LAB_MARKER)):
             return {"simulated": True, "why": "a lab's data dir: its clock is simulated"}
-        stamps = [r["timestamp"] for r in self._recent] + [g for g in self._groups.updated.values()]
+        stamps = [r["timestamp"] for rs in self._recent.values() for r in rs] + [g for g in self._groups.updated.values()]
         newest = max(stamps, default=None)
         if newest is not None and abs(newest - now) > SIMULATED_SKEW_MS:
             return {"simulated": True, "why": "the records' timestamps are more than a day from this clock"}
@@ -421,10 +439,13 @@ class DataDirWatcher:
             n = self._topic_sizes.get(topic)
             before = self._written.get(topic, (0, h.max_timestamp))
             self._written[topic] = (self.polls, max(before[1], h.max_timestamp))
-            for i in range(max(0, count - (self._recent.maxlen or 0)), count):   # only what the list keeps
+            recent = self._recent.get(topic)
+            if recent is None:
+                recent = self._recent[topic] = deque(maxlen=self.recent_per_topic)
+            for i in range(max(0, count - self.recent_per_topic), count):   # only what the list keeps
                 k = keys[i]
                 client = idents[i] if idents else None
-                self._recent.append({
+                recent.append({
                     "topic": topic, "partition": partition, "offset": h.base_offset + deltas[i],
                     "timestamp": h.base_timestamp + tsds[i], "key": _text(k), "partitions": n,
                     "producer": client or fallback,
@@ -504,6 +525,7 @@ class DataDirWatcher:
                                "partition_stats": parts, "records": sum(x["records"] for x in parts)})
         for tp in [tp for tp in self._samples if tp not in leos]:    # deleted partitions
             del self._samples[tp]
+        leo_topics = {t for t, _ in leos}
         server, listeners = self._read_server()
         brokers = self._brokers(log_dirs, cluster, server, listeners, out_topics)
         self._note_changes(now, brokers, out_topics)
@@ -517,7 +539,8 @@ class DataDirWatcher:
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],
-            "recent": sorted(reversed(self._recent), key=lambda r: r["timestamp"], reverse=True),
+            "recent": sorted((r for name in sorted(self._recent) if name in leo_topics
+                              for r in reversed(self._recent[name])), key=lambda r: r["timestamp"], reverse=True),
             "groups": groups,
             "active": active,
             "clock": self._clock_kind(now),
