@@ -7,7 +7,7 @@ rack, with its own port and the replicas it holds (leader marked); the consumer 
 ``__consumer_offsets`` sits at the cluster data dir's root) with both members, what each owns,
 and each one's position (its last fetch offset, recorded by serve); then ``kafkasim cluster
 stop-broker 1`` turns broker 1's box red and "stopped" and moves its partitions' leaders on the
-page within 3 s. One screenshot per state is kept in the test's tmp dir.
+page within 3 s; ``start-broker 1`` brings it back. One screenshot per state is kept in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PAGE = """(() => {
     client: g.dataset.clientId, owns: g.dataset.owns ? g.dataset.owns.split(',') : [],
     positions: Object.fromEntries([...g.querySelectorAll('[data-tp]')].map(t => [t.dataset.tp, t.dataset.position]))}));
   return {brokers, parts, members, racks: [...document.querySelectorAll('#brokers .rack')].map(r => r.dataset.rack),
-          title: document.getElementById('diagram').textContent};
+          title: (document.getElementById('diagram') || {}).textContent || ''};
 })()"""
 
 
@@ -170,6 +170,17 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
                  if p["topic"] == TOPIC}
         assert {p: now["parts"][f"{TOPIC}-{p}"]["leader"] for p in range(N)} == \
             {p: truth[p]["leader"] for p in range(N)}
+
+        start = subprocess.run([sys.executable, "-m", "kafkasim", "cluster", "start-broker", "1",
+                                "--data-dir", str(data)], capture_output=True, text=True, timeout=60)
+        assert start.returncode == 0, start.stderr
+
+        def broker_1_back():
+            b1 = next(b for b in page(chromium)["brokers"] if b["id"] == 1)
+            return b1["state"] == "alive" and "offline" not in b1["replicas"].values() and b1
+        b1 = wait_until(broker_1_back, 5, 0.05, "broker 1 alive again on the page")
+        assert "closed" not in b1["text"] and ports[1] in b1["text"] and b1["border"] != "rgb(225, 87, 89)"
+        chromium.screenshot(str(shots / "4-broker-1-restarted.png"))
     finally:
         for m in members:
             m.close()

@@ -366,3 +366,33 @@ def test_partitions_picked_by_hand_without_a_producer_are_not_a_mismatch(data, c
     assert by_key["merchant-7"]["mismatch"] is True
     assert all(r["mismatch"] is False and r["routed_by"] == "murmur2 (Kafka's default)"
                for r in recent if r["producer"] == "shop")
+
+
+def test_broker_boxes_follow_a_stop_a_restart_and_a_reassignment(tmp_path, clock):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.types import TopicPartition
+
+    d = str(tmp_path / "cluster")
+    with Cluster(d, [(0, "r1"), (1, "r2")], clock=clock) as cluster:
+        cluster.create_topic("orders", 2, replication_factor=2)
+        w = DataDirWatcher(d, clock=clock)
+
+        def roles():
+            snap = w.poll()
+            return {b["id"]: {r["partition"]: r["role"] for r in b["replicas"]} for b in snap["brokers"]}, snap
+
+        before, _ = roles()
+        assert sorted(before) == [0, 1] and all(len(v) == 2 for v in before.values())
+        cluster.stop_broker(1)
+        after, snap = roles()
+        assert set(after[1].values()) == {"offline"} and set(after[0].values()) == {"leader"}
+        assert [b["state"] for b in snap["brokers"]] == ["alive", "stopped"]
+        cluster.start_broker(1)
+        back, _ = roles()
+        assert set(back[1].values()) <= {"follower", "out-of-sync", "leader"} and "offline" not in back[1].values()
+        cluster.add_broker(2, "r3")
+        added, snap = roles()
+        assert added[2] == {} and [b["rack"] for b in snap["brokers"]] == ["r1", "r2", "r3"]
+        cluster.reassign({TopicPartition("orders", 0): [2, 0]})
+        moved, _ = roles()
+        assert 0 in moved[2] and 0 not in moved[1]            # the new broker holds the moved replica
