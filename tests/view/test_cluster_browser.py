@@ -103,7 +103,7 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="till")
     for i in range(30):
         producer.send(TOPIC, key=f"account-{i}".encode(), value=b"100")
-    producer.flush()
+    producer.flush()                       # kept open: one more record is sent once the page shows the group
 
     url = view_process(data)
     chromium.navigate(url)
@@ -142,6 +142,11 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
                        for m in now["members"] for tp in m["owns"]) and len(now["members"]) == 2
         wait_until(caught_up, 30, 0.2, "both members' positions to reach the log end offsets")
         chromium.screenshot(str(shots / "2-two-members.png"))
+        flows = int(chromium.evaluate("document.body.dataset.flows || '0'"))
+        producer.send(TOPIC, key=b"account-99", value=b"5").get(timeout=30)   # travels to its partition
+        wait_until(lambda: int(chromium.evaluate("document.body.dataset.flows || '0'")) > flows, 10, 0.05,
+                   "the new record's dot to be animated")
+        producer.close()
 
         led_by_1 = [p for p in range(N) if truth[p]["leader"] == 1]
         assert led_by_1
@@ -184,5 +189,6 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
     finally:
         for m in members:
             m.close()
+        producer.close()
     assert not [e for m in members for e in m.errors]
     assert chromium.console == [], chromium.console
