@@ -357,8 +357,7 @@ def _run_in_view(name: str, data_dir: str, args: argparse.Namespace, echo: Echo,
 
     if not 0 <= args.view_pace <= 60:
         raise InvalidArgumentError(f"--view-pace {args.view_pace}: between 0 and 60 seconds")
-    check_wipeable(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
+    fresh_dir(data_dir)         # wipe before the view reads it: the page never shows the previous run
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with ViewServer(DataDirWatcher(data_dir)) as server:

@@ -194,6 +194,9 @@ class Context:
     """The client id of the request being handled (set per request by the server)."""
     api_name: str = ""
     """The name of the API being handled (set per request by the server)."""
+    positions: Any = None
+    """The server's :class:`~kafkasim.server.positions.FetchPositions` (the last fetch offset
+    per client, for the live view), or None."""
 
     def refused(self, reason: str) -> None:
         """Log that this request is being refused (rate-limited, see :class:`RefusalLog`)."""

@@ -218,6 +218,8 @@ async def fetch(ctx, req):
     elif getattr(body, "session_id", 0) != INVALID_SESSION_ID:
         exc = FetchSessionIdNotFoundError(f"fetch session {body.session_id}: this listener keeps no fetch sessions")
         return {"error_code": error_code(exc), "session_id": INVALID_SESSION_ID, "responses": []}
+    if ctx.positions is not None:                  # for the live view: this client's fetch offsets
+        ctx.positions.fetched(ctx.client_id, ctx.client_host, wanted)
     max_wait = max(0, ms(body.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait
     response_max = getattr(body, "max_bytes", 2**31 - 1)

@@ -50,7 +50,7 @@ class ClusterListeners:
     def __init__(self, cluster, host: str, port: int, *, data_dir: str,
                  options: Optional[ServerOptions] = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, metrics=None,
-                 interval: float = TICK_INTERVAL_S) -> None:
+                 interval: float = TICK_INTERVAL_S, positions=None) -> None:
         self.cluster = cluster
         self.host, self.port = host, port
         self.data_dir = data_dir
@@ -61,7 +61,7 @@ class ClusterListeners:
         self.servers: dict[int, KafkaServer] = {
             b: KafkaServer(cluster, host, 0 if port == 0 else port + i, options=options,
                            max_request_bytes=max_request_bytes, metrics=metrics, broker_id=b,
-                           topology=self.topology, wakers=self._wakers)
+                           topology=self.topology, wakers=self._wakers, positions=positions)
             for i, b in enumerate(sorted(cluster.brokers))}
 
     def addresses(self) -> list[dict]:

@@ -9,6 +9,8 @@ to a temporary name, fsynced and renamed into place.
 
 The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``;
 it exists exactly while a server is serving that data dir, so other tools can find it.
+Beside it, ``.fetch-positions.json`` holds each client's last fetch offsets for the live
+view (:mod:`kafkasim.server.positions`), removed with it.
 
 A data dir holding a cluster (``meta/cluster.json``, made by ``kafkasim cluster create``),
 or any data dir when ``brokers`` is given (creating the cluster), is served as a cluster:
@@ -29,6 +31,7 @@ from kafkasim.clock import SystemClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
 from kafkasim.server.api import ServerOptions
+from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
 __all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
@@ -67,6 +70,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     else:
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
     metrics = None
+    positions = FetchPositions(broker.data_dir)      # the live view's member positions
     try:
         if metrics_port is not None:
             from kafkasim.server.metrics import ServerMetrics
@@ -77,9 +81,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
             except OSError as exc:
                 raise InvalidArgumentError(
                     f"cannot serve metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc}") from exc
-        asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics))
+        asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
+                          positions))
     finally:
         remove_address(broker.data_dir)
+        positions.remove()
         try:
             if metrics is not None:
                 metrics.close()
@@ -88,7 +94,8 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
             broker.close()
 
 
-async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
+                positions=None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -99,10 +106,10 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
     from kafkasim.broker.cluster import Cluster
 
     if isinstance(broker, Cluster):     # one listener per broker
-        await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics)
+        await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics, positions)
         return
     server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
-                         metrics=metrics)
+                         metrics=metrics, positions=positions)
     try:
         bound_host, bound_port = await server.start()
     except OSError as exc:
@@ -117,12 +124,13 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         await server.close()
 
 
-async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics) -> None:
+async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,
+                        positions=None) -> None:
     from kafkasim.server.control import remove_control_dir
     from kafkasim.server.listeners import ClusterListeners
 
     listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
-                                 max_request_bytes=max_request_bytes, metrics=metrics)
+                                 max_request_bytes=max_request_bytes, metrics=metrics, positions=positions)
     addresses = await listeners.start()
     try:
         metrics_port = metrics.port if metrics is not None else None

@@ -77,8 +77,9 @@ class KafkaServer:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  workers: int = 8, advertised_host: Optional[str] = None, metrics=None,
                  broker_id: Optional[int] = None, topology=None,
-                 wakers: Optional[tuple[Waker, Waker]] = None) -> None:
+                 wakers: Optional[tuple[Waker, Waker]] = None, positions=None) -> None:
         self.broker = broker
+        self.positions = positions        # kafkasim.server.positions.FetchPositions, or None
         self.host, self.port = host, port
         self.options = options or ServerOptions()
         self.max_request_bytes = max_request_bytes
@@ -106,7 +107,7 @@ class KafkaServer:
         node = Node(self.broker_id, self._advertised_host or self.host, self.port)
         self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics,
                             data_waker=self._wakers[0], group_waker=self._wakers[1],
-                            topology=self.topology, refusals=self.refusals,
+                            topology=self.topology, refusals=self.refusals, positions=self.positions,
                             fetch_sessions=FetchSessionCache(self.options.fetch_session_cache_slots))
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port

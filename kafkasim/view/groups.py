@@ -50,8 +50,10 @@ class GroupsModel:
         self.updated: dict[str, int] = {}                     # group -> timestamp of that record
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.rebalances: deque = deque(maxlen=MAX_REBALANCES)
+        self.touched: dict[str, tuple[int, int]] = {}        # group -> (newest timestamp, record count)
         self.skipped = 0
         self._colors: dict[str, int] = {}
+        self._applied = 0
 
     def color_of(self, member: dict) -> int:
         ident = member.get("group_instance_id") or member.get("member_id") or ""
@@ -67,6 +69,10 @@ class GroupsModel:
         except CorruptRecordError:
             self.skipped += 1
             return
+        self._applied += 1
+        if isinstance(k, (OffsetKey, GroupKey)) and v is not None:
+            before = self.touched.get(k.group, (timestamp, 0))
+            self.touched[k.group] = (max(before[0], timestamp), self._applied)
         if isinstance(k, OffsetKey):
             per_group = self.offsets.setdefault(k.group, {})
             if v is None:
@@ -82,6 +88,7 @@ class GroupsModel:
             self.groups.pop(group, None)
             self.offsets.pop(group, None)
             self.updated.pop(group, None)
+            self.touched.pop(group, None)
             return
         members = [m for m in value.get("members") or [] if isinstance(m, dict)]
         for m in members:
@@ -105,21 +112,43 @@ class GroupsModel:
                      if m.get("member_id") not in new_ids],
             "moved": moved})
 
-    def to_json(self, log_end_offsets: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
+    def to_json(self, log_end_offsets: dict[tuple[str, int], int],
+                positions: Optional[dict[tuple, tuple[int, int]]] = None) -> list[dict[str, Any]]:
         """Every group, sorted by id: generation, members with what each owns and its colour,
-        committed offsets and lag (log end offset minus committed offset) per partition."""
+        committed offsets and lag per partition, and per member and owned partition its
+        position and committed offset when known.
+
+        Lag is Kafka's (``kafka-consumer-groups --describe``): log end offset minus the
+        committed offset, so a live consumer that has read everything but not committed yet
+        shows a lag. The position (the next offset the member reads) is no log's: for a served
+        group it is the member's last fetch offset, from ``positions`` (``(client id, client
+        host, topic, partition) -> (offset, at_ms)``, written by ``kafkasim serve``); matched to
+        the member with that client id and host that owns the partition; None otherwise."""
+        positions = positions or {}
         out = []
         for gid in sorted(set(self.groups) | set(self.offsets)):
             value = self.groups.get(gid) or {}
             members = []
+            commits = self.offsets.get(gid, {})
             for m in value.get("members") or []:
                 if not isinstance(m, dict):
                     continue
+                owned = []
+                for t, p in _pairs(m.get("assignment")):
+                    fetched = positions.get((m.get("client_id"), m.get("client_host"), t, p))
+                    off = commits.get((t, p))
+                    leo = log_end_offsets.get((t, p))
+                    owned.append({"topic": t, "partition": p,
+                                  "position": fetched[0] if fetched else None,
+                                  "fetched_at_ms": fetched[1] if fetched else None,
+                                  "committed": off,
+                                  "lag": None if off is None or leo is None else max(leo - off, 0)})
                 members.append({
                     "member_id": m.get("member_id"), "client_id": m.get("client_id"),
                     "client_host": m.get("client_host"), "group_instance_id": m.get("group_instance_id"),
                     "label": member_label(m), "color": self.color_of(m),
-                    "assignment": [[t, p] for t, p in _pairs(m.get("assignment"))]})
+                    "assignment": [[t, p] for t, p in _pairs(m.get("assignment"))],
+                    "partitions": owned})
             committed = []
             for (t, p), off in sorted(self.offsets.get(gid, {}).items()):
                 leo = log_end_offsets.get((t, p))
@@ -128,7 +157,9 @@ class GroupsModel:
             out.append({"group_id": gid, "generation": value.get("generation"),
                         "protocol": value.get("protocol"), "protocol_type": value.get("protocol_type"),
                         "leader": value.get("leader"), "state": "Stable" if members else "Empty",
-                        "updated": self.updated.get(gid), "members": members, "committed": committed})
+                        "updated": self.updated.get(gid), "touched": self.touched.get(gid),
+                        "members": members, "committed": committed,
+                        "positions_known": any(x["position"] is not None for m in members for x in m["partitions"])})
         return out
 
 

@@ -8,22 +8,41 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   partition count); per partition the records, log start/end offsets and segments from the
   segment files (:class:`kafkasim.view.tail.PartitionTail`), and the append rate: log end
   offset growth per second over the last ``rate_window_ms`` of the watcher's clock;
-- ``recent``: the last records read, newest timestamp first, each with its key, the partition the log holds it
-  in, and ``hash_partition``: Kafka's default routing ``murmur2(key) mod N`` for the topic's
-  partition count now (None for a null key), so a record routed otherwise shows it;
+- ``recent``: the last ``recent`` records read of each topic, newest timestamp first, each
+  with its key, the partition the log holds it in, ``hash_partition``: Kafka's default routing
+  ``murmur2(key) mod N`` for the topic's partition count now (None for a null key),
+  ``routed_by`` and ``mismatch``. The log does not record a partitioner, so a mismatch is
+  claimed only where it is real: a keyed record written by an identified producer (a client
+  id header or a producer id) in a partition that none of the known clients' partitioners
+  (murmur2: Java, kafka-python; crc32: librdkafka; FNV-1a: Sarama) gives its key. A record
+  with no producer (a lab appending to partitions it picks, as ``consumer-scaling`` does) is
+  "unknown producer", never a mismatch;
 - ``producers``: who wrote the records, from the batch headers (producer id, for idempotent
   producers) and the ``kafkasim.producer`` record header (the client id, when stamped); a
   record with neither is counted under ``unidentified``;
-- ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`);
+- ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`),
+  which a cluster keeps at the data dir's root (not under ``broker-<id>/``); each member with
+  its position (last fetch offset, from ``.fetch-positions.json`` that a live ``kafkasim
+  serve`` writes) and committed offset per owned partition;
+- ``active``: the topic written to most recently and the group touched most recently among
+  those reading it: what the page opens on;
+- ``clock``: whether the timestamps are simulated (a lab's data dir, or timestamps more than
+  a day from the view's clock): the page labels them so;
 - ``cluster_events``: a broker's state or a partition's leader changing between two polls
   (the controller's file is a state, not a log: the view notes the change when it sees it);
 - ``brokers``: broker 0 (the data dir) for one broker, with ``serving`` when its
-  ``.server.json`` names a live process, and it leads every partition. A cluster data dir
+  ``.server.json`` names a live process, and it leads every partition. Each broker's
+  ``listener`` is its own ``host:port`` from ``.server.json`` (a served cluster lists one per
+  broker), ``port_open`` false while it is stopped, and ``replicas`` the replicas it holds
+  with their role (leader, follower, out-of-sync, offline). A cluster data dir
   (``broker-<id>/`` log dirs, the controller's ``meta/cluster.json``) lists every broker with
   its rack and state (``alive``, ``stopped``, ``isolated``) and each partition's replicas,
   leader (-1: offline) and ISR as the controller recorded them; a partition's numbers are
   its leader's log (the replica with the largest log end offset when the leader's is not
   there), and ``held_by`` lists the brokers whose log dir holds a replica.
+
+A data dir wiped and made again (a lab's rerun) is noticed (its inode, or the lab marker's
+mtime, changes) and everything read before is forgotten, so two runs are never mixed.
 
 Nothing is invented: every number is counted from the files as they are at the poll. The
 watcher only reads (plain ``open``/``pread``, never a ``Log``, never the data dir's lock).
@@ -38,12 +57,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import zlib
 from collections import deque
 from typing import Any, Optional
 
 from kafkasim.clock import Clock, SystemClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.partitioning.base import murmur2_partition
+from kafkasim.partitioning.hashing import fnv1a32
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.storage import layout
 from kafkasim.types import PRODUCER_HEADER
@@ -54,9 +75,15 @@ __all__ = ["DataDirWatcher", "SNAPSHOT_VERSION", "ADDRESS_FILE"]
 
 SNAPSHOT_VERSION = 1
 ADDRESS_FILE = ".server.json"   # written by `kafkasim serve` (kafkasim/server/address.py)
+POSITIONS_FILE = ".fetch-positions.json"   # written by `kafkasim serve` (kafkasim/server/positions.py)
+LAB_MARKER = ".kafkasim-scenario"   # a lab's data dir (scenarios/_common.py MARKER): its clock is simulated
+SIMULATED_SKEW_MS = 24 * 3600 * 1000
+"""Timestamps further than this from the view's clock are not wall-clock time."""
 CLUSTER_FILE = "cluster.json"   # meta/cluster.json: a cluster's controller state (broker/controller.py)
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KEY_CHARS = 60
+ROOT = -1
+"""The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``)."""
 MAX_EVENTS = 30
 
 
@@ -75,6 +102,32 @@ def _client_of(headers) -> Optional[str]:
     return None
 
 
+def _partitioners(key: bytes, n: int) -> list[str]:
+    """Where the known clients' partitioners put ``key`` in a topic of ``n`` partitions, in the
+    order of ``_PARTITIONER_NAMES``: murmur2, crc32, FNV-1a (Sarama's sign rule)."""
+    h = fnv1a32(key)
+    signed = h - 0x100000000 if h & 0x80000000 else h
+    return [murmur2_partition(key, n), zlib.crc32(key) % n, abs(signed) % n]
+
+
+_PARTITIONER_NAMES = ("murmur2 (Kafka's default)", "crc32 (librdkafka)",
+                      "fnv1a (Sarama)")
+
+
+def _routing(key: Optional[bytes], n: Optional[int], partition: int, identified: bool) -> dict[str, Any]:
+    """How a record came to be in ``partition``, as far as the log can tell (see the module docstring)."""
+    if key is None or not n:
+        return {"hash_partition": None, "routed_by": "null key: not hashed" if key is None else None,
+                "mismatch": False}
+    placed = _partitioners(bytes(key), n)
+    names = [name for name, p in zip(_PARTITIONER_NAMES, placed) if p == partition]
+    if identified:
+        routed = names[0] if names else "no known partitioner: chosen by the producer (or N changed since)"
+    else:                # no producer id, no client id: a lab appending by hand, or an unknown client
+        routed = "unknown producer" + (f"; matches {names[0]}" if names else "")
+    return {"hash_partition": placed[0], "routed_by": routed, "mismatch": bool(identified and not names)}
+
+
 def _pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -85,6 +138,40 @@ def _pid_alive(pid: Any) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _replicas_of(broker_id: int, state: str, topics: list[dict]) -> list[dict[str, Any]]:
+    """The replicas a broker holds, by topic and partition, with the role each plays now:
+    ``leader``; ``follower`` (in the ISR); ``out-of-sync`` (a replica not in the ISR on a live
+    broker); ``offline`` (the broker is stopped or isolated, or the partition has no leader)."""
+    down = state in ("stopped", "isolated")      # one broker "not running": no server, maybe a lab's
+    out = []
+    for t in topics:
+        for p in t["partition_stats"]:
+            if broker_id not in p["replicas"]:
+                continue
+            if down or p["leader"] == -1:
+                role = "offline"
+            elif p["leader"] == broker_id:
+                role = "leader"
+            elif broker_id in p["isr"]:
+                role = "follower"
+            else:
+                role = "out-of-sync"
+            out.append({"topic": t["name"], "partition": p["partition"], "role": role})
+    return out
+
+
+def _active(written: dict[str, tuple[int, int]], groups: list[dict], topics: list[dict]) -> dict[str, Any]:
+    """The topic written to most recently (the latest poll that saw it grow, then its newest
+    timestamp), and the group touched most recently among those reading it (members or
+    commits), else among all: what the page opens on."""
+    names = [t["name"] for t in topics]
+    topic = max((n for n in names if n in written), key=lambda n: written[n], default=names[0] if names else None)
+    reading = [g for g in groups if any(tp[0] == topic for m in g["members"] for tp in m["assignment"])
+               or any(c["topic"] == topic for c in g["committed"])]
+    group = max(reading or groups, key=lambda g: g["touched"] or (0, 0), default=None)
+    return {"topic": topic, "group": group["group_id"] if group else None}
 
 
 def _placement(cluster: Optional[dict], topic: str, partition: int, log_dirs) -> dict[str, Any]:
@@ -114,13 +201,17 @@ class DataDirWatcher:
         self.budget = budget
         self._tails: dict[tuple[int, str, int], PartitionTail] = {}
         self._samples: dict[tuple[str, int], deque] = {}
-        self._recent: deque = deque(maxlen=recent)
+        self.recent_per_topic = recent
+        self._recent: dict[str, deque] = {}     # topic -> its last records read (the page filters by topic)
         self._producers: dict[str, dict] = {}
         self._groups = GroupsModel()
         self._topic_sizes: dict[str, int] = {}
         self._events: deque = deque(maxlen=MAX_EVENTS)
         self._last_states: Optional[dict] = None
         self._last_leaders: dict = {}
+        self._written: dict[str, tuple[int, int]] = {}   # topic -> (poll it last grew in, newest timestamp)
+        self._identity: Optional[tuple] = None
+        self.wipes = 0
         self.polls = 0
 
     # -- the sources ----------------------------------------------------------------------------
@@ -181,41 +272,120 @@ class DataDirWatcher:
             return None
         return {"brokers": brokers, "partitions": partitions}
 
-    def _brokers(self, log_dirs: list[tuple[int, str]], cluster: Optional[dict]) -> list[dict[str, Any]]:
-        address = None
+    def _read_server(self) -> tuple[Optional[dict], dict[int, str]]:
+        """The address file of a live ``kafkasim serve`` (None when none serves this data dir) and
+        each broker's listener ``host:port`` (a served cluster: one per broker; one broker: 0)."""
         try:
             with open(os.path.join(self.data_dir, ADDRESS_FILE), encoding="utf-8") as f:
                 address = json.load(f)
         except (OSError, ValueError):
-            address = None
-        serving = isinstance(address, dict) and _pid_alive(address.get("pid"))
-        listener = f"{address.get('host')}:{address.get('port')}" if serving else None
+            return None, {}
+        if not isinstance(address, dict) or not _pid_alive(address.get("pid")):
+            return None, {}
+        listeners = {}
+        for b in address.get("brokers") or []:
+            if isinstance(b, dict) and isinstance(b.get("id"), int):
+                listeners[b["id"]] = f"{b.get('host')}:{b.get('port')}"
+        if not listeners:
+            listeners[0] = f"{address.get('host')}:{address.get('port')}"
+        return address, listeners
+
+    def _read_positions(self, server: Optional[dict]) -> dict[tuple, tuple[int, int]]:
+        """``(client id, client host, topic, partition) -> (last fetch offset, at_ms)`` from the
+        file a live ``kafkasim serve`` writes (kafkasim/server/positions.py); empty otherwise."""
+        if server is None:
+            return {}
+        try:
+            with open(os.path.join(self.data_dir, POSITIONS_FILE), encoding="utf-8") as f:
+                raw = json.load(f)
+            if raw.get("pid") != server.get("pid"):
+                return {}
+            return {(r["client_id"], r["client_host"], r["topic"], int(r["partition"])):
+                    (int(r["offset"]), int(r["at_ms"])) for r in raw["fetches"]}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def _brokers(self, log_dirs: list[tuple[int, str]], cluster: Optional[dict], server: Optional[dict],
+                 listeners: dict[int, str], topics: list[dict]) -> list[dict[str, Any]]:
+        """Every broker: id, rack, state, listener (``host:port`` while served; a stopped
+        broker's port is closed: ``port_open`` false) and the replicas it holds with their role."""
         if cluster is not None:           # the controller's view: every broker, its rack and state
             dirs = dict(log_dirs)
-            return [{"id": bid, "rack": info["rack"], "state": info["state"],
-                     "log_dir": dirs.get(bid, os.path.join(self.data_dir, f"broker-{bid}")), "listener": listener}
-                    for bid, info in sorted(cluster["brokers"].items())]
-        return [{"id": broker_id, "rack": None, "log_dir": path,
-                 "state": "serving" if serving else "not running", "listener": listener}
-                for broker_id, path in log_dirs]
+            out = [{"id": bid, "rack": info["rack"], "state": info["state"],
+                    "log_dir": dirs.get(bid, os.path.join(self.data_dir, f"broker-{bid}"))}
+                   for bid, info in sorted(cluster["brokers"].items())]
+        else:
+            out = [{"id": broker_id, "rack": None, "log_dir": path,
+                    "state": "serving" if server is not None else "not running"}
+                   for broker_id, path in log_dirs]
+        for b in out:
+            b["serving"] = server is not None
+            b["listener"] = listeners.get(b["id"]) if server is not None else None
+            b["port_open"] = b["listener"] is not None and b["state"] in ("alive", "serving")
+            b["replicas"] = _replicas_of(b["id"], b["state"], topics)
+        return out
+
+    def _follow_wipes(self) -> None:
+        """Forget everything read so far when the data dir was wiped and made again (a lab's
+        rerun: ``rmtree`` then ``makedirs``), so the page never mixes two runs. The data dir's
+        identity is its inode and the lab marker's mtime (an inode number may be reused)."""
+        try:
+            st = os.stat(self.data_dir)
+            ident: Optional[tuple] = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
+        if ident is not None:
+            try:
+                ident += (os.stat(os.path.join(self.data_dir, LAB_MARKER)).st_mtime_ns,)
+            except OSError:
+                ident += (None,)
+        if self._identity is not None and ident != self._identity:
+            self._tails.clear()
+            self._samples.clear()
+            self._recent.clear()
+            self._producers.clear()
+            self._groups = GroupsModel()
+            self._events.clear()
+            self._last_states, self._last_leaders = None, {}
+            self._written.clear()
+            self.wipes += 1
+        self._identity = ident
+
+    def _clock_kind(self, now: int) -> dict[str, Any]:
+        """Whether the data's timestamps are wall-clock time: a lab's data dir (its MockClock
+        starts on 2023-11-14) or timestamps more than a day from the view's clock are simulated."""
+        if os.path.exists(os.path.join(self.data_dir, LAB_MARKER)):
+            return {"simulated": True, "why": "a lab's data dir: its clock is simulated"}
+        stamps = [r["timestamp"] for rs in self._recent.values() for r in rs] + [g for g in self._groups.updated.values()]
+        newest = max(stamps, default=None)
+        if newest is not None and abs(newest - now) > SIMULATED_SKEW_MS:
+            return {"simulated": True, "why": "the records' timestamps are more than a day from this clock"}
+        return {"simulated": False, "why": "wall-clock time"}
 
     # -- one look -------------------------------------------------------------------------------
     def poll(self) -> dict[str, Any]:
         """Read what changed since the last poll and return the whole snapshot."""
         now = self.clock.now_ms()
+        self._follow_wipes()
         problems: list[str] = []
         topics = self._read_topics(problems)
         self._topic_sizes = topics
         log_dirs = self._log_dirs()
         behind = False
         present: dict[tuple[int, str, int], str] = {}
-        for broker_id, path in log_dirs:
+        scans = list(log_dirs)
+        if log_dirs and log_dirs[0][1] != self.data_dir:
+            scans.append((ROOT, self.data_dir))   # a cluster keeps __consumer_offsets at the root
+        for broker_id, path in scans:
             try:
                 partitions = layout.list_partitions(path)
             except OSError as exc:
-                problems.append(f"cannot list {path}: {exc}")
+                if os.path.isdir(self.data_dir):
+                    problems.append(f"cannot list {path}: {exc}")
                 continue
             for pd, ppath in partitions:
+                if broker_id == ROOT and pd.topic != OFFSETS_TOPIC:
+                    continue
                 present[(broker_id, pd.topic, pd.partition)] = ppath
         decoded: set[tuple[str, int]] = set()     # records are decoded from one replica only
         for key in sorted(present):
@@ -267,13 +437,19 @@ class DataDirWatcher:
                 idents = None
                 self._count_producer(fallback, None, pid, topic, partition, h.max_timestamp, count)
             n = self._topic_sizes.get(topic)
-            for i in range(max(0, count - (self._recent.maxlen or 0)), count):   # only what the list keeps
+            before = self._written.get(topic, (0, h.max_timestamp))
+            self._written[topic] = (self.polls, max(before[1], h.max_timestamp))
+            recent = self._recent.get(topic)
+            if recent is None:
+                recent = self._recent[topic] = deque(maxlen=self.recent_per_topic)
+            for i in range(max(0, count - self.recent_per_topic), count):   # only what the list keeps
                 k = keys[i]
-                self._recent.append({
+                client = idents[i] if idents else None
+                recent.append({
                     "topic": topic, "partition": partition, "offset": h.base_offset + deltas[i],
-                    "timestamp": h.base_timestamp + tsds[i], "key": _text(k),
-                    "hash_partition": murmur2_partition(bytes(k), n) if k is not None and n else None,
-                    "partitions": n, "producer": (idents[i] if idents else None) or fallback})
+                    "timestamp": h.base_timestamp + tsds[i], "key": _text(k), "partitions": n,
+                    "producer": client or fallback,
+                    **_routing(k, n, partition, identified=client is not None or pid is not None)})
         tail.poll(on_batch, decode=True)
 
     def _count_producer(self, ident: str, client: Optional[str], pid: Optional[int], topic: str,
@@ -349,8 +525,12 @@ class DataDirWatcher:
                                "partition_stats": parts, "records": sum(x["records"] for x in parts)})
         for tp in [tp for tp in self._samples if tp not in leos]:    # deleted partitions
             del self._samples[tp]
-        brokers = self._brokers(log_dirs, cluster)
+        leo_topics = {t for t, _ in leos}
+        server, listeners = self._read_server()
+        brokers = self._brokers(log_dirs, cluster, server, listeners, out_topics)
         self._note_changes(now, brokers, out_topics)
+        groups = self._groups.to_json(leos, self._read_positions(server))
+        active = _active(self._written, groups, out_topics)
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,
@@ -359,8 +539,11 @@ class DataDirWatcher:
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],
-            "recent": sorted(reversed(self._recent), key=lambda r: r["timestamp"], reverse=True),
-            "groups": self._groups.to_json(leos),
+            "recent": sorted((r for name in sorted(self._recent) if name in leo_topics
+                              for r in reversed(self._recent[name])), key=lambda r: r["timestamp"], reverse=True),
+            "groups": groups,
+            "active": active,
+            "clock": self._clock_kind(now),
             "rebalances": list(reversed(self._groups.rebalances)),
             "problems": problems,
         }

@@ -65,7 +65,8 @@ def test_counts_offsets_routing_and_producers_match_what_the_broker_wrote(data, 
     assert shop["client_id"] == "shop" and shop["records"] == 60
     assert shop["by_partition"] == {f"orders-{p}": parts[p]["records"] for p in range(4) if parts[p]["records"]}
     assert snap["brokers"] == [{"id": 0, "rack": None, "log_dir": os.path.abspath(d), "state": "not running",
-                                "listener": None}]
+                                "serving": False, "listener": None, "port_open": False,
+                                "replicas": [{"topic": "orders", "partition": p, "role": "leader"} for p in range(4)]}]
     assert snap["problems"] == []
 
 
@@ -248,3 +249,150 @@ def test_a_large_backlog_is_read_in_bounded_polls_and_catches_up_in_order(tmp_pa
             assert polls < 40
         assert partitions(snap)[0]["records"] == 40 and partitions(snap)[0]["log_end_offset"] == 40
         assert [r["offset"] for r in snap["recent"]] == list(range(39, -1, -1))   # each once, in order
+
+
+# -- issue 21: the cluster, a rerun, the active topic and group, simulated times, routing --------------
+
+def run_group(broker, clock, topic, group, client, polls=40):
+    c = Consumer(broker, topic, group_id=group, client_id=client)
+    for _ in range(polls):
+        clock.advance(100)
+        c.poll()
+    c.commit()
+    return c
+
+
+def test_a_cluster_keeps_consumer_offsets_at_its_root_and_the_view_finds_the_group(tmp_path, clock):
+    from kafkasim.broker.cluster import Cluster
+
+    d = str(tmp_path / "cluster")
+    with Cluster(d, [(0, "r1"), (1, "r2"), (2, "r3")], clock=clock) as cluster:
+        cluster.create_topic("orders", 3, replication_factor=3)
+        Producer(cluster, client_id="shop", stamp_headers=True).send("orders", key=b"k", value=b"v").get()
+        run_group(cluster, clock, "orders", "ledger", "c1")
+        assert any(name.startswith("__consumer_offsets-") for name in os.listdir(d))   # at the root
+        snap = DataDirWatcher(d, clock=clock).poll()
+    (g,) = snap["groups"]
+    assert g["group_id"] == "ledger" and [m["client_id"] for m in g["members"]] == ["c1"]
+    assert sorted(tuple(tp) for tp in g["members"][0]["assignment"]) == [("orders", p) for p in range(3)]
+    assert [t["name"] for t in snap["topics"]] == ["orders"]
+    assert snap["active"] == {"topic": "orders", "group": "ledger"}
+    assert [(b["id"], b["rack"]) for b in snap["brokers"]] == [(0, "r1"), (1, "r2"), (2, "r3")]
+    for b in snap["brokers"]:              # rf 3: every broker holds every partition, one role each
+        assert sorted(r["partition"] for r in b["replicas"]) == [0, 1, 2]
+        assert {r["role"] for r in b["replicas"]} <= {"leader", "follower"}
+    leaders = {p["partition"]: p["leader"] for p in snap["topics"][0]["partition_stats"]}
+    assert leaders == {r["partition"]: b["id"] for b in snap["brokers"] for r in b["replicas"] if r["role"] == "leader"}
+
+
+def test_a_rerun_in_a_wiped_dir_is_not_mixed_with_the_previous_run(tmp_path, clock):
+    from kafkasim.scenarios._common import fresh_dir
+
+    d = fresh_dir(str(tmp_path / "lab"))
+
+    def one_run(clients):
+        with Broker(d, clock=clock) as broker:
+            broker.create_topic("orders", 4)
+            produce(broker, 8)
+            consumers = []
+            for c in clients:
+                consumers.append(Consumer(broker, "orders", group_id="g", client_id=c))
+                for _ in range(60):
+                    clock.advance(100)
+                    for x in consumers:
+                        x.poll()
+
+    one_run(["a", "b"])
+    w = DataDirWatcher(d, clock=clock)
+    first = w.poll()
+    assert [r["generation"] for r in first["rebalances"]] == [2, 1]
+    fresh_dir(d)                              # what the lab does when it runs again
+    w.poll()
+    one_run(["a"])
+    snap = w.poll()
+    assert [(r["generation"], r["joined"][0].split(" ")[0]) for r in snap["rebalances"]] == [(1, "a")]
+    assert sum(p["records"] for p in partitions(snap).values()) == 8
+    assert sum(p["records"] for p in snap["producers"]) == 8 and len(snap["recent"]) == 8
+
+
+def test_the_page_opens_on_the_topic_and_group_written_most_recently(data, clock):
+    broker, d = data
+    broker.create_topic("zzz", 2)
+    w = DataDirWatcher(d, clock=clock)
+    Producer(broker, client_id="p").send("zzz", key=b"k", value=b"v").get()
+    run_group(broker, clock, "zzz", "z-readers", "z1")
+    clock.advance(1000)
+    produce(broker, 4)                               # orders: written last
+    run_group(broker, clock, "orders", "a-readers", "a1")
+    assert w.poll()["active"] == {"topic": "orders", "group": "a-readers"}
+    clock.advance(1000)
+    Producer(broker, client_id="p").send("zzz", key=b"k2", value=b"v").get()
+    snap = w.poll()
+    assert snap["active"] == {"topic": "zzz", "group": "z-readers"}    # not the alphabetically first
+    assert [r["topic"] for r in snap["recent"]][0] == "zzz"
+
+
+def test_simulated_times_are_said_to_be_simulated(tmp_path, data, clock):
+    from kafkasim.clock import SystemClock
+    from kafkasim.scenarios._common import MARKER
+
+    broker, d = data
+    produce(broker, 2)
+    assert DataDirWatcher(d, clock=clock).poll()["clock"]["simulated"] is False   # the data's own clock
+    assert DataDirWatcher(d, clock=SystemClock()).poll()["clock"]["simulated"] is True   # 2023 vs now
+    from kafkasim.view.snapshot import LAB_MARKER
+    assert LAB_MARKER == MARKER
+    open(os.path.join(d, MARKER), "w").close()
+    snap = DataDirWatcher(d, clock=clock).poll()
+    assert snap["clock"]["simulated"] is True and "lab" in snap["clock"]["why"]
+
+
+def test_partitions_picked_by_hand_without_a_producer_are_not_a_mismatch(data, clock):
+    broker, d = data
+    for p in range(4):                               # consumer-scaling's way: key k<p> into partition p
+        broker.append_records("orders", p, [(clock.now_ms(), f"k{p}".encode(), b"v", ())])
+    key = b"merchant-7"
+    from kafkasim.view.snapshot import _partitioners
+
+    elsewhere = next(p for p in range(4) if p not in _partitioners(key, 4))
+    Producer(broker, client_id="manual", stamp_headers=True).send("orders", key=key, value=b"v",
+                                                                 partition=elsewhere).get()
+    produce(broker, 4, client_id="shop", prefix="shop-")
+    recent = DataDirWatcher(d, clock=clock).poll()["recent"]
+    by_key = {r["key"]: r for r in recent}
+    for p in range(4):
+        r = by_key[f"k{p}"]
+        assert r["mismatch"] is False and r["routed_by"].startswith("unknown producer")
+    assert by_key["merchant-7"]["mismatch"] is True
+    assert all(r["mismatch"] is False and r["routed_by"] == "murmur2 (Kafka's default)"
+               for r in recent if r["producer"] == "shop")
+
+
+def test_broker_boxes_follow_a_stop_a_restart_and_a_reassignment(tmp_path, clock):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.types import TopicPartition
+
+    d = str(tmp_path / "cluster")
+    with Cluster(d, [(0, "r1"), (1, "r2")], clock=clock) as cluster:
+        cluster.create_topic("orders", 2, replication_factor=2)
+        w = DataDirWatcher(d, clock=clock)
+
+        def roles():
+            snap = w.poll()
+            return {b["id"]: {r["partition"]: r["role"] for r in b["replicas"]} for b in snap["brokers"]}, snap
+
+        before, _ = roles()
+        assert sorted(before) == [0, 1] and all(len(v) == 2 for v in before.values())
+        cluster.stop_broker(1)
+        after, snap = roles()
+        assert set(after[1].values()) == {"offline"} and set(after[0].values()) == {"leader"}
+        assert [b["state"] for b in snap["brokers"]] == ["alive", "stopped"]
+        cluster.start_broker(1)
+        back, _ = roles()
+        assert set(back[1].values()) <= {"follower", "out-of-sync", "leader"} and "offline" not in back[1].values()
+        cluster.add_broker(2, "r3")
+        added, snap = roles()
+        assert added[2] == {} and [b["rack"] for b in snap["brokers"]] == ["r1", "r2", "r3"]
+        cluster.reassign({TopicPartition("orders", 0): [2, 0]})
+        moved, _ = roles()
+        assert 0 in moved[2] and 0 not in moved[1]            # the new broker holds the moved replica

@@ -1,7 +1,8 @@
 // kafkasim live view: draws each snapshot the server sends on /events (docs/view.md).
 // Plain JS, no build step. Everything drawn comes from the snapshot; nothing is computed
-// here except layout. Partition cells carry data-partition / data-records / data-owner so
-// tests and people can read the numbers from the DOM.
+// here except layout. Cells carry data-* attributes (data-partition, data-records,
+// data-owner, data-broker, data-rack, data-role, data-position, ...) so tests and people
+// can read the numbers from the DOM.
 "use strict";
 
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -9,11 +10,15 @@ const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
 const UNOWNED = "#d9d9d9";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const TOP = 40;
-let ROW = 38;                     // row pitch; 20 when a topic has many partitions
-const X = { prod: 10, prodW: 210, route: 270, routeW: 170, part: 490, partW: 330, mem: 880, memW: 230 };
+let ROW = 38;                     // row pitch; 22 when a topic has many partitions
+const X = { prod: 10, prodW: 210, route: 270, routeW: 170, part: 490, partW: 330, mem: 880, memW: 260 };
+const MAX_FLOWS = 12;             // records animated per snapshot at most
 
 let snapshot = null;
 let lastGeneration = {};          // group -> generation seen, to flash on a new one
+const picked = { topic: null, group: null };   // what the user chose; else the page follows the active ones
+let seenRecords = null;           // "topic-partition-offset" of records already animated
+let geometry = null;              // where the last drawing put producers, the router and partitions
 
 function leadership(p) {
   if (p.leader === -1) return `OFFLINE · replicas ${p.replicas.join(",")}`;
@@ -39,9 +44,15 @@ function h(tag, text, cls) {
   return e;
 }
 
-function fillSelect(select, values, preferred) {
-  const current = select.value;
-  const keep = values.includes(current) ? current : (values.includes(preferred) ? preferred : values[0]);
+// A time from the data: wall-clock, or labelled simulated (a lab's MockClock starts in 2023).
+function when(s, ms) {
+  if (ms == null) return "–";
+  const d = new Date(ms);
+  return s.clock && s.clock.simulated ? `simulated ${d.toISOString().slice(11, 23)}` : d.toLocaleTimeString();
+}
+
+function fillSelect(select, values, wanted) {
+  const keep = values.includes(wanted) ? wanted : values[0];
   select.replaceChildren(...values.map(v => { const o = h("option", v); o.value = v; return o; }));
   if (keep !== undefined) select.value = keep;
   return keep;
@@ -49,28 +60,71 @@ function fillSelect(select, values, preferred) {
 
 function chosenTopic(s) {
   const names = s.topics.map(t => t.name);
-  const busiest = s.topics.slice().sort((a, b) => b.records - a.records)[0];
-  return fillSelect(document.getElementById("topic"), names, busiest && busiest.name);
+  const wanted = picked.topic && names.includes(picked.topic) ? picked.topic : s.active.topic;
+  return fillSelect(document.getElementById("topic"), names, wanted);
 }
 
-function chosenGroup(s, topic) {
-  const owning = s.groups.filter(g => g.members.some(m => m.assignment.some(tp => tp[0] === topic)));
+function chosenGroup(s) {
   const names = s.groups.map(g => g.group_id);
   const select = document.getElementById("group");
   select.parentElement.hidden = names.length === 0;
-  const pick = fillSelect(select, names, owning.length ? owning[0].group_id : names[0]);
+  const wanted = picked.group && names.includes(picked.group) ? picked.group : s.active.group;
+  const pick = fillSelect(select, names, wanted);
   return s.groups.find(g => g.group_id === pick) || null;
 }
 
-function drawBrokers(s) {
+// Brokers as boxes grouped by rack, each with the replicas it holds of the selected topic.
+function drawBrokers(s, topic) {
+  const racks = new Map();
+  for (const b of s.brokers) {
+    const rack = b.rack == null ? "no rack" : `rack ${b.rack}`;
+    racks.set(rack, (racks.get(rack) || []).concat(b));
+  }
   const strip = document.getElementById("brokers");
-  strip.replaceChildren(...s.brokers.map(b => {
-    const d = h("div", "", "broker " + b.state.replace(/\s+/g, "-"));
-    d.dataset.broker = b.id;
-    d.textContent = `broker ${b.id} · rack ${b.rack == null ? "–" : b.rack} · ${b.state}` +
-      (b.listener ? ` at ${b.listener}` : "");
-    return d;
+  strip.replaceChildren(...[...racks].map(([rack, brokers]) => {
+    const box = h("div", undefined, "rack");
+    box.dataset.rack = rack;
+    box.append(h("div", rack, "rack-name"));
+    for (const b of brokers) {
+      const d = h("div", undefined, "broker " + b.state.replace(/\s+/g, "-"));
+      d.dataset.broker = b.id;
+      d.dataset.state = b.state;
+      d.dataset.listener = b.listener || "";
+      d.append(h("div", `broker ${b.id}`, "broker-name"));
+      let where;
+      if (!b.serving) where = b.state === "not running" ? "not running (no kafkasim serve)" : `${b.state} · not served`;
+      else if (b.port_open) where = `${b.state} · ${b.listener}`;
+      else where = `${b.state} · ${b.listener} closed`;
+      d.append(h("div", where, "broker-state"));
+      const mine = b.replicas.filter(r => r.topic === topic);
+      const chips = h("div", undefined, "chips");
+      for (const r of mine) {
+        const c = h("span", `P${r.partition}${r.role === "leader" ? " ★" : ""}`, "chip " + r.role);
+        c.dataset.replica = `${r.topic}-${r.partition}`;
+        c.dataset.role = r.role;
+        c.title = `${r.topic}-${r.partition}: ${r.role === "out-of-sync" ? "follower out of the ISR" : r.role}`;
+        chips.append(c);
+      }
+      if (!mine.length) chips.append(h("span", "no replica of this topic", "muted"));
+      d.append(chips);
+      const others = b.replicas.length - mine.length;
+      if (others) d.append(h("div", `+ ${others} replica${others === 1 ? "" : "s"} of other topics`, "muted small"));
+      box.append(d);
+    }
+    return box;
   }));
+}
+
+function producerNote(p) {
+  if (p.client_id) return p.producer_id != null ? `producer id ${p.producer_id}` : "client id from the record header";
+  if (p.producer_id != null) return `no client id in the log · producer id ${p.producer_id}`;
+  return "no client id or producer id in the log";
+}
+
+function memberLines(m, topic) {
+  return m.partitions.filter(x => x.topic === topic).map(x =>
+    `P${x.partition}: position ${x.position == null ? "?" : x.position} · committed ` +
+    `${x.committed == null ? "–" : x.committed}` + (x.lag == null ? "" : ` · lag ${x.lag}`));
 }
 
 function drawDiagram(s, topic, group) {
@@ -81,13 +135,17 @@ function drawDiagram(s, topic, group) {
   const members = group ? group.members : [];
   const owner = {};
   for (const m of members) for (const [tt, p] of m.assignment) if (tt === topic) owner[p] = m;
-  const lag = {};                   // the selected group's lag per partition, from its commits
+  const lag = {};                   // the selected group's lag per partition, from its commits (Kafka's)
   for (const c of group ? group.committed : []) if (c.topic === topic) lag[c.partition] = c.lag;
   const lagText = p => (p in lag && lag[p] != null) ? ` · lag ${lag[p]}` : "";
   ROW = parts.length > 16 ? 22 : 38;
   const compact = ROW < 38;
   const cellH = compact ? 18 : 30;
-  const span = Math.max(parts.length * ROW, producers.length * 38, members.length * 57, 3 * 38);
+  const memH = members.map(m => 36 + 13 * Math.max(1, memberLines(m, topic).length));
+  const memY = [];
+  members.forEach((m, j) => memY.push(j ? memY[j - 1] + memH[j - 1] + 8 : TOP));
+  const memBottom = members.length ? memY[memY.length - 1] + memH[memH.length - 1] - TOP : 0;
+  const span = Math.max(parts.length * ROW, producers.length * 38, memBottom, 3 * 38);
   const height = TOP + span + 20;
   svg.setAttribute("height", height);
   const nodes = [];
@@ -96,49 +154,49 @@ function drawDiagram(s, topic, group) {
   nodes.push(el("text", { x: X.part, y: 20, class: "title" }, `${topic || "no topic yet"}: partitions`));
   nodes.push(el("text", { x: X.mem, y: 20, class: "title" },
                 group ? `group ${group.group_id} · generation ${group.generation}` : "no consumer group"));
-  // routing box in the middle of the height
   const routeY = TOP + span / 2 - 30;
   const n = t ? t.partitions : 0;
   nodes.push(el("rect", { x: X.route, y: routeY, width: X.routeW, height: 60, rx: 8, class: "route" }));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 25, class: "title" }, `murmur2(key) mod ${n}`));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 44, class: "small" }, "Kafka's default partitioner"));
-  const latest = s.recent.find(r => r.topic === topic);
+  const geo = { routeIn: [X.route, routeY + 30], routeOut: [X.route + X.routeW, routeY + 30], producers: {}, parts: {} };
   if (!producers.length)
     nodes.push(el("text", { x: X.prod, y: TOP + 15, class: "small" }, "no records in this topic yet"));
   producers.forEach((p, i) => {
     const y = TOP + i * 38;
-    const hot = latest && latest.producer === p.id;
+    geo.producers[p.id] = [X.prod + X.prodW, y + 15];
     nodes.push(el("path", { d: `M${X.prod + X.prodW},${y + 15} C${X.route - 20},${y + 15} ${X.prod + X.prodW + 20},${routeY + 30} ${X.route},${routeY + 30}`,
-                            class: hot ? "link hot" : "link" }));
-    const g = el("g", { "data-producer": p.id });
+                            class: "link" }));
+    const g = el("g", { "data-producer": p.id, "data-client-id": p.client_id || "" });
     g.append(el("rect", { x: X.prod, y, width: X.prodW, height: 30, rx: 5, class: "box" }));
-    g.append(el("title", {}, `${p.id}: ` + Object.entries(p.by_partition).map(([k, v]) => `${k} ${v}`).join(", ")));
-    g.append(el("text", { x: X.prod + 8, y: y + 13 }, fit(p.id, 30)));
+    g.append(el("title", {}, `${p.id}: ` + Object.entries(p.by_partition).map(([k, v]) => `${k} ${v}`).join(", ") +
+      (p.client_id ? "" : ". Kafka's log does not record a client id; kafkasim's producer stamps it in a " +
+                          "record header with stamp_headers")));
+    g.append(el("text", { x: X.prod + 8, y: y + 13 }, fit(p.client_id ? `client id ${p.client_id}` : p.id, 32)));
     const count = Object.entries(p.by_partition).filter(([k]) => k.startsWith(topic + "-"))
       .reduce((a, [, v]) => a + v, 0);
     g.append(el("text", { x: X.prod + 8, y: y + 26, class: "small" },
-                `${count} record${count === 1 ? "" : "s"}` + (p.producer_id != null ? ` · producer id ${p.producer_id}` : "")));
+                fit(`${count} record${count === 1 ? "" : "s"} · ${producerNote(p)}`, 40)));
     nodes.push(g);
   });
   parts.forEach((p, i) => {
     const y = TOP + i * ROW;
+    geo.parts[p.partition] = [X.part, y + cellH / 2];
     const m = owner[p.partition];
-    const hot = latest && latest.partition === p.partition;
     nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
-                            class: hot ? "link hot" : "link" }));
+                            class: "link" }));
     const g = el("g", { "data-partition": `${topic}-${p.partition}`, "data-records": p.records,
                         "data-leo": p.log_end_offset, "data-owner": m ? m.label : "",
-                        "data-owner-color": colorOf(m ? m.color : null) });
+                        "data-owner-color": colorOf(m ? m.color : null), "data-leader": p.leader });
     const fill = colorOf(m ? m.color : null);
     g.append(el("rect", { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
                           stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 }));
     g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
-      g.append(el("text", { x: X.part + 24, y: y + cellH - 2, class: "count" },
+      g.append(el("text", { x: X.part + 24, y: y + cellH - 5, class: "count" },
                   `P${p.partition} · ${recs} · LEO ${p.log_end_offset}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` +
                   leadership(p)));
-      g.lastChild.setAttribute("y", y + cellH - 5);
     } else {
       g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
       g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, recs));
@@ -150,37 +208,82 @@ function drawDiagram(s, topic, group) {
     nodes.push(g);
     if (m) {
       const j = members.indexOf(m);
-      nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${TOP + j * 57 + 20} ${X.mem},${TOP + j * 57 + 20}`,
+      nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${memY[j] + 20} ${X.mem},${memY[j] + 20}`,
                               class: "own", stroke: colorOf(m.color) }));
     }
   });
   members.forEach((m, j) => {
-    const y = TOP + j * 57;
-    const owned = m.assignment.filter(tp => tp[0] === topic).map(tp => "P" + tp[1]);
-    const g = el("g", { "data-member": m.member_id, "data-color": colorOf(m.color) });
-    g.append(el("rect", { x: X.mem, y, width: X.memW, height: 48, rx: 6, fill: colorOf(m.color), "fill-opacity": 0.35,
+    const y = memY[j];
+    const mine = m.partitions.filter(x => x.topic === topic);
+    const g = el("g", { "data-member": m.member_id, "data-color": colorOf(m.color), "data-client-id": m.client_id || "",
+                        "data-owns": mine.map(x => `${x.topic}-${x.partition}`).join(",") });
+    g.append(el("rect", { x: X.mem, y, width: X.memW, height: memH[j], rx: 6, fill: colorOf(m.color), "fill-opacity": 0.35,
                           stroke: colorOf(m.color) }));
-    g.append(el("text", { x: X.mem + 8, y: y + 15, class: "title" }, fit(m.label, 30)));
+    g.append(el("text", { x: X.mem + 8, y: y + 15, class: "title" }, fit(m.label, 34)));
     g.append(el("title", {}, `${m.label}: member id ${m.member_id}` +
-                             (m.group_instance_id ? `, static instance ${m.group_instance_id}` : "")));
+                             (m.group_instance_id ? `, static instance ${m.group_instance_id}` : "") +
+                             ". Position: the member's last fetch offset (recorded by kafkasim serve); " +
+                             "committed and lag: from its commits, as kafka-consumer-groups shows them"));
     g.append(el("text", { x: X.mem + 8, y: y + 30, class: "small" }, `host ${m.client_host || "in-process"}`));
-    g.append(el("text", { x: X.mem + 8, y: y + 43, class: "small" }, fit(`owns ${owned.join(", ") || "nothing"}`, 40)));
+    const lines = memberLines(m, topic);
+    if (!lines.length) g.append(el("text", { x: X.mem + 8, y: y + 44, class: "small" }, "owns nothing of this topic"));
+    mine.forEach((x, k) => g.append(el("text", { x: X.mem + 8, y: y + 44 + 13 * k, class: "small",
+                                                  "data-tp": `${x.topic}-${x.partition}`,
+                                                  "data-position": x.position == null ? "" : x.position,
+                                                  "data-committed": x.committed == null ? "" : x.committed },
+                                      fit(lines[k], 44))));
     nodes.push(g);
   });
-  svg.replaceChildren(...nodes);
+  if (group && members.length && !group.positions_known)
+    nodes.push(el("text", { x: X.mem, y: height - 6, class: "small" },
+                  "position ?: known for groups served by kafkasim serve (last fetch offset)"));
+  document.getElementById("drawing").replaceChildren(...nodes);
+  geometry = geo;
   return t;
 }
 
-function drawRecent(s) {
+// Each new record of the selected topic travels producer → murmur2(key) mod N → its partition.
+function animateFlows(s, topic) {
+  const fresh = [];
+  const seen = new Set();
+  for (const r of s.recent) {
+    const id = `${r.topic}-${r.partition}-${r.offset}`;
+    seen.add(id);
+    if (seenRecords && !seenRecords.has(id) && r.topic === topic) fresh.push(r);
+  }
+  seenRecords = seen;
+  const layer = document.getElementById("flows");
+  for (const r of fresh.slice(0, MAX_FLOWS).reverse()) {
+    const from = geometry.producers[r.producer];
+    const to = geometry.parts[r.partition];
+    if (!to) continue;
+    const [ax, ay] = from || [X.prod + X.prodW, geometry.routeIn[1]];
+    const [bx, by] = geometry.routeIn, [cx, cy] = geometry.routeOut, [dx, dy] = to;
+    const path = `M${ax},${ay} C${bx - 20},${ay} ${ax + 20},${by} ${bx},${by} L${cx},${cy} ` +
+                 `C${dx - 20},${cy} ${cx + 20},${dy} ${dx},${dy}`;
+    const dot = el("circle", { r: 6, class: "flow" + (r.mismatch ? " mismatch" : ""), "data-flow": `${r.topic}-${r.partition}` });
+    dot.append(el("title", {}, `${r.key == null ? "null key" : r.key} → P${r.partition}`));
+    const move = el("animateMotion", { dur: "0.9s", fill: "freeze", path, begin: "indefinite" });
+    dot.append(move);
+    layer.append(dot);
+    move.beginElement();
+    setTimeout(() => dot.remove(), 1100);
+  }
+  document.body.dataset.flows = String(Number(document.body.dataset.flows || 0) + fresh.length);
+}
+
+function drawRecent(s, topic) {
   const body = document.querySelector("#recent tbody");
-  body.replaceChildren(...s.recent.slice(0, 15).map(r => {
+  body.replaceChildren(...s.recent.filter(r => r.topic === topic).slice(0, 15).map(r => {
     const tr = h("tr");
-    const routed = r.hash_partition == null ? "null key: not hashed" : String(r.hash_partition);
-    if (r.hash_partition != null && r.hash_partition !== r.partition) tr.className = "mismatch";
-    for (const v of [r.topic, r.offset, r.key == null ? "null" : r.key, routed, r.partition, r.producer])
+    const hashed = r.hash_partition == null ? "null key: not hashed" : String(r.hash_partition);
+    if (r.mismatch) tr.className = "mismatch";
+    for (const v of [when(s, r.timestamp), r.offset, r.key == null ? "null" : r.key, hashed, r.partition,
+                     r.routed_by || "–", r.producer])
       tr.append(h("td", String(v)));
     return tr;
   }));
+  document.getElementById("recent-topic").textContent = topic ? `of ${topic}, newest first` : "newest first";
 }
 
 function drawRebalances(s, group) {
@@ -193,7 +296,7 @@ function drawRebalances(s, group) {
       byPair.set(pair, (byPair.get(pair) || []).concat(`${x.topic}-${x.partition}`));
     }
     const moved = [...byPair].map(([pair, tps]) => `${tps.join(", ")}: ${pair}`);
-    li.textContent = `${new Date(r.timestamp).toLocaleTimeString()}: ` +
+    li.textContent = `${when(s, r.timestamp)}: ` +
       `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, ` +
       `${r.members.length} member${r.members.length === 1 ? "" : "s"})` +
       (r.joined.length ? `; joined ${r.joined.join(", ")}` : "") +
@@ -221,27 +324,31 @@ function drawClusterEvents(s) {
   const list = document.getElementById("cluster-events");
   list.parentElement.hidden = s.cluster_events.length === 0;
   list.replaceChildren(...s.cluster_events.map(e => {
-    const when = new Date(e.at_ms).toLocaleTimeString();
-    const li = h("li", e.kind === "broker"
-      ? `${when}: broker ${e.broker} ${e.from || "unknown"} → ${e.to || "gone"}`
-      : `${when}: ${e.topic}-${e.partition} leader ${e.from} → ${e.to === -1 ? "none (offline)" : e.to}`);
-    return li;
+    const at = new Date(e.at_ms).toLocaleTimeString();      // the view's own (wall) clock
+    return h("li", e.kind === "broker"
+      ? `${at}: broker ${e.broker} ${e.from || "unknown"} → ${e.to || "gone"}`
+      : `${at}: ${e.topic}-${e.partition} leader ${e.from} → ${e.to === -1 ? "none (offline)" : e.to}`);
   }));
 }
 
 function render(s) {
   snapshot = s;
   document.getElementById("datadir").textContent = s.data_dir + (s.behind ? " (catching up…)" : "");
-  drawBrokers(s);
+  const clock = document.getElementById("clock");
+  clock.textContent = s.clock.simulated ? `times: simulated clock (${s.clock.why})` : "times: wall clock";
+  clock.className = s.clock.simulated ? "status simulated" : "muted";
   const topic = chosenTopic(s);
-  const group = chosenGroup(s, topic);
+  drawBrokers(s, topic);
+  const group = chosenGroup(s);
   const t = drawDiagram(s, topic, group);
-  drawRecent(s);
+  animateFlows(s, topic);
+  drawRecent(s, topic);
   drawRebalances(s, group);
   drawClusterEvents(s);
   document.getElementById("summary").textContent = t
     ? `${t.partitions} partitions · ${t.records} record${t.records === 1 ? "" : "s"} · ${s.producers.length} producer(s) · ` +
-      `${group ? group.members.length : 0} member(s)` : "";
+      `${group ? group.members.length : 0} member(s)` +
+      (picked.topic || picked.group ? "" : " · following the most recently written topic and group") : "";
   const box = document.getElementById("problems-box");
   box.hidden = s.problems.length === 0;
   document.getElementById("problems").replaceChildren(...s.problems.map(p => h("li", p)));
@@ -259,5 +366,8 @@ function connect() {
 }
 
 for (const id of ["topic", "group"])
-  document.getElementById(id).addEventListener("change", () => snapshot && render(snapshot));
+  document.getElementById(id).addEventListener("change", ev => {
+    picked[id] = ev.target.value;
+    if (snapshot) render(snapshot);
+  });
 connect();
