@@ -2,7 +2,8 @@
 
 While ``kafkasim serve`` holds a data dir (and its lock), every other ``kafkasim`` command
 reaches the data through the server instead of opening the data dir itself.
-:class:`RemoteBroker` has the methods the CLI, :class:`~kafkasim.producer.Producer`,
+:class:`RemoteBroker` implements :class:`kafkasim.broker.protocol.BrokerAPI` (checked by
+tests/broker/test_protocol_conformance.py): the methods the CLI, :class:`~kafkasim.producer.Producer`,
 :class:`~kafkasim.consumer.Consumer` and :mod:`kafkasim.admin` call on a ``Broker``
 (broker/API.md), each made of one or a few Kafka requests on one blocking TCP connection,
 encoded and decoded with the server's own codec (kio, generated from Kafka's schemas):
@@ -27,6 +28,11 @@ leave_group                            (subscriptions and assignments as the con
 offset_commit / offset_fetch           OffsetCommit / OffsetFetch
 list_groups / describe_group /         ListGroups / DescribeGroups + OffsetFetch + ListOffsets
 delete_group                           / DeleteGroups
+delete_offsets                         OffsetDelete
+delete_records                         DeleteRecords (to the partition's leader)
+elect                                  ElectLeaders
+alter_partition_reassignments /        AlterPartitionReassignments /
+list_partition_reassignments           ListPartitionReassignments
 =====================================  =================================================
 
 Versions are negotiated: the connection starts with ApiVersions and each request uses the

@@ -27,7 +27,7 @@ from kafkasim.server import codec
 
 __all__ = ["RemoteConnection", "CLIENT_VERSIONS"]
 
-EARLIEST, LATEST = -2, -1
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 RESOURCE_TOPIC = 2
 SOURCE_DYNAMIC_TOPIC = 1
 OP_SET, OP_DELETE = 0, 1
@@ -37,9 +37,10 @@ _SIZE = struct.Struct(">i")
 _MAX_RESPONSE = 1 << 30
 
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (3, 9), 1: (4, 12), 2: (1, 6), 3: (1, 12), 8: (2, 8), 9: (1, 7), 11: (1, 7), 12: (0, 4),
+    0: (3, 9), 1: (4, 12), 2: (1, 7), 3: (1, 12), 8: (2, 8), 9: (1, 7), 11: (1, 7), 12: (0, 4),
     13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (2, 7), 20: (1, 6), 22: (0, 4),
     32: (1, 4), 35: (1, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
+    21: (0, 2), 43: (1, 2), 45: (0, 1), 46: (0, 0), 47: (0, 0),
 }
 """The versions this client can write and read, per API key (the server's choice is intersected)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from kafkasim.errors import (
-    GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError,
+    GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError, for_code,
 )
 from kafkasim.protocol.group import COMPLETE, JoinResult, SyncResult
 from kafkasim.types import OffsetAndMetadata, TopicPartition
@@ -95,6 +95,24 @@ class GroupCalls:
                     raise UnknownTopicOrPartitionError(
                         f"This server does not host this topic-partition: {t.name}-{p.partition_index}")
                 _raise(p.error_code, None, f"group {group_id!r}, {t.name}-{p.partition_index}")
+
+    def delete_offsets(self, group_id: str, partitions) -> dict:
+        """OffsetDelete: ``{TopicPartition: None or its error}`` for the group's committed
+        offsets of ``partitions`` (GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP raise)."""
+        by_topic: dict[str, list] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp[0], []).append({"partition_index": tp[1]})
+        answer = self._call(47, {"group_id": group_id,
+                                 "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())]})
+        _raise(answer.error_code, None, f"group {group_id!r}")
+        out = {}
+        for t in answer.topics:
+            for p in t.partitions:
+                code = _code(p.error_code)
+                tp = TopicPartition(t.name, p.partition_index)
+                out[tp] = None if not code else for_code(code)(
+                    f"{for_code(code).description} (group {group_id!r}, {t.name}-{p.partition_index})")
+        return out
 
     def offset_fetch(self, group_id: str, partitions=None) -> dict:
         topics = None

@@ -11,12 +11,13 @@ import os
 from typing import Any, Iterable, Mapping, Optional
 
 from kafkasim.errors import (
-    IllegalStateError, InvalidConfigurationError, UnknownTopicOrPartitionError,
+    IllegalStateError, InvalidArgumentError, InvalidConfigurationError, UnknownTopicOrPartitionError, for_code,
 )
 from kafkasim.server import codec
 from kafkasim.types import Record, TopicPartition
 from kafkasim.server.remote_conn import (
-    EARLIEST, LATEST, OP_DELETE, OP_SET, RESOURCE_TOPIC, SOURCE_DYNAMIC_TOPIC, _code, _config_text, _raise,
+    EARLIEST, LATEST, MAX_TIMESTAMP, OP_DELETE, OP_SET, RESOURCE_TOPIC, SOURCE_DYNAMIC_TOPIC, _code, _config_text, _message,
+    _raise,
 )
 
 __all__ = ["TopicCalls"]
@@ -292,12 +293,73 @@ class TopicCalls:
         return out
 
     def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-        if not isinstance(timestamp, int) or timestamp < EARLIEST:
+        if not isinstance(timestamp, int) or timestamp < MAX_TIMESTAMP:
             raise InvalidConfigurationError(
-                f"list_offsets timestamp must be -2 (earliest), -1 (latest) or >= 0, got {timestamp!r}")
+                f"list_offsets timestamp must be -3 (max timestamp), -2 (earliest), -1 (latest) or >= 0, "
+                f"got {timestamp!r}")
         return self._list_offsets_many(topic, [partition], timestamp)[partition]
 
     # ------------------------------------------------------------------ groups
+
+    # ------------------------------------------------------------------ partition admin
+
+    def delete_records(self, topic: str, partition: int, offset: int, *, node: Optional[int] = None) -> int:
+        """DeleteRecords to the partition's leader; the new low watermark (``node`` is the
+        in-process cluster's broker to act as, meaningless over the wire: the leader acts)."""
+        def build(ps):
+            return {"topics": [{"name": topic, "partitions": [{"partition_index": p, "offset": offset}
+                                                            for p in ps]}], "timeout": 30_000}
+        for answer in self._leader_call(topic, [partition], 21, build):
+            for t in answer.topics:
+                for p in t.partitions:
+                    _raise(p.error_code, None, f"{topic}-{p.partition_index}")
+                    return p.low_watermark
+        raise UnknownTopicOrPartitionError(f"Unknown topic: {topic!r}")
+
+    def elect(self, election_type: str = "preferred", partitions=None) -> dict:
+        """ElectLeaders (0: preferred, 1: unclean); ``{TopicPartition: None or its error}``."""
+        kinds = {"preferred": 0, "unclean": 1}
+        if election_type not in kinds:
+            raise InvalidArgumentError(f"election_type {election_type!r}: expected 'preferred' or 'unclean'")
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]
+        answer = self._call(43, {"election_type": kinds[election_type], "topic_partitions": topics,
+                                 "timeout": 30_000})
+        _raise(answer.error_code, None, "ElectLeaders")
+        return _partition_results(answer.replica_election_results, "topic", "partition_result", "partition_id")
+
+    def alter_partition_reassignments(self, targets, *, allow_replication_factor_change: bool = True) -> dict:
+        """AlterPartitionReassignments: ``{TopicPartition: [broker ids] or None (cancel)}`` →
+        ``{TopicPartition: None or its error}``."""
+        by_topic: dict[str, list] = {}
+        for tp, replicas in sorted(targets.items()):
+            by_topic.setdefault(tp[0], []).append(
+                {"partition_index": tp[1], "replicas": None if replicas is None else list(replicas)})
+        answer = self._call(45, {"timeout": 30_000, "topics": [{"name": t, "partitions": ps}
+                                                               for t, ps in by_topic.items()],
+                                 "allow_replication_factor_change": allow_replication_factor_change})
+        _raise(answer.error_code, answer.error_message, "AlterPartitionReassignments")
+        return _partition_results(answer.responses, "name", "partitions", "partition_index")
+
+    def list_partition_reassignments(self, partitions=None) -> dict:
+        """ListPartitionReassignments: ``{TopicPartition: {"replicas", "adding_replicas",
+        "removing_replicas"}}`` of the reassignments in progress."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in sorted(by_topic.items())]
+        answer = self._call(46, {"timeout": 30_000, "topics": topics})
+        _raise(answer.error_code, answer.error_message, "ListPartitionReassignments")
+        return {TopicPartition(t.name, p.partition_index): {
+                    "replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
+                    "removing_replicas": list(p.removing_replicas)}
+                for t in answer.topics for p in t.partitions}
 
 
 def _history_in(log_dir: Optional[str], name: str, partitions: int) -> list[dict]:
@@ -322,3 +384,19 @@ def _history_in(log_dir: Optional[str], name: str, partitions: int) -> list[dict
         if isinstance(doc, dict) and doc.get("name") == name:
             return [dict(e) for e in check_partition_history(doc.get(FIELD, []), partitions)]
     return []
+
+
+def _partition_results(rows, topic_field: str, list_field: str, partition_field: str) -> dict:
+    """Per-partition results (``error_code``/``error_message``) → ``{TopicPartition: None or
+    the kafkasim error}``, as the in-process calls return them."""
+    out = {}
+    for t in rows:
+        for p in getattr(t, list_field):
+            code = _code(p.error_code)
+            tp = TopicPartition(getattr(t, topic_field), getattr(p, partition_field))
+            if code:
+                cls = for_code(code)
+                out[tp] = cls(_message(cls, getattr(p, "error_message", None), f"{tp.topic}-{tp.partition}"))
+            else:
+                out[tp] = None
+    return out
