@@ -411,24 +411,11 @@ def encode_batch(base_offset: int, records: Sequence[tuple], *, producer_id: int
     max_ts = max(r[1] for r in records)
     body = bytearray()
     prev = -1
-    vb = _varint_bytes
     for delta, ts, key, value, headers in records:
         if delta <= prev:
             raise InvalidRecordError(f"offset deltas must increase: {delta} after {prev}")
         prev = delta
-        rec = b"\x00" + vb(ts - base_ts) + vb(delta) \
-            + (b"\x01" if key is None else vb(len(key)) + key) \
-            + (b"\x01" if value is None else vb(len(value)) + value)
-        if headers:
-            extra = bytearray(vb(len(headers)))
-            for hk, hv in headers:
-                _put_bytes(extra, hk.encode("utf-8"))
-                _put_bytes(extra, hv)
-            rec += extra
-        else:
-            rec += b"\x00"
-        body += vb(len(rec))
-        body += rec
+        _put_record(body, delta, ts - base_ts, key, value, headers)
     if last_offset_delta is None:
         last_offset_delta = prev
     attributes = (attributes & ~ATTR_COMPRESSION_MASK) | compression
@@ -438,6 +425,25 @@ def encode_batch(base_offset: int, records: Sequence[tuple], *, producer_id: int
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(tail))
     head = _HEAD.pack(base_offset, len(tail) + len(payload) + 9, partition_leader_epoch, MAGIC_V2, crc)
     return head + tail + payload
+
+
+def _put_record(body: bytearray, delta: int, ts_delta: int, key, value, headers) -> None:
+    """Append one v2 record (its varint length, then attributes 0, timestamp delta, offset
+    delta, key, value, headers) to ``body``."""
+    vb = _varint_bytes
+    rec = b"\x00" + vb(ts_delta) + vb(delta) \
+        + (b"\x01" if key is None else vb(len(key)) + key) \
+        + (b"\x01" if value is None else vb(len(value)) + value)
+    if headers:
+        extra = bytearray(vb(len(headers)))
+        for hk, hv in headers:
+            _put_bytes(extra, hk.encode("utf-8"))
+            _put_bytes(extra, hv)
+        rec += extra
+    else:
+        rec += b"\x00"
+    body += vb(len(rec))
+    body += rec
 
 
 def _put_bytes(out: bytearray, data: Optional[bytes]) -> None:
@@ -475,21 +481,8 @@ def encode_stored(header, columns, below: Optional[int] = None) -> bytes:
         deltas, ts_deltas, keys, values, headers = (c[:n] for c in (deltas, ts_deltas, keys, values, headers))
         last_delta = deltas[-1] if n else -1
     body = bytearray()
-    vb = _varint_bytes
     for delta, tsd, key, value, hs in zip(deltas, ts_deltas, keys, values, headers):
-        rec = b"\x00" + vb(tsd) + vb(delta) \
-            + (b"\x01" if key is None else vb(len(key)) + key) \
-            + (b"\x01" if value is None else vb(len(value)) + value)
-        if hs:
-            extra = bytearray(vb(len(hs)))
-            for hk, hv in hs:
-                _put_bytes(extra, hk.encode("utf-8"))
-                _put_bytes(extra, hv)
-            rec += extra
-        else:
-            rec += b"\x00"
-        body += vb(len(rec))
-        body += rec
+        _put_record(body, delta, tsd, key, value, hs)
     attributes = header.attributes & ATTR_TIMESTAMP_TYPE
     tail = _TAIL.pack(attributes, last_delta, header.base_timestamp, header.max_timestamp, header.producer_id,
                       header.producer_epoch, header.base_sequence, len(deltas))
