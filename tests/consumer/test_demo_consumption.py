@@ -9,7 +9,6 @@ from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.demo import run_demo
 from kafkasim.demo.story import GROUP, TOPIC
-from kafkasim.types import TopicPartition
 
 
 def _timestamps(broker: Broker, partition: int) -> list[int]:
