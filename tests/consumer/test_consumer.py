@@ -273,20 +273,28 @@ def test_unknown_topic_in_manual_assignment_fails(broker):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(1, 7), min_size=1, max_size=12), seeks=st.lists(st.integers(0, 9), max_size=3))
 def test_poll_returns_each_record_once_in_order(broker, sizes, seeks):
-    """Whatever max_records sequence is used, a partition's offsets come back contiguous."""
+    """Whatever max_records sequence is used, polling until nothing is left returns every
+    record from each partition's start position exactly once, in offset order, with the
+    key and value the fixture appended, and no poll returns more than its max_records."""
     c = Consumer(broker, auto_offset_reset="earliest")
     c.assign([T0, T1])
     for s in seeks:
         c.seek(T1, s)
     start1 = seeks[-1] if seeks else 0
+    want = {0: list(range(10)), 1: list(range(start1, 10))}   # the fixture appends offsets 0-9 per partition
     got = {0: [], 1: []}
-    for n in sizes * 5:
+    for i in range(200):                   # 20 records need at most 20 non-empty polls
+        n = sizes[i % len(sizes)]
         batch = c.poll(max_records=n)
         assert sum(len(v) for v in batch.values()) <= n
         for tp, recs in batch.items():
             got[tp.partition].extend(r.offset for r in recs)
-    assert got[0] == list(range(len(got[0])))
-    assert got[1] == list(range(start1, start1 + len(got[1])))
+            assert all((r.key, r.value) == (f"k{r.offset}".encode(), f"v{tp.partition}-{r.offset}".encode())
+                       for r in recs)
+        if got == want:
+            break
+    assert got == want
+    assert c.poll() == {}                  # and nothing is returned twice
 
 
 def test_commit_while_rebalancing_raises_rebalance_in_progress(broker, clock):

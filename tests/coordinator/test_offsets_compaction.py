@@ -12,19 +12,56 @@ from kafkasim.clock import MockClock
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 T0 = 1_700_000_000_000
+PARTITIONS = range(4)
+
+# One offset commit: a group and {partition of "t": offset}; it is one batch in __consumer_offsets.
+_commit = st.tuples(st.sampled_from(["g1", "g1", "g1", "g2"]),
+                    st.dictionaries(st.sampled_from(PARTITIONS), st.integers(0, 50), min_size=1))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(commits=st.lists(st.tuples(st.sampled_from(["g1", "g1", "g1", "g2"]),
-                                  st.dictionaries(st.integers(0, 3), st.integers(0, 50), min_size=1)),
-                        min_size=1, max_size=60))
+@st.composite
+def _gap_block(draw):
+    """The compaction-gap shape: one commit of a head partition plus tail partitions (one batch),
+    then enough commits overwriting every tail partition to close the batch's segment. Compaction
+    then keeps that batch's head record only, and since every batch after it in its segment is
+    superseded too, the batch ends its segment with its last offsets missing: a gap that a replay
+    must step over to find the later commits.
+
+    Why enough: a one-partition commit batch is about 140 bytes, so a 1000-byte segment holds at
+    most 7 batches after the shaped one, and 8 overwrites put the latest value of every tail
+    partition in a later segment, where the replay must read it."""
+    group = draw(st.sampled_from(["g1", "g2"]))
+    head = draw(st.sampled_from(PARTITIONS))
+    tails = draw(st.lists(st.sampled_from([p for p in PARTITIONS if p != head]), min_size=1, max_size=3,
+                          unique=True))
+    offsets = st.integers(0, 50)
+    shaped = {head: draw(offsets), **{p: draw(offsets) for p in tails}}     # dict order = record order
+    overwrites = draw(st.lists(st.fixed_dictionaries({p: offsets for p in tails}), min_size=8, max_size=14))
+    return [(group, shaped)] + [(group, o) for o in overwrites]
+
+
+@st.composite
+def _commits(draw):
+    """Random commits with one to three gap blocks at random places among them: every example
+    has the gap shape, and random commits before, between and after it."""
+    blocks = draw(st.lists(_gap_block(), min_size=1, max_size=3))
+    out = draw(st.lists(_commit, max_size=20))
+    for block in blocks:
+        at = draw(st.integers(0, len(out)))
+        out[at:at] = block
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(commits=_commits())
 def test_committed_offsets_survive_compaction_and_restart(tmp_path_factory, commits):
     d = tmp_path_factory.mktemp("o")
     clock = MockClock(T0)
     final = {}
     with Broker(d, clock=clock) as b:
         b.create_topic("t", 4)
-        for p in range(4):
+        for p in PARTITIONS:
             b.append_records("t", p, [(T0, b"k", b"v", ())] * 51)
         b.offset_commit("g0", "", -1, {TopicPartition("t", 0): OffsetAndMetadata(0)})   # creates the topic
         final[("g0", 0)] = 0

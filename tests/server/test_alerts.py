@@ -13,8 +13,8 @@ import sys
 import urllib.request
 from importlib import resources
 
-import pytest
 
+from tests.required_tools import missing
 from tests.server.conftest import wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,9 +24,7 @@ def _promtool() -> str:
     path = shutil.which("promtool")
     if path:
         return path
-    if os.environ.get("CI") == "true":
-        pytest.fail("promtool is missing in CI: scripts/ensure_promtool.sh must install it")
-    pytest.skip("promtool not installed (bash scripts/ensure_promtool.sh installs it)")
+    missing("promtool")
 
 
 def _rules_text() -> str:

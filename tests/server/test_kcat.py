@@ -7,13 +7,13 @@
   are what ``kafkasim groups describe`` shows.
 
 kcat comes from ``scripts/ensure_kcat.sh`` (run by ``make setup``); without it these tests
-skip, except under ``CI=true`` where they fail.
+fail with its install command, or skip on purpose with ``KAFKASIM_SKIP_MISSING=1``
+(tests/required_tools.py; under ``CI=true`` they always fail).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +21,7 @@ import sys
 import pytest
 
 from kafkasim.partitioning.partitioners import partition_for_key
+from tests.required_tools import missing
 from tests.server.test_clients import _create_topic
 
 pytestmark = pytest.mark.slow
@@ -43,9 +44,7 @@ def _kcat_path() -> str:
     path = shutil.which("kcat")
     if path:
         return path
-    if os.environ.get("CI") == "true":
-        pytest.fail("kcat is missing in CI: scripts/ensure_kcat.sh must install it")
-    pytest.skip("kcat not installed (bash scripts/ensure_kcat.sh installs it)")
+    missing("kcat")
 
 
 def kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:

@@ -340,30 +340,50 @@ def test_concurrent_appenders_get_contiguous_offsets_and_intact_batches(tmp_path
 
 
 def test_concurrent_readers_and_a_writer(tmp_path, clock, small_config):
+    """Two threads scan the log from offset 0 to its end again and again while the main thread
+    appends 200 records (many rolls of the 2 KB segments): every scan is contiguous from 0 to the
+    end it saw, each record has the key and value appended at its offset, and no read raises.
+    A reader that raises or stops early is a failure, and each reader's last scan starts after
+    the last append and must see all 200 records."""
     log = Log(str(tmp_path / "t-0"), small_config, clock)
     stop = threading.Event()
-    problems = []
+    problems: list = []
+    last_scan_end = {}
 
-    def reader():
-        while not stop.is_set():
-            leo = log.log_end_offset
-            o = 0
-            while o < leo:
-                recs = log.read(o, 2048)
-                if not recs or recs[0].offset != o:
-                    problems.append((o, recs[:1]))
+    def reader(k: int) -> None:
+        try:
+            while True:
+                final = stop.is_set()          # read before the scan: a final scan sees every append
+                leo = log.log_end_offset
+                o = 0
+                while o < leo:
+                    recs = log.read(o, 2048)
+                    if not recs or recs[0].offset != o:
+                        problems.append((k, o, recs[:1]))
+                        return
+                    for r in recs:
+                        (_, key, value, _), = make_records(r.offset, 1)
+                        if (r.key, r.value) != (key, value):
+                            problems.append((k, r.offset, r.key, r.value))
+                            return
+                    o = recs[-1].offset + 1
+                last_scan_end[k] = o
+                if final:
                     return
-                o = recs[-1].offset + 1
+        except BaseException as exc:           # a reader that dies fails the test
+            problems.append((k, repr(exc)))
 
-    rs = [threading.Thread(target=reader) for _ in range(2)]
+    rs = [threading.Thread(target=reader, args=(k,)) for k in range(2)]
     for r in rs:
         r.start()
     for i in range(200):
         log.append(make_records(i, 1))
     stop.set()
     for r in rs:
-        r.join()
+        r.join(60)
+    assert not any(r.is_alive() for r in rs), "a reader hung"
     assert problems == []
+    assert last_scan_end == {0: 200, 1: 200}
     log.close()
 
 

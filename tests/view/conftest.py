@@ -1,15 +1,15 @@
 """Fixtures of the live-view tests: ``kafkasim serve`` (tests/server's fixtures), ``kafkasim view``
-as a subprocess, and headless Chromium (skipped without it, failed under CI=true)."""
+as a subprocess, and headless Chromium (missing, it fails or skips on purpose: tests/required_tools.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.required_tools import missing
 from tests.server.conftest import _no_proxy_env, serve_process  # noqa: F401  (fixtures)
 from tests.view.cdp import Chromium, chromium_path
 
@@ -43,9 +43,7 @@ def view_process():
 def chromium(tmp_path):
     """Headless Debian chromium driven over the DevTools pipe (tests/view/cdp.py)."""
     if chromium_path() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: scripts/ensure_chromium.sh must install it")
-        pytest.skip("chromium not installed (bash scripts/ensure_chromium.sh installs it)")
+        missing("chromium")
     browser = Chromium.start(str(tmp_path / "chromium-profile"))
     yield browser
     browser.close()
