@@ -83,8 +83,11 @@ def make_dirs(path: Union[str, os.PathLike]) -> None:
 
 
 def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, encoding: str = "utf-8",
-                 fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` all-or-nothing (see the module docstring)."""
+                 fsync: bool = True, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` all-or-nothing (see the module docstring).
+
+    ``sync_dir=False`` skips the directory fsync: after a power cut the file is then the
+    new one or an older one (never a mix), for a hint that may lag (the recovery point)."""
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     payload = data.encode(encoding) if isinstance(data, str) else data
@@ -100,5 +103,5 @@ def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, enco
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    if fsync:
+    if fsync and sync_dir:
         fsync_dir(os.path.dirname(path) or ".")

@@ -243,7 +243,7 @@ class Log(ReplicaLogOps, LogStartOps):
         new = LogSegment.create(self.directory, old.next_offset, self._config.index_interval_bytes, self._report)
         self._segments.add(new)
         self._segments.touch(old)
-        fsync_dir(self.directory)
+        fsync_dir(self.directory)   # the new segment's name (the recovery point write does not sync the dir)
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
         self._write_recovery_point()
