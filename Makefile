@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.
 	bash scripts/ensure_promtool.sh || echo "kafkasim: promtool missing: the alert-rule tests skip (and fail under CI=true)"
 	bash scripts/ensure_chromium.sh || echo "kafkasim: chromium missing: the live-view browser test skips (and fails under CI=true)"
 	bash scripts/ensure_kcat.sh || echo "kafkasim: kcat missing: the kcat client tests skip (and fail under CI=true)"
+	bash scripts/ensure_fuse.sh || echo "kafkasim: fuse3 missing: the power-cut test skips (and fails under CI=true)"
 	touch $(STAMP)
 
 .venv-apps/%/.installed-stamp: tests/apps/requirements-%.txt
