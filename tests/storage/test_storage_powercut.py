@@ -32,8 +32,8 @@ system inside every libc call CPython makes (open, pwritev, rename, fstat, scand
 flock, ...) and would see only the calls it wraps. FUSE puts the model behind the kernel's
 own VFS instead: the broker's system calls are unchanged, ``fsync``/``fdatasync`` on a file
 arrive as FSYNC and on a directory as FSYNCDIR, and nothing reaches the model without
-passing through the kernel. mfusepy (ctypes over libfuse3) keeps the model in ~250 lines
-of Python. It needs /dev/fuse and root (CI runs as root; ``scripts/ensure_fuse.sh``
+passing through the kernel. mfusepy (ctypes over libfuse3) keeps the model in about 300
+lines of Python. It needs /dev/fuse and root (CI runs as root; ``scripts/ensure_fuse.sh``
 installs fuse3). Without them it skips, and under ``CI=true`` it fails.
 
 Every cycle prints its seed, cut point and what was checked; a failure names the seed,
@@ -41,7 +41,8 @@ cycle and cut point, so ``PowerCutRun(seed).cycle(...)`` can replay it (the chil
 schedule and the cut are deterministic; the broker's flush threads make the exact
 interleaving of fsyncs across partitions vary).
 
-Run it alone: ``.venv/bin/python -m pytest tests/storage/test_storage_powercut.py -v -s``.
+Run it alone: ``.venv/bin/python -m pytest tests/storage/test_storage_powercut.py -v -s``
+(``KAFKASIM_POWERCUT_CYCLES=N``: N cuts per seed instead of 12).
 """
 
 from __future__ import annotations
@@ -332,6 +333,7 @@ class PowerCutRun:
     def cycle(self, n: int, cut_at: int, torn: int | None) -> str:
         where = f"seed {self.seed} cycle {n} cut at op {cut_at}{' torn ' + str(torn) if torn is not None else ''}"
         clock_ms = T0 + n * CYCLE_CLOCK_MS
+        t0 = time.monotonic()
         self.disk.mount(cut_at, torn)
         try:
             child = subprocess.Popen([sys.executable, CHILD, self.data_dir, str(self.rng.randrange(1 << 30)),
@@ -354,15 +356,19 @@ class PowerCutRun:
         self.stats["lines"] += len(lines)
         self.stats["cuts"] += 1
         self.stats["torn"] += torn is not None
+        t1 = time.monotonic()
         self.disk.mount()
         try:
             counts = check_reopened(self.model, self.data_dir, clock_ms + CYCLE_CLOCK_MS // 2, where)
+            t2 = time.monotonic()
             verify_log(self.data_dir, where)
         finally:
             self.disk.unmount()
+        t3 = time.monotonic()
         self.stats["acked_checked"] += counts["acked_checked"]
         return (f"{where}: {len(lines)} steps, cut after {fs.get('ops')} ops ({last[0]}: {str(last[1:])[:60]}); "
-                f"{counts['acked_checked']} acknowledged records checked, {counts['records']} read back")
+                f"{counts['acked_checked']} acknowledged records checked, {counts['records']} read back "
+                f"[{t1 - t0:.1f}s run, {t2 - t1:.1f}s reopen+check, {t3 - t2:.1f}s verify-log]")
 
     def run(self, cycles: int) -> dict:
         try:
