@@ -13,7 +13,7 @@ APP_STAMPS := $(foreach app,$(APPS),.venv-apps/$(app)/.installed-stamp)
 
 .PHONY: setup demo test test-fast bench clean
 
-$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh scripts/ensure_kcat.sh
+$(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.sh scripts/ensure_promtool.sh scripts/ensure_chromium.sh scripts/ensure_kcat.sh scripts/ensure_fuse.sh scripts/missing_component.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml setup.py kafkasim/records/_codec.c scripts/ensure_java.
 	bash scripts/ensure_promtool.sh
 	bash scripts/ensure_chromium.sh
 	bash scripts/ensure_kcat.sh
+	bash scripts/ensure_fuse.sh
 	touch $(STAMP)
 
 .venv-apps/%/.installed-stamp: tests/apps/requirements-%.txt

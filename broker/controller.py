@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from kafkasim.errors import KafkaStorageError
-from kafkasim.storage.files import atomic_write, storage_errors
+from kafkasim.storage.files import atomic_write, make_dirs, storage_errors
 from kafkasim.storage.layout import META_DIR
 
 __all__ = ["BrokerInfo", "PartitionInfo", "ControllerState", "ControllerStore", "BROKER_STATES",
@@ -87,7 +87,7 @@ class ControllerStore:
 
     def save(self, state: ControllerState) -> None:
         with storage_errors("create", os.path.dirname(self.path)):
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            make_dirs(os.path.dirname(self.path))
         atomic_write(self.path, json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n")
 
     def load(self) -> ControllerState:

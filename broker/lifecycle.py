@@ -49,7 +49,7 @@ from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import BROKER_CONFIGS, LogConfig, parse_configs
 from kafkasim.errors import KafkaStorageError
 from kafkasim.storage.cleaner import LogCleaner
-from kafkasim.storage.files import storage_errors
+from kafkasim.storage.files import make_dirs, storage_errors
 from kafkasim.storage.layout import META_DIR
 from kafkasim.storage.log import Log
 
@@ -81,7 +81,7 @@ class Lifecycle(BrokerCore):
         if os.path.exists(self.data_dir) and not os.path.isdir(self.data_dir):
             raise KafkaStorageError(f"data dir {self.data_dir} exists and is not a directory")
         with storage_errors("create data dir", self.data_dir):
-            os.makedirs(self.data_dir, exist_ok=True)
+            make_dirs(self.data_dir)
         self._lock = threading.RLock()
         self._closed = False
         self._cleaner = None

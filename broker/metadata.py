@@ -37,7 +37,7 @@ from kafkasim.config import MAX_PARTITIONS, LogConfig
 from kafkasim.errors import (
     InvalidPartitionsError, InvalidReplicationFactorError, KafkaSimError, KafkaStorageError,
 )
-from kafkasim.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, storage_errors
+from kafkasim.storage.files import TMP_SUFFIX, atomic_write, fsync_dir, make_dirs, storage_errors
 from kafkasim.storage.layout import META_DIR, validate_topic
 from kafkasim.storage.partition_history import check_partition_history
 
@@ -147,7 +147,7 @@ class MetadataStore:
         self.topics_dir = os.path.join(data_dir, META_DIR, "topics")
         self.producer_ids_path = os.path.join(data_dir, META_DIR, "producer-ids.json")
         with storage_errors("create", self.topics_dir):
-            os.makedirs(self.topics_dir, exist_ok=True)
+            make_dirs(self.topics_dir)   # durable: a lost meta/ directory loses every topic
         with storage_errors("clean up", self.topics_dir):
             for name in os.listdir(self.topics_dir):  # leftovers of an interrupted write
                 if name.endswith(TMP_SUFFIX):

@@ -2,7 +2,11 @@
 
 - ``recovery-point``: ``<next offset> <segment base offset> <byte position> <largest
   timestamp> <offset of the largest timestamp>`` — the flushed prefix of the log, written
-  after every fsync (:class:`RecoveryPoint`).
+  after every fsync (:class:`RecoveryPoint`). A hint that may lag, as Kafka's
+  recovery-point checkpoint does: its rename is not made durable by a directory fsync of
+  its own (the file itself is fsynced), so after a power cut it may name an older point,
+  from which recovery simply validates more. What makes flushed records durable is the
+  segment's fsync and, for a new segment's name, the directory fsync of the roll.
 - ``clean-shutdown``: ``<log end offset> <active segment base offset> <active segment
   size>`` — present only after a clean close, and consumed (deleted) by the next open
   (:class:`CleanShutdown`).
@@ -16,7 +20,8 @@
   dir; here each partition directory keeps its own). Written before the move takes effect.
 
 All four are one line of ASCII integers, replaced all-or-nothing with
-:func:`kafkasim.storage.files.atomic_write` (``.tmp``, fsync, rename, directory fsync).
+:func:`kafkasim.storage.files.atomic_write` (``.tmp``, fsync, rename, directory fsync; the
+recovery point without the directory fsync).
 
 Invariant: a reader never trusts these files blindly. A missing or malformed file reads as
 None (or 0 for the cleaner checkpoint); the loader then validates the active segment from
@@ -80,8 +85,8 @@ def _read_ints(path: str, n: int) -> Optional[list[int]]:
         return None
 
 
-def _write_ints(path: str, *values: int) -> None:
-    atomic_write(path, " ".join(map(str, values)) + "\n", encoding="ascii")
+def _write_ints(path: str, *values: int, sync_dir: bool = True) -> None:
+    atomic_write(path, " ".join(map(str, values)) + "\n", encoding="ascii", sync_dir=sync_dir)
 
 
 def read_recovery_point(directory: str) -> Optional[RecoveryPoint]:
@@ -90,7 +95,7 @@ def read_recovery_point(directory: str) -> Optional[RecoveryPoint]:
 
 
 def write_recovery_point(directory: str, point: RecoveryPoint) -> None:
-    _write_ints(os.path.join(directory, RECOVERY_POINT_FILE), *point)
+    _write_ints(os.path.join(directory, RECOVERY_POINT_FILE), *point, sync_dir=False)   # a hint: see above
 
 
 def take_clean_shutdown(directory: str) -> Optional[CleanShutdown]:

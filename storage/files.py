@@ -10,6 +10,9 @@
   ``KafkaStorageError``.
 - :func:`fsync_dir` makes a rename or a new file durable; file systems that refuse to
   fsync a directory are tolerated (the data files themselves are synced).
+- :func:`make_dirs` is ``os.makedirs(path, exist_ok=True)`` that fsyncs the parent of every
+  directory it creates (as Kafka flushes the parent of a log directory it creates): without
+  it a power cut can lose a new partition or ``meta`` directory, and every fsynced file in it.
 
 Stateless; thread-safe as the underlying system calls are (two writers of the same
 path must be serialised by their caller).
@@ -23,7 +26,7 @@ from typing import Union
 
 from kafkasim.errors import KafkaStorageError
 
-__all__ = ["storage_errors", "atomic_write", "fsync_dir", "TMP_SUFFIX"]
+__all__ = ["storage_errors", "atomic_write", "fsync_dir", "make_dirs", "TMP_SUFFIX"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -62,9 +65,29 @@ def fsync_dir(path: Union[str, os.PathLike]) -> None:
         pass  # some file systems refuse fsync on directories; the data files are synced
 
 
+def make_dirs(path: Union[str, os.PathLike]) -> None:
+    """Create ``path`` and its missing parents, each made durable by an fsync of its parent
+    directory; nothing to do when it exists. Raises ``OSError`` (callers translate it)."""
+    path = os.path.abspath(os.fspath(path))
+    created = []
+    p = path
+    while not os.path.isdir(p):
+        created.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    os.makedirs(path, exist_ok=True)
+    for d in reversed(created):
+        fsync_dir(os.path.dirname(d))
+
+
 def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, encoding: str = "utf-8",
-                 fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` all-or-nothing (see the module docstring)."""
+                 fsync: bool = True, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` all-or-nothing (see the module docstring).
+
+    ``sync_dir=False`` skips the directory fsync: after a power cut the file is then the
+    new one or an older one (never a mix), for a hint that may lag (the recovery point)."""
     path = os.fspath(path)
     tmp = path + TMP_SUFFIX
     payload = data.encode(encoding) if isinstance(data, str) else data
@@ -80,5 +103,5 @@ def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, enco
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    if fsync:
+    if fsync and sync_dir:
         fsync_dir(os.path.dirname(path) or ".")

@@ -63,7 +63,7 @@ from kafkasim.storage.checkpoints import (
 from kafkasim.storage.fetch import (
     Chunk, ReadResult, RecordColumns, chunk_batches, chunk_columns, chunk_records, empty_chunk,
 )
-from kafkasim.storage.files import fsync_dir, storage_errors
+from kafkasim.storage.files import fsync_dir, make_dirs, storage_errors
 from kafkasim.storage.loader import load_segments
 from kafkasim.storage.log_start import LogStartOps
 from kafkasim.storage.replica_log import ReplicaLogOps
@@ -95,7 +95,7 @@ class Log(ReplicaLogOps, LogStartOps):
         self._unflushed_messages = 0
         self._first_unflushed_ms: Optional[int] = None
         with storage_errors("create log directory", self.directory):
-            os.makedirs(self.directory, exist_ok=True)
+            make_dirs(self.directory)
         self._max_open = MAX_OPEN_CLOSED_SEGMENTS   # read from this module at open (tests lower it)
         self._segments = load_segments(self.directory, config, self._report, self._clock, self._max_open)
         try:
@@ -243,7 +243,7 @@ class Log(ReplicaLogOps, LogStartOps):
         new = LogSegment.create(self.directory, old.next_offset, self._config.index_interval_bytes, self._report)
         self._segments.add(new)
         self._segments.touch(old)
-        fsync_dir(self.directory)
+        fsync_dir(self.directory)   # the new segment's name (the recovery point write does not sync the dir)
         self._unflushed_messages = 0
         self._first_unflushed_ms = None
         self._write_recovery_point()

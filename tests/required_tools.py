@@ -1,4 +1,4 @@
-"""Real components some tests need (promtool, Chromium, kcat): one rule when one is missing.
+"""Real components some tests need (promtool, Chromium, kcat, fuse3): one rule when one is missing.
 
 The set-up (``make setup``: scripts/ensure_*.sh and scripts/missing_component.sh) and the
 tests apply the same rule, so ``make test`` never passes quietly without them:
@@ -19,6 +19,7 @@ INSTALL = {
     "promtool": "sudo apt-get update && sudo apt-get install -y --no-install-recommends prometheus",
     "chromium": "sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium",
     "kcat": "sudo apt-get update && sudo apt-get install -y --no-install-recommends kcat",
+    "fuse3": "sudo apt-get update && sudo apt-get install -y --no-install-recommends fuse3",
 }
 
 
