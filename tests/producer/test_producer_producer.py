@@ -294,7 +294,25 @@ def test_persistent_failure_expires_after_delivery_timeout(broker, clock):
                  fault_injector=lambda tp, n, a: LOST_REQUEST)
     f = p.send("t", value=b"v")
     p.flush()
-    with pytest.raises(KafkaTimeoutError, match="1000 ms has passed since batch creation"):
+    # no time passed on the clock: the message says what was counted, not "1000 ms has passed"
+    with pytest.raises(KafkaTimeoutError, match=r"10 attempts x retry.backoff.ms 100 reached "
+                                                r"delivery.timeout.ms 1000 after 0 ms since batch creation"):
+        f.get()
+
+
+def test_a_delivery_timeout_that_really_passed_is_reported_in_kafkas_words(broker, clock):
+    broker.create_topic("t", partitions=1)
+
+    def slow_loss(tp, n, attempt):
+        clock.advance(300)          # each lost attempt takes 300 ms of the producer's clock
+        return LOST_REQUEST
+
+    p = Producer(broker, clock=clock, acks=1, delivery_timeout_ms=1000, retry_backoff_ms=100,
+                 fault_injector=slow_loss)
+    f = p.send("t", value=b"v")
+    p.flush()
+    with pytest.raises(KafkaTimeoutError, match=r"t-0:1200 ms has passed since batch creation "
+                                                r"\(delivery.timeout.ms 1000; after 4 attempts"):
         f.get()
 
 
