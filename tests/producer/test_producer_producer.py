@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+import re
+
 import pytest
 
 from kafkasim.broker import Broker
@@ -138,6 +140,21 @@ def test_non_bytes_key_or_value_without_serializer_is_kafka_pythons_type_error(b
         p.send("t", value="a str")
     p.flush()
     assert broker.list_offsets("t", 0, -1)[0] == 0     # nothing was queued
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"key": "str"}, "key='str'"), ({"key": 42}, "key=42"), ({"value": {"amount": 12}}, "value={'amount': 12}"),
+])
+def test_a_non_bytes_key_or_value_is_a_kafkasim_error_naming_the_argument_and_a_type_error(
+        broker, clock, kwargs, named):
+    from kafkasim.errors import KafkaSimError, SerializationError
+
+    broker.create_topic("t", partitions=1)
+    p = Producer(broker, clock=clock)
+    with pytest.raises(SerializationError, match=re.escape(f"Producer.send({named})")) as info:
+        p.send("t", **{"value": b"v", **kwargs})
+    assert isinstance(info.value, TypeError) and isinstance(info.value, KafkaSimError)
+    p.close()
 
 
 def test_config_validation_uses_kafka_names_and_messages(broker, clock):
