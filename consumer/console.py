@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import base64
 import difflib
-from typing import Iterator, Mapping, Optional, Union
+from typing import Callable, Iterator, Mapping, Optional, Union
 
 from kafkasim.consumer.consumer import Consumer
 from kafkasim.consumer.fetcher import LOG_APPEND_TIME, ConsumerRecord
@@ -59,8 +59,13 @@ def parse_offset(text: str) -> Union[str, int]:
 def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Optional[int] = None,
             offset: Union[None, str, int] = None, from_beginning: bool = False,
             max_records: Optional[int] = None, timeout_ms: Optional[int] = None,
-            client_id: str = "kafkasim-console-consumer") -> Iterator[ConsumerRecord]:
-    """Yield records of ``topic`` (see the module docstring for where from and until when)."""
+            client_id: str = "kafkasim-console-consumer",
+            on_wait: Optional[Callable[[str], None]] = None) -> Iterator[ConsumerRecord]:
+    """Yield records of ``topic`` (see the module docstring for where from and until when).
+
+    ``on_wait(text)`` is called once, with ``group_id``, while the consumer first waits for
+    the group to assign it partitions (the coordinator holds a new group's first rebalance
+    for ``group.initial.rebalance.delay.ms``, 3 s by default, as Kafka's does)."""
     reset = "earliest" if from_beginning else "latest"
     clock = broker.clock
     count = broker.partition_count(topic)     # UnknownTopicOrPartitionError before anything else
@@ -85,6 +90,7 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
         c = Consumer(broker, topic, group_id=group_id, auto_offset_reset=reset, client_id=client_id,
                      clock=clock)
     n = 0
+    told = False
     try:
         last = clock.now_ms()
         while max_records is None or n < max_records:
@@ -94,6 +100,10 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
             now = clock.now_ms()
             if c.rebalance_pending:
                 last = now        # the timeout counts only once the consumer has its partitions
+                if on_wait is not None and not told and group_id is not None:
+                    told = True
+                    on_wait(f"waiting for group {group_id} to assign partitions (a new group's first "
+                            f"rebalance waits group.initial.rebalance.delay.ms, 3000 ms by default)")
             if not batch:
                 if timeout_ms is not None and now - last >= timeout_ms:
                     raise KafkaTimeoutError(f"no message for {timeout_ms} ms (--timeout-ms)")

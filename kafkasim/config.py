@@ -38,7 +38,7 @@ from kafkasim.errors import InvalidConfigurationError
 
 __all__ = ["LogConfig", "TOPIC_CONFIGS", "BROKER_CONFIGS", "ConfigDef", "LONG_MAX", "INT_MAX",
            "MAX_PARTITIONS", "KAFKA_PYTHON_UNAPPLIED", "IgnoredConfigWarning", "parse_configs",
-           "unapplied_configs", "warn_ignored"]
+           "unapplied_configs", "warn_ignored", "did_you_mean", "from_kafka_names"]
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2**31 - 1
@@ -136,15 +136,34 @@ def parse_configs(kind: str, defs: Mapping[str, ConfigDef],
     return values, sorted(name for name in given if not defs[name].applied)
 
 
+def did_you_mean(name: str, known: Iterable[str], *, quote: bool = False) -> str:
+    """The close matches of ``name`` among ``known`` ("segment.bytes", or "'a' or 'b'" with
+    ``quote``), or ``""``."""
+    close = difflib.get_close_matches(str(name), sorted(known), n=3, cutoff=0.6)
+    return " or ".join(repr(c) if quote else c for c in close)
+
+
 def _unrecognized(kind: str, names: list[str], known: Iterable[str]) -> InvalidConfigurationError:
     known = sorted(known)
     parts = []
     for name in names:
-        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.6)
-        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        close = did_you_mean(name, known, quote=True)
+        hint = f" (did you mean {close}?)" if close else ""
         parts.append(f"{str(name)!r}{hint}")
     noun = "config" if len(names) == 1 else "configs"
     return InvalidConfigurationError(f"Unrecognized {kind} {noun} {', '.join(parts)}")
+
+
+def from_kafka_names(kind: str, defs: Mapping[str, ConfigDef], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Configs given with Kafka's dotted names (``linger.ms``, as Kafka's tools and
+    properties files spell them) → the underscored names of ``defs`` (``linger_ms``, the
+    client's keyword arguments). An unknown name is an error in the spelling it was typed,
+    with its close matches in that spelling too (``'lingr.ms' (did you mean 'linger.ms'?)``)."""
+    dotted = {name.replace("_", "."): name for name in defs}
+    unknown = [name for name in given if name not in dotted and name not in defs]
+    if unknown:
+        raise _unrecognized(kind, unknown, dotted)
+    return {dotted.get(name, name): value for name, value in given.items()}
 
 
 def warn_ignored(kind: str, names: list[str], stacklevel: int = 3) -> None:
@@ -340,8 +359,10 @@ class LogConfig:
         for name, raw in overrides.items():
             d = TOPIC_CONFIGS.get(name)
             if d is None:
+                close = did_you_mean(name, TOPIC_CONFIGS)
                 raise InvalidConfigurationError(
-                    f"Unknown topic config name: {name} (known: {', '.join(sorted(TOPIC_CONFIGS))})")
+                    f"Unknown topic config name: {name}" + (f" (did you mean {close}?)" if close else
+                                                            f" (known: {', '.join(sorted(TOPIC_CONFIGS))})"))
             values[name.replace(".", "_")] = d.parse(raw)
         return LogConfig(**values)
 

@@ -42,6 +42,7 @@ so ``except KafkaSimError`` catches everything of ours::
         ├── IllegalStateError          an API called in a state that forbids it
         ├── KafkaTimeoutError          a bounded wait ran out
         ├── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
+        ├── SerializationError         a key or value not bytes and no serializer (also a TypeError)
         └── ClaimFailedError           a lab's run did not show what the lab claims
 
     * BrokerNotAvailableError is also an IllegalStateError: calling a closed Broker is the
@@ -72,7 +73,7 @@ __all__ = [
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
-    "KafkaTimeoutError", "InvalidArgumentError", "NetworkError", "UnsupportedVersionError",
+    "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "NetworkError", "UnsupportedVersionError",
     "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
     "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
@@ -415,6 +416,14 @@ class InvalidArgumentError(KafkaSimError, ValueError):
     """Raised for a bad argument that Kafka has no error code for (CLI input, spec files)."""
 
     description = "Invalid argument."
+
+
+class SerializationError(KafkaSimError, TypeError):
+    """Raised by ``Producer.send`` for a key or value that is not bytes when no serializer is
+    configured; also a ``TypeError``, so code written for kafka-python (which raises a bare
+    TypeError there) still catches it."""
+
+    description = "A key or value could not be serialized to bytes."
 
 
 class ClaimFailedError(KafkaSimError, AssertionError):

@@ -59,7 +59,7 @@ from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
-    RecordTooLargeError, UnknownTopicOrPartitionError,
+    RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError,
 )
 from kafkasim.records.validation import RECORD_OVERHEAD, check_headers, check_timestamp
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER, TopicPartition
@@ -358,8 +358,12 @@ def _check_broker(broker: Any) -> None:
 
 
 def _to_bytes(what: str, v: Any) -> bytes:
-    """bytes of a bytes-like key/value; anything else is kafka-python's TypeError."""
+    """bytes of a bytes-like key/value; anything else is a SerializationError (a TypeError,
+    as kafka-python raises there) naming the argument and its value."""
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
-    raise TypeError(f"Not supported type for {what}: {type(v)} "
-                    f"(set {what}_serializer, e.g. {what}_serializer=str.encode)")
+    shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+    raise SerializationError(
+        f"Producer.send({what}={shown}): Not supported type for {what}: {type(v)}; the {what} must be "
+        f"bytes, or set {what}_serializer (e.g. {what}_serializer=str.encode"
+        + (", or json.dumps(v).encode() for a dict" if isinstance(v, (dict, list)) else "") + ")")

@@ -19,10 +19,11 @@ Retries, the in-flight model (numbered):
    Until a partition has acknowledged its first batch from this producer id, an
    idempotent producer keeps one batch in flight there (the broker cannot detect a gap
    for a producer it does not know yet).
-3. A batch fails for good after ``retries`` retries, or once ``attempts ×
-   retry_backoff_ms`` reaches ``delivery_timeout_ms`` (a ``KafkaTimeoutError`` naming the
-   last error): without a network, the backoff is *counted*, not slept, which bounds
-   retries deterministically. If an idempotent batch fails for good that way (whether
+3. A batch fails for good after ``retries`` retries, or once ``delivery_timeout_ms`` has
+   passed on the clock since it was created, or once ``attempts × retry_backoff_ms``
+   reaches ``delivery_timeout_ms`` (a ``KafkaTimeoutError`` naming the last error and the
+   time that really passed): without a network, the backoff is *counted*, not slept,
+   which bounds retries deterministically. If an idempotent batch fails for good that way (whether
    the broker wrote it is unknown), the queued batches behind it on that partition fail
    with it and the partition's sequence restarts at the failed batch's base sequence
    (Kafka bumps the epoch instead).
@@ -294,7 +295,8 @@ class Sender:
             retriable = self._acks != 0 and (
                 err.retriable or (self._idempotent and isinstance(err, OutOfOrderSequenceNumberError)))
             if retriable and b.attempts <= self._retries \
-                    and b.attempts * self._retry_backoff_ms < self._delivery_timeout_ms:
+                    and b.attempts * self._retry_backoff_ms < self._delivery_timeout_ms \
+                    and self._clock.now_ms() - b.created_ms < self._delivery_timeout_ms:
                 m["record-retry-total"] += len(b.records)
                 if retry is None:
                     retry = self._retry[tp] = []
@@ -304,10 +306,8 @@ class Sender:
             if retriable and b.attempts > self._retries:
                 final: BaseException = err
             elif retriable:
-                final = KafkaTimeoutError(
-                    f"Expiring {len(b.records)} record(s) for {tp}:{self._delivery_timeout_ms} ms "
-                    f"has passed since batch creation (after {b.attempts} attempts; last error: "
-                    f"{type(err).__name__}: {err})")
+                final = KafkaTimeoutError(_expiry_message(b, self._clock.now_ms() - b.created_ms,
+                                                          self._retry_backoff_ms, self._delivery_timeout_ms, err))
                 final.__cause__ = err
             else:
                 final = err
@@ -404,6 +404,20 @@ class Sender:
         self._acked_once.add(tp)
         b.complete(-1 if self._acks == 0 else res.base_offset, res.log_append_time, res.log_start_offset)
         return None
+
+
+def _expiry_message(b: ProducerBatch, elapsed_ms: int, backoff_ms: int, timeout_ms: int,
+                    err: BaseException) -> str:
+    """Why a batch expired, in true numbers (step 3 of the module docstring): Kafka's words
+    when ``delivery.timeout.ms`` has really passed on the clock, else what was counted
+    (attempts × ``retry.backoff.ms``) and the time that really passed."""
+    last = f"last error: {type(err).__name__}: {err}"
+    if elapsed_ms >= timeout_ms:
+        return (f"Expiring {len(b.records)} record(s) for {b.tp}:{elapsed_ms} ms has passed since batch "
+                f"creation (delivery.timeout.ms {timeout_ms}; after {b.attempts} attempts; {last})")
+    return (f"Expiring {len(b.records)} record(s) for {b.tp}: {b.attempts} attempts x retry.backoff.ms "
+            f"{backoff_ms} reached delivery.timeout.ms {timeout_ms} after {elapsed_ms} ms since batch "
+            f"creation (retries are counted, not slept, when no time passes between them; {last})")
 
 
 def _batch_no(b: ProducerBatch) -> tuple:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Iterable, Optional
@@ -152,11 +153,34 @@ def scenario_module(name: str) -> ModuleType:
 
 
 def lab_text(name: str) -> str:
-    """The lab text of ``name``: its module docstring, plus its claim and parameters."""
+    """The lab text of ``name`` as plain text (:func:`plain_text` of its module docstring),
+    plus its claim and parameters."""
     module = scenario_module(name)
     params = "\n".join(f"  {k} = {_show(v)}" for k, v in module.PARAMS.items())
-    return (f"{module.__doc__.strip()}\n\nClaim\n-----\n{module.CLAIM}\n\n"
+    return (f"{plain_text(module.__doc__.strip())}\n\nClaim\n-----\n{plain_text(module.CLAIM)}\n\n"
             f"Parameters (--param k=v)\n------------------------\n{params}")
+
+
+_ROLE = re.compile(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")      # :class:`~a.b.C` → C's path, :ref:`t <x>` → t
+_LITERAL = re.compile(r"``((?:(?!``).)+?)``", re.DOTALL)          # may run over a line break
+_STRONG = re.compile(r"(?<![\w*])\*\*(\S(?:(?!\*\*).)*?)\*\*(?![\w*])", re.DOTALL)
+_EMPHASIS = re.compile(r"(?<![\w*])\*([^\s*](?:[^*])*?)\*(?![\w*])", re.DOTALL)
+_LINK = re.compile(r"`([^`<]+?)\s*<[^>]+>`_+")
+
+
+def plain_text(rst: str) -> str:
+    """reStructuredText inline markup as a terminal shows it well: ``literal``, **strong**,
+    *emphasis*, roles and links become their plain text (a role's target keeps its last
+    dotted part with ``~``, as Sphinx shows it); headings (a title over a line of ``-``)
+    and everything else stay as they are."""
+    def role(m: re.Match) -> str:
+        text = m.group(1)
+        return text.rsplit(".", 1)[-1] if m.group(0).split("`", 1)[1].startswith("~") else text
+    out = _ROLE.sub(role, rst)
+    out = _LINK.sub(r"\1", out)
+    out = _LITERAL.sub(r"\1", out)
+    out = _STRONG.sub(r"\1", out)
+    return _EMPHASIS.sub(r"\1", out)
 
 
 def _show(value: Any) -> str:

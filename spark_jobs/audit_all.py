@@ -38,6 +38,7 @@ from typing import Optional, Sequence
 
 from kafkasim.spark_jobs import common, options
 from kafkasim.spark_jobs.progress import Progress
+from kafkasim.spark_jobs.session import plain_ctrl_c, quiet_interrupts, stop_now
 
 __all__ = ["build_report", "text", "run", "main", "AUDITS"]
 
@@ -78,9 +79,14 @@ def build_report(spark, data_dir: str, topics: list[str], args, progress: Option
                 commits=commits, corruption=corruption),
         }
         with progress.phase("auditing", "ordering, skew and lag in parallel"):
-            with ThreadPoolExecutor(len(jobs), thread_name_prefix="audit") as pool:
+            pool = ThreadPoolExecutor(len(jobs), thread_name_prefix="audit")
+            try:
                 running = {name: pool.submit(progress.timed, name, job) for name, job in jobs.items()}
                 out = {name: f.result() for name, f in running.items()}
+            except BaseException:   # Ctrl-C: do not wait for the running jobs; run() ends Spark first
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     finally:
         scan.close()
     verdicts = [out[a]["verdict"] for a in AUDITS]
@@ -110,10 +116,18 @@ def run(args, spark=None) -> int:
         topics = common.check_inputs(data_dir, args.topic)           # before the JVM starts
         size = common.input_bytes(data_dir, topics)
     own = spark is None
+    quiet_interrupts()      # Ctrl-C: one line from the CLI, no py4j tracebacks
     with progress.phase("starting Spark"):
         spark = common.open_spark(args, spark, input_bytes=size)
+    if own:
+        plain_ctrl_c()      # Ctrl-C is handled here: stop_now below
     try:
         return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text, violations)
+    except KeyboardInterrupt:
+        if own:     # Ctrl-C: end the JVM now rather than wait for its jobs and shutdown hooks
+            own = False
+            stop_now(spark)
+        raise
     finally:
         if own:     # stop what we started: a cluster otherwise relaunches executors while we exit
             spark.stop()

@@ -12,6 +12,10 @@
   notices) is filtered from its stderr; anything else the JVM prints still reaches the
   user's stderr. ``verbose=True`` keeps Spark's own logging and output untouched.
 
+:func:`stop_now` ends a session at once on Ctrl-C: it kills the driver JVM this process
+launched (what ``SparkSession.stop`` would wait for: running tasks, shutdown hooks),
+so an interrupted audit exits in well under a second instead of about 8 s.
+
 Under ``spark-submit`` (``master=None``) or a cluster master, Spark's own launch and the
 cluster's settings apply. Not thread-safe to call concurrently (SparkSession.builder is
 global).
@@ -26,7 +30,7 @@ import sys
 import threading
 from typing import Mapping, Optional, Sequence
 
-__all__ = ["build_session", "LOG4J2_CONFIG", "NOISE"]
+__all__ = ["build_session", "stop_now", "plain_ctrl_c", "quiet_interrupts", "LOG4J2_CONFIG", "NOISE"]
 
 LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
@@ -99,3 +103,62 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
     from kafkasim.spark_jobs.datasource import register
     register(session)
     return session
+
+
+def plain_ctrl_c() -> None:
+    """Make Ctrl-C a plain ``KeyboardInterrupt`` again in a process that will end Spark with
+    :func:`stop_now`. pyspark's SIGINT handler calls ``cancelAllJobs`` through py4j from
+    inside whatever py4j call the main thread is in, which fails and logs a traceback; the
+    jobs die with the JVM anyway. Only from the main thread (signals are its business)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class _NoPy4JRootTracebacks:
+    """A root-logger filter for py4j's ``logging.exception`` calls on the *root* logger
+    ("Exception while sending command.", "KeyboardInterrupt while sending command."): a
+    Ctrl-C crossing a py4j call, or pyspark's own SIGINT handler calling into py4j in the
+    middle of one, prints a traceback through them. The failure they describe reaches the
+    caller as an exception anyway (py4j returns an error answer), so nothing is lost. Records
+    of other loggers, and root records from anywhere else, pass."""
+
+    def filter(self, record) -> bool:
+        return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in (record.pathname or ""))
+
+
+def quiet_interrupts() -> None:
+    """Install :class:`_NoPy4JRootTracebacks` on the root logger (once)."""
+    import logging
+
+    root = logging.getLogger()
+    if not any(isinstance(f, _NoPy4JRootTracebacks) for f in root.filters):
+        root.addFilter(_NoPy4JRootTracebacks())
+
+
+def stop_now(session) -> None:
+    """End ``session`` at once (Ctrl-C): kill the driver JVM when this process launched it
+    (a local master), else cancel its jobs and stop it. Never raises, and nothing is logged
+    afterwards: the caller is already on its way out with the interrupt, and the threads
+    still waiting on the JVM (the audits, pyspark's accumulator server) only fail."""
+    import logging
+
+    try:
+        from pyspark import SparkContext
+
+        sc = session.sparkContext
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is None or proc.poll() is not None:
+            sc.cancelAllJobs()
+            session.stop()
+            return
+        server = getattr(sc, "_accumulatorServer", None)    # pyspark's own: SparkContext.stop does this
+        if server is not None:
+            server.handle_error = lambda *a: None
+            server.shutdown()
+        logging.disable(logging.CRITICAL)   # py4j logs every call the dead JVM no longer answers
+        proc.kill()                 # the JVM and with it its Python workers (their stdin closes)
+        proc.wait(timeout=5)
+    except BaseException:               # noqa: BLE001  (a second Ctrl-C, a dead gateway: we are leaving)
+        pass

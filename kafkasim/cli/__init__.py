@@ -4,7 +4,10 @@ Each command module in :data:`COMMAND_MODULES` defines ``register(subparsers)``,
 adding its commands; a command's handler opens the library object, calls one
 method and prints the result (``--json`` wherever data is printed). Library
 errors (``KafkaSimError``) become a one-line message on stderr and exit code 1;
-usage errors exit 2. Only this package imports every layer.
+usage errors exit 2; Ctrl-C (SIGINT) ends any command with one line on stderr and exit
+code 130, as a shell expects of an interrupted program (128 + SIGINT), never a traceback.
+A command that runs until Ctrl-C by design (``consume``, ``serve``, ``view``) handles it
+itself and exits 0, as Kafka's tools do. Only this package imports every layer.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from typing import Optional, Sequence
 
 from kafkasim.errors import KafkaSimError
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES", "EXIT_INTERRUPTED"]
+
+EXIT_INTERRUPTED = 130
+"""Exit code of a command stopped by Ctrl-C: 128 + SIGINT, what a shell reports for it."""
 
 COMMAND_MODULES = [
     "kafkasim.cli.topics",
@@ -77,10 +83,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.global_json and hasattr(args, "json"):
         args.json = True
     try:
-        rc = args.handler(args)
-    except KafkaSimError as exc:
-        print(f"kafkasim {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # e.g. `kafkasim consume ... | head`
-        return 0
+        try:
+            rc = args.handler(args)
+        except KafkaSimError as exc:
+            print(f"kafkasim {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        except BrokenPipeError:  # e.g. `kafkasim consume ... | head`
+            return 0
+    except KeyboardInterrupt:    # also a second Ctrl-C while the handler was cleaning up
+        _interrupted(args.command)
+        return EXIT_INTERRUPTED
     return int(rc or 0)
+
+
+def _interrupted(command: str) -> None:
+    """One line for Ctrl-C; a further Ctrl-C while printing it changes nothing."""
+    try:
+        print(f"kafkasim {command}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    except (KeyboardInterrupt, OSError):
+        pass

@@ -76,28 +76,19 @@ def key_values(items: Sequence[str], option: str) -> dict[str, str]:
 
 
 def open_broker(args: argparse.Namespace, *, create: bool = False):
-    """The broker the command talks to (:func:`kafkasim.server.remote.open_broker`): the
+    """The broker the command talks to (:func:`kafkasim.server.routing.open_broker`): the
     server at ``--bootstrap-server``; else the ``kafkasim serve`` running on the data dir
     when its address file names one that answers; else the data dir itself, embedded (a
-    stale address file gets a one-line notice on stderr); a data dir that holds a cluster
-    (``meta/cluster.json``) and no running server opens as that
-    :class:`~kafkasim.broker.cluster.Cluster`, whose produce and fetch go to each
-    partition's leader. Only commands that create things
-    pass ``create=True``; for every other command a missing data dir is an error naming
-    it, so a mistyped ``--data-dir`` never leaves a new data dir behind."""
-    from kafkasim.server.remote import open_broker as open_any
+    cluster's data dir as its :class:`~kafkasim.broker.cluster.Cluster`; a stale address
+    file gets a one-line notice on stderr). Only commands that create things pass
+    ``create=True``; for every other command a missing data dir is an error naming it, so
+    a mistyped ``--data-dir`` never leaves a new data dir behind."""
+    from kafkasim.server.routing import open_broker as open_any
 
     bootstrap = getattr(args, "bootstrap_server", None)
     if bootstrap:
         return open_any(None, bootstrap=bootstrap)
     path = data_dir_of(args) if create else existing_data_dir(args)
-    if os.path.exists(os.path.join(path, "meta", "cluster.json")):
-        from kafkasim.server.remote import server_for
-
-        if not server_for(path)[1]:           # no 'kafkasim serve' holds it: open the cluster
-            from kafkasim.broker.cluster import Cluster
-
-            return Cluster(path)
     return open_any(path, notice=lambda text: print(f"kafkasim {args.command}: {text}", file=sys.stderr))
 
 

@@ -71,7 +71,8 @@ def _consume(args) -> int:
     with open_broker(args) as broker:
         records = consume(broker, args.topic, group_id=args.group, partition=args.partition, offset=offset,
                           from_beginning=args.from_beginning, max_records=args.max,
-                          timeout_ms=args.timeout_ms)
+                          timeout_ms=args.timeout_ms,
+                          on_wait=lambda text: print(f"kafkasim consume: {text}", file=sys.stderr, flush=True))
         try:
             for r in records:
                 if args.json:

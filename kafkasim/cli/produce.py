@@ -46,11 +46,14 @@ def register(sub) -> None:
 
 
 def _produce(args) -> int:
+    from kafkasim.config import from_kafka_names
+    from kafkasim.producer.config import PRODUCER_CONFIGS
     from kafkasim.producer.lines import LineReader, produce_lines
     from kafkasim.producer.producer import Producer
 
     reader = LineReader(key_values(args.property, "--property"))   # bad properties fail before any I/O
-    configs = {k.replace(".", "_"): v for k, v in key_values(args.producer_property, "--producer-property").items()}
+    configs = from_kafka_names("producer", PRODUCER_CONFIGS,
+                               key_values(args.producer_property, "--producer-property"))
     client_id = args.client_id or f"kafkasim-produce-{uuid.uuid4().hex[:8]}"
     stdin = getattr(sys.stdin, "buffer", sys.stdin)      # bytes when there are bytes: UTF-8 is checked per line
     broker = open_broker(args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 from kafkasim.cli.common import add_data_dir, add_json, command, data_dir_of, positive_int
@@ -100,6 +101,7 @@ def _serve(args) -> int:
         raise InvalidArgumentError(f"--max-incremental-fetch-session-cache-slots "
                                    f"{options.fetch_session_cache_slots}: must be >= 0")
     data_dir = data_dir_of(args)
+    created = not os.path.exists(data_dir)      # a Kafka broker creates its log dir too: say so
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise InvalidArgumentError(f"--metrics-port {args.metrics_port}: outside 0-65535")
@@ -110,6 +112,10 @@ def _serve(args) -> int:
         brokers = parse_brokers(args.brokers)
 
     def ready(bound_host: str, bound_port: int, metrics_port) -> None:
+        if created:
+            print(f"kafkasim serve: created a new empty data dir {os.path.abspath(data_dir)} "
+                  f"(check --data-dir / $KAFKASIM_DATA_DIR if you meant an existing one)",
+                  file=sys.stderr, flush=True)
         from kafkasim.server.address import read_address
         listeners = (read_address(data_dir) or {}).get("brokers")
         if args.json:

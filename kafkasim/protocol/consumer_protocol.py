@@ -24,6 +24,7 @@ import struct
 from collections import defaultdict
 from typing import Iterable, Optional
 
+import kafkasim.protocol.kio_import  # noqa: F401  (first: kio without hypothesis; see it)
 from kio.index import load_entity_module
 from kio.serial import entity_writer
 from kio.static.constants import EntityType

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import struct
 
+import kafkasim.protocol.kio_import  # noqa: F401  (first: kio without hypothesis; see it)
 from kio.serial import entity_reader
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 

@@ -9,20 +9,23 @@ serves ``/metrics``; a served cluster adds ``"brokers": [{"id", "host", "port", 
 
 Writes are atomic (temporary name, fsync, rename, fsync of the directory), so a reader
 sees the whole file or none. A file left behind by a server that died is *stale*: nobody
-listens at its address; :func:`kafkasim.server.remote.open_broker` notices that.
-Importing this module is cheap (json and os only). Thread-safety: plain functions.
+listens at its address; :func:`server_for` tells (it tries to connect), and
+:func:`kafkasim.server.routing.open_broker` acts on it. Importing this module is cheap
+(json, os and socket only: no wire protocol). Thread-safety: plain functions.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from typing import Optional
 
 from kafkasim.errors import KafkaStorageError
 
-__all__ = ["ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+__all__ = ["ADDRESS_FILE", "read_address", "write_address", "remove_address", "server_for",
+           "server_process_alive"]
 
 ADDRESS_FILE = ".server.json"
 
@@ -74,3 +77,39 @@ def remove_address(data_dir: str) -> None:
             os.unlink(os.path.join(data_dir, name))
         except FileNotFoundError:
             pass
+
+
+def _answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def server_for(data_dir: str) -> tuple[Optional[dict], bool]:
+    """``(address file content or None, whether a server answers there)``. For a served
+    cluster the first broker whose listener answers is chosen ("host"/"port" set to it), so
+    commands still reach the server while some brokers are stopped."""
+    info = read_address(data_dir)
+    if info is None:
+        return None, False
+    for b in info.get("brokers") or []:
+        if isinstance(b, dict) and isinstance(b.get("host"), str) and isinstance(b.get("port"), int) \
+                and _answers(b["host"], b["port"]):
+            return {**info, "host": b["host"], "port": b["port"]}, True
+    return info, _answers(info["host"], info["port"])
+
+
+def server_process_alive(info: dict) -> bool:
+    """Whether the process an address file names (its ``pid``) still runs on this machine."""
+    pid = info.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:       # it runs, as another user
+        return True
+    return True

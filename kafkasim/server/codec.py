@@ -41,6 +41,7 @@ import struct
 import uuid
 from typing import Any, NamedTuple
 
+import kafkasim.protocol.kio_import  # noqa: F401  (first: kio without hypothesis; see it)
 from kio.index import load_entity_module
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map

@@ -49,10 +49,8 @@ factor reported is the replica count; a group's generation and leader are not in
 DescribeGroups (None); a partition's segment count is read from the log dir the server
 reports when that directory is on this machine (else None).
 
-:func:`open_broker` picks the mode: ``bootstrap`` given → remote; else the data dir's
-address file (``.server.json``, :mod:`kafkasim.server.address`) names a server that answers
-→ remote; a stale file → a one-line notice and the embedded broker (which then removes
-the file, once its lock proves no server holds the data dir); no file → embedded.
+:func:`kafkasim.server.routing.open_broker` picks the mode (remote or embedded) and
+imports this module only when a server is to be spoken to.
 
 Thread-safety: one lock serialises the request/response exchanges of a RemoteBroker, so
 the producer's sender thread and the consumer's heartbeat thread can share it.
@@ -61,17 +59,12 @@ the producer's sender thread and the consumer's heartbeat thread can share it.
 
 from __future__ import annotations
 
-import os
-import socket
-from typing import Callable, Optional
-
 from kafkasim.errors import InvalidArgumentError
-from kafkasim.server.address import read_address, remove_address
 from kafkasim.server.remote_conn import CLIENT_VERSIONS, RemoteConnection
 from kafkasim.server.remote_groups import GroupCalls
 from kafkasim.server.remote_topics import TopicCalls
 
-__all__ = ["RemoteBroker", "open_broker", "parse_bootstrap", "server_for", "CLIENT_VERSIONS"]
+__all__ = ["RemoteBroker", "parse_bootstrap", "CLIENT_VERSIONS"]
 
 
 def parse_bootstrap(text: str) -> tuple[str, int]:
@@ -82,53 +75,6 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise InvalidArgumentError(f"--bootstrap-server {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9092")
     return host, int(port)
-
-
-def _answers(host: str, port: int, timeout: float = 2.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def server_for(data_dir: str) -> tuple[Optional[dict], bool]:
-    """``(address file content or None, whether a server answers there)``. For a served
-    cluster the first broker whose listener answers is chosen ("host"/"port" set to it), so
-    commands still reach the server while some brokers are stopped."""
-    info = read_address(data_dir)
-    if info is None:
-        return None, False
-    for b in info.get("brokers") or []:
-        if isinstance(b, dict) and isinstance(b.get("host"), str) and isinstance(b.get("port"), int) \
-                and _answers(b["host"], b["port"]):
-            return {**info, "host": b["host"], "port": b["port"]}, True
-    return info, _answers(info["host"], info["port"])
-
-
-def open_broker(data_dir: Optional[str], *, bootstrap: Optional[str] = None,
-                notice: Optional[Callable[[str], None]] = None, client_id: str = "kafkasim-cli"):
-    """The broker a command should use (see the module docstring): a :class:`RemoteBroker`
-    when ``bootstrap`` is given or ``data_dir``'s address file names a live server, else an
-    embedded :class:`kafkasim.broker.Broker` over ``data_dir``."""
-    if bootstrap:
-        host, port = parse_bootstrap(bootstrap)
-        return RemoteBroker(host, port, client_id=client_id)
-    if data_dir is None:
-        raise InvalidArgumentError("give a data dir or --bootstrap-server")
-    info, live = server_for(data_dir)
-    if info is not None and live:
-        return RemoteBroker(info["host"], info["port"], client_id=client_id, data_dir=data_dir)
-    from kafkasim.broker import Broker
-
-    if info is not None and notice is not None:
-        notice(f"no server answers at {info['host']}:{info['port']} (stale "
-               f"{os.path.join(data_dir, '.server.json')}, pid {info.get('pid', '?')}); "
-               f"opening the data dir directly")
-    broker = Broker(data_dir)
-    if info is not None:
-        remove_address(broker.data_dir)     # we hold the lock: no server serves this dir
-    return broker
 
 
 class RemoteBroker(GroupCalls, TopicCalls, RemoteConnection):

@@ -53,3 +53,24 @@ def test_assign_refuses_a_partition_count_no_topic_can_have(capsys, monkeypatch)
     rc, out, err = run(capsys, monkeypatch, "assign", "--strategy", "range", "--spec", "-", stdin=json.dumps(spec))
     assert rc == 1 and out == ""
     assert "partitions_per_topic.t0" in err and "1000000000 partitions is more than a kafkasim topic can have" in err
+
+
+def test_config_typos_are_suggested_in_the_spelling_typed(tmp_path, capsys):
+    from kafkasim.cli import main
+
+    data = str(tmp_path / "data")
+    assert main(["topics", "create", "t", "--config", "segment.byte=1048576", "--data-dir", data]) == 1
+    assert "Unknown topic config name: segment.byte (did you mean segment.bytes" in capsys.readouterr().err
+    assert main(["topics", "create", "t", "--data-dir", data]) == 0
+    capsys.readouterr()
+    import io
+    import sys
+    stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(b"x\n"))
+    try:
+        assert main(["produce", "t", "--producer-property", "lingr.ms=1", "--data-dir", data]) == 1
+    finally:
+        sys.stdin = stdin
+    err = capsys.readouterr().err
+    assert "Unrecognized producer config 'lingr.ms' (did you mean 'linger.ms'?)" in err, err
+    assert "linger_ms" not in err

@@ -99,3 +99,11 @@ def test_ctrl_c_exits_0_after_printing_the_count(data):
             proc.kill()
     assert rc == 0
     assert proc.stderr.read().decode().strip().endswith("Processed a total of 10 messages")
+
+
+def test_a_group_consumer_says_once_that_it_waits_for_its_group(data, capsys):
+    assert main(["consume", "t", "--group", "g", "--from-beginning", "--max-messages", "1",
+                 "--data-dir", data]) == 0
+    err = capsys.readouterr().err
+    assert err.count("kafkasim consume: waiting for group g to assign partitions") == 1, err
+    assert "group.initial.rebalance.delay.ms" in err

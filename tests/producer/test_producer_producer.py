@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+import re
+
 import pytest
 
 from kafkasim.broker import Broker
@@ -138,6 +140,21 @@ def test_non_bytes_key_or_value_without_serializer_is_kafka_pythons_type_error(b
         p.send("t", value="a str")
     p.flush()
     assert broker.list_offsets("t", 0, -1)[0] == 0     # nothing was queued
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"key": "str"}, "key='str'"), ({"key": 42}, "key=42"), ({"value": {"amount": 12}}, "value={'amount': 12}"),
+])
+def test_a_non_bytes_key_or_value_is_a_kafkasim_error_naming_the_argument_and_a_type_error(
+        broker, clock, kwargs, named):
+    from kafkasim.errors import KafkaSimError, SerializationError
+
+    broker.create_topic("t", partitions=1)
+    p = Producer(broker, clock=clock)
+    with pytest.raises(SerializationError, match=re.escape(f"Producer.send({named})")) as info:
+        p.send("t", **{"value": b"v", **kwargs})
+    assert isinstance(info.value, TypeError) and isinstance(info.value, KafkaSimError)
+    p.close()
 
 
 def test_config_validation_uses_kafka_names_and_messages(broker, clock):
@@ -294,7 +311,25 @@ def test_persistent_failure_expires_after_delivery_timeout(broker, clock):
                  fault_injector=lambda tp, n, a: LOST_REQUEST)
     f = p.send("t", value=b"v")
     p.flush()
-    with pytest.raises(KafkaTimeoutError, match="1000 ms has passed since batch creation"):
+    # no time passed on the clock: the message says what was counted, not "1000 ms has passed"
+    with pytest.raises(KafkaTimeoutError, match=r"10 attempts x retry.backoff.ms 100 reached "
+                                                r"delivery.timeout.ms 1000 after 0 ms since batch creation"):
+        f.get()
+
+
+def test_a_delivery_timeout_that_really_passed_is_reported_in_kafkas_words(broker, clock):
+    broker.create_topic("t", partitions=1)
+
+    def slow_loss(tp, n, attempt):
+        clock.advance(300)          # each lost attempt takes 300 ms of the producer's clock
+        return LOST_REQUEST
+
+    p = Producer(broker, clock=clock, acks=1, delivery_timeout_ms=1000, retry_backoff_ms=100,
+                 fault_injector=slow_loss)
+    f = p.send("t", value=b"v")
+    p.flush()
+    with pytest.raises(KafkaTimeoutError, match=r"t-0:1200 ms has passed since batch creation "
+                                                r"\(delivery.timeout.ms 1000; after 4 attempts"):
         f.get()
 
 

@@ -72,3 +72,12 @@ def test_second_server_on_the_same_data_dir_or_port_is_refused(tmp_path, server)
     same_port = _run("--data-dir", str(tmp_path / "other"), "--listen", server.bootstrap)
     assert same_port.returncode == 1 and "cannot listen" in same_port.stderr
     assert not (tmp_path / "other" / ".server.json").exists()
+
+
+def test_serve_says_when_it_creates_a_new_empty_data_dir(tmp_path, serve_process):
+    fresh = serve_process(tmp_path / "typo-dir")
+    fresh.stop()
+    assert "kafkasim serve: created a new empty data dir" in fresh.log_text()
+    again = serve_process(tmp_path / "typo-dir")      # it exists now: nothing to say
+    again.stop()
+    assert "created a new empty data dir" not in again.log_text()
