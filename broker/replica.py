@@ -219,12 +219,17 @@ class PartitionState:
         leo = leader.log_end_offset
         copied = 0
         if r.log.log_end_offset < leader.log_start_offset:
-            r.log.restart_at(leader.log_start_offset)         # the leader deleted what it missed
+            # The leader deleted what the follower missed. Restart the follower's log at the
+            # base offset of the leader's batch holding the log start, which a DeleteRecords
+            # may have put inside a batch (Kafka: UnexpectedAppendOffsetException in
+            # Partition.appendRecordsToFollowerOrFutureReplica restarts the log there).
+            first = leader.read_batches(leader.log_start_offset, 1)
+            r.log.restart_at(first[0][0].base_offset if first else leader.log_start_offset)
             r.epochs.clear()
-        elif r.log.log_start_offset < leader.log_start_offset:
-            r.log.increment_log_start_offset(leader.log_start_offset)   # DeleteRecords on the leader
         while r.log.log_end_offset < leo and (max_bytes is None or copied < max_bytes):
-            batches = leader.read_batches(r.log.log_end_offset, _FETCH_BYTES)
+            # at least the log start: a restarted follower's end may be the base offset of
+            # the batch holding it, and that batch is what reading from the start returns
+            batches = leader.read_batches(max(r.log.log_end_offset, leader.log_start_offset), _FETCH_BYTES)
             if not batches:
                 break
             for h, raw in batches:
@@ -232,6 +237,8 @@ class PartitionState:
                 if h.partition_leader_epoch != UNDEFINED_EPOCH:
                     r.epochs.assign(h.partition_leader_epoch, h.base_offset)
                 copied += len(raw)
+        if r.log.log_start_offset < leader.log_start_offset <= r.log.log_end_offset:
+            r.log.increment_log_start_offset(leader.log_start_offset)   # DeleteRecords on the leader
         if r.log.log_end_offset >= leo:
             r.last_caught_up_ms = now
         return copied

@@ -148,8 +148,6 @@ class Schedule:
         emit("M", self.starts())
 
     def delete_records(self) -> None:
-        if self.mode == "cluster":
-            return   # test_storage_powercut.test_follower_restarts_at_a_mid_batch_log_start: a known bug
         topic = self.rng.choice(self.topics())
         parts, configs = self.describe(topic)
         if "delete" not in configs.get("cleanup.policy", "delete"):

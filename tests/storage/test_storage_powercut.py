@@ -29,9 +29,9 @@ tails to cut off.
 Two tests: one broker (three seeds × 12 cuts), and a cluster of three brokers on the same
 disk (one seed × 8 cuts; all lose power together) whose topics have two or three replicas
 and whose produces use ``acks=all``, checked through whichever replica leads after the
-reopen, each broker's directory through verify-log. The cluster schedule leaves
-DeleteRecords out: with it, the run found a follower that cannot catch up after the cut
-(:func:`test_follower_behind_a_mid_batch_log_start_catches_up`, a strict xfail until fixed).
+reopen, each broker's directory through verify-log. The cluster schedule includes
+DeleteRecords: with it, the run found a follower that could not catch up after the cut
+(:func:`test_follower_behind_a_mid_batch_log_start_catches_up`, fixed in broker/replica.py).
 
 Why this file system: LazyFS (the DSN 2023 tool) is neither in Debian nor on PyPI, and
 nothing else may be downloaded here. An ``LD_PRELOAD`` shim would have to emulate a file
@@ -430,19 +430,15 @@ def test_power_cut_keeps_what_a_cluster_acknowledged(tmp_path, fuse_ready, seed,
     _run(tmp_path, seed, "cluster", record_property)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (found by the cluster power-cut run): a follower whose log "
-                                       "ends below the leader's log start restarts at that start, and when a "
-                                       "DeleteRecords put it inside a batch the batch's copy is refused")
 def test_follower_behind_a_mid_batch_log_start_catches_up(tmp_path, clock):
     """A follower that comes back behind the leader's log start catches up, also when the log start
     (moved by DeleteRecords) falls inside a batch: Kafka's ``Partition.appendRecordsToFollowerOrFutureReplica``
     then restarts the empty follower log at the batch's base offset (UnexpectedAppendOffsetException,
-    "the log start offset on the leader falls in the middle of the batch"). kafkasim's
-    ``PartitionState.fetch_into`` restarts it at the log start and then refuses the batch
-    (IllegalStateError), so the cluster cannot reopen. The power-cut run reached it with a follower that
-    lost its unflushed tail (seed 1128, cycle 5, with DeleteRecords in the cluster schedule); here a
-    stopped follower does the same. When this passes, remove the xfail and the ``return`` at the top of
-    ``powercut_child.Schedule.delete_records`` in cluster mode."""
+    "the log start offset on the leader falls in the middle of the batch"), and so does
+    ``PartitionState.fetch_into``. Before that fix it restarted the follower at the log start and then
+    refused the batch (IllegalStateError), so the cluster could not reopen. The power-cut run reached
+    it with a follower that lost its unflushed tail (seed 1128, cycle 5, with DeleteRecords in the
+    cluster schedule); here a stopped follower does the same."""
     from kafkasim.broker.cluster import Cluster
     from kafkasim.records import record_batch as rb
 
