@@ -32,7 +32,7 @@ from kafkasim.arguments import check_arg
 from kafkasim.config import MAX_PARTITIONS, LogConfig
 from kafkasim.errors import (
     InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, OffsetOutOfRangeError,
-    PolicyViolationError, TopicAlreadyExistsError,
+    PolicyViolationError, TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 )
 from kafkasim.storage.layout import validate_topic
 from kafkasim.storage.partition_history import history_entry
@@ -48,6 +48,26 @@ __all__ = ["TopicAdmin", "MAX_PARTITIONS"]
 
 class TopicAdmin(BrokerCore):
     """Create/list/describe/delete topics, add partitions, alter configs (see the module docstring)."""
+
+    def auto_create_topic(self, name: str) -> int:
+        """The partition count of ``name``, creating the topic first when it is missing and
+        ``auto.create.topics.enable`` is true (``num.partitions`` partitions,
+        ``default.replication.factor`` replicas), as Kafka answers a client's metadata request
+        that allows auto-creation. Disabled: UnknownTopicOrPartitionError naming the config.
+        A topic another caller creates meanwhile is simply used."""
+        try:
+            return self.partition_count(name)
+        except UnknownTopicOrPartitionError:
+            if not self.broker_config["auto.create.topics.enable"]:
+                raise UnknownTopicOrPartitionError(
+                    f"Unknown topic {name!r} (auto.create.topics.enable=false: create it first, e.g. "
+                    f"`kafkasim topics create {name}`)") from None
+        try:
+            self.create_topic(name, self.broker_config["num.partitions"],
+                              self.broker_config["default.replication.factor"])
+        except TopicAlreadyExistsError:
+            pass
+        return self.partition_count(name)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      configs: Optional[Mapping[str, Any]] = None) -> dict:

@@ -49,6 +49,8 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("retry_backoff_ms", "long", 100, min=0, doc="poll()'s wait step without records"),
     _D("consumer_timeout_ms", "double", float("inf"), min=0, doc="iteration stops after this long idle"),
     _D("metadata_max_age_ms", "long", 300_000, min=0, doc="how often the leader checks partition counts"),
+    _D("allow_auto_create_topics", "boolean", True,
+       doc="subscribing to a missing topic creates it when the broker's auto.create.topics.enable allows"),
     # kafkasim-only
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("heartbeat_thread", "boolean", None,

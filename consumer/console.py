@@ -68,7 +68,9 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
     for ``group.initial.rebalance.delay.ms``, 3 s by default, as Kafka's does)."""
     reset = "earliest" if from_beginning else "latest"
     clock = broker.clock
-    count = broker.partition_count(topic)     # UnknownTopicOrPartitionError before anything else
+    # created as the broker's auto.create.topics.enable says (Kafka's console consumer's first
+    # metadata request does that); UnknownTopicOrPartitionError when it does not
+    count = broker.auto_create_topic(topic)
     if partition is not None:
         if not 0 <= partition < count:
             raise InvalidArgumentError(f"partition {partition} of topic {topic} does not exist "

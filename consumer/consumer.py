@@ -183,6 +183,12 @@ class Consumer(Positions, OffsetLookups):
         if self._next_metadata_ms is not None and now < self._next_metadata_ms:
             return
         self._next_metadata_ms = now + self.config["metadata_max_age_ms"]
+        if self._subs.pattern is None and self.config["allow_auto_create_topics"]:
+            for topic in self._subs.topics:          # Kafka's consumer metadata request does this
+                try:
+                    self._broker.auto_create_topic(topic)
+                except UnknownTopicOrPartitionError:
+                    pass      # auto.create.topics.enable=false: the topic is waited for, as in Kafka
         if self._subs.pattern is not None and self._subs.match_topics(self._broker.list_topics()) \
                 and self._member is not None:
             self._member.rejoin_needed = True

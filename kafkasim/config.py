@@ -212,6 +212,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    _D("auto.create.topics.enable", "boolean", True,
+       doc="a client's metadata request for a missing topic creates it (num.partitions, "
+           "default.replication.factor), as Kafka's AutoTopicCreationManager does; the in-process "
+           "producer and consumer, the CLI and kafkasim serve all go through Broker.auto_create_topic"),
+    _D("num.partitions", "int", 1, min=1,
+       doc="partitions of an auto-created topic (and of CreateTopics with -1)"),
+    _D("default.replication.factor", "int", 1, min=1,
+       doc="replicas of an auto-created topic (and of CreateTopics with -1)"),
     _D("auto.leader.rebalance.enable", "boolean", True,
        doc="a cluster's controller moves leadership back to each partition's preferred (first) replica, "
            "once it is live and in the ISR, every leader.imbalance.check.interval.seconds while any "
@@ -255,8 +263,6 @@ KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
         ("proxy_url", "string", None, None, _NET, _BOTH),
         ("socks5_proxy", "string", None, None, _NET, _BOTH),
         ("default_api_timeout_ms", "int", 60_000, None, "calls into the broker return at once", _BOTH),
-        ("allow_auto_create_topics", "boolean", True, None,
-         "kafkasim never auto-creates topics (create them first)", _BOTH),
         ("security_protocol", "string", "PLAINTEXT",
          ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), _SEC, _BOTH),
         ("ssl_context", "object", None, None, _SEC, _BOTH),

@@ -50,6 +50,8 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="counted against delivery_timeout_ms per attempt; slept on the clock by flush(timeout)"),
     _D("delivery_timeout_ms", "int", 120_000, min=0, doc="bound on a batch's attempts x retry_backoff_ms"),
     _D("metadata_max_age_ms", "long", 300_000, min=0, doc="how long a topic's partition count is cached"),
+    _D("allow_auto_create_topics", "boolean", True,
+       doc="a send to a missing topic creates it when the broker's auto.create.topics.enable allows"),
     # kafkasim-only
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("seed", "object", 0, doc="seeds the partitioner's RNG and fault injection"),

@@ -314,12 +314,12 @@ class Producer:
     def _refresh_metadata(self, topic: str, now: int) -> int:
         check_arg("topic", topic, "str")
         try:
-            n = self._broker.partition_count(topic)
+            if self.config["allow_auto_create_topics"]:
+                n = self._broker.auto_create_topic(topic)      # as the broker's auto.create.topics.enable says
+            else:
+                n = self._broker.partition_count(topic)
         except UnknownTopicOrPartitionError as exc:
-            raise KafkaTimeoutError(
-                f"Topic {topic} not present in metadata after 0 ms. "
-                f"(kafkasim has no topic auto-creation: create it first, e.g. "
-                f"`kafkasim topics create {topic}`)") from exc
+            raise KafkaTimeoutError(f"Topic {topic} not present in metadata after 0 ms. ({exc})") from exc
         expires = now + self._metadata_max_age_ms
         old = self._meta.get(topic)
         if old is not None and old[0] == n:

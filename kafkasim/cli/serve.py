@@ -86,6 +86,21 @@ def _overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _broker_configs(args) -> dict:
+    """``--override`` configs, with the two dedicated flags as the configs they name
+    (``auto.create.topics.enable``, ``num.partitions``), which --override may not contradict."""
+    configs = _overrides(args.override)
+    flags = {"num.partitions": str(args.num_partitions)}
+    if args.no_auto_create_topics:
+        flags["auto.create.topics.enable"] = "false"
+    for name, value in flags.items():
+        if name in configs and configs[name].lower() != value:
+            raise InvalidArgumentError(f"--override {name}={configs[name]} contradicts "
+                                       f"{'--num-partitions' if name == 'num.partitions' else '--no-auto-create-topics'}")
+        configs[name] = value
+    return configs
+
+
 def _serve(args) -> int:
     from kafkasim.server.api import ServerOptions
     from kafkasim.server.runner import serve
@@ -93,9 +108,7 @@ def _serve(args) -> int:
     host, port = parse_listen(args.listen)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    options = ServerOptions(auto_create_topics=not args.no_auto_create_topics,
-                            num_partitions=args.num_partitions,
-                            replica_selector="rack" if args.replica_selector_class else None,
+    options = ServerOptions(replica_selector="rack" if args.replica_selector_class else None,
                             fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots)
     if options.fetch_session_cache_slots < 0:
         raise InvalidArgumentError(f"--max-incremental-fetch-session-cache-slots "
@@ -135,5 +148,5 @@ def _serve(args) -> int:
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
           on_ready=ready, metrics_port=args.metrics_port, brokers=brokers,
-          broker_configs=_overrides(args.override))
+          broker_configs=_broker_configs(args))
     return 0

@@ -78,8 +78,6 @@ class Node:
 class ServerOptions:
     """Broker-side settings that Kafka keeps in server.properties and the server needs."""
 
-    auto_create_topics: bool = True        # auto.create.topics.enable
-    num_partitions: int = 1                # num.partitions (auto-created and -1 in CreateTopics)
     cluster_id: str = "kafkasim-cluster"
     replica_selector: Optional[str] = None  # replica.selector.class: None (leader only) or "rack"
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (0: no sessions)

@@ -56,14 +56,9 @@ async def metadata(ctx, req):
                 if name is None:
                     continue
             names.append(name)
-    allow = getattr(body, "allow_auto_topic_creation", True) and ctx.options.auto_create_topics
-    create = None
-    if allow:
-        def create(name):
-            try:
-                ctx.broker.create_topic(name, ctx.options.num_partitions)
-            except TopicAlreadyExistsError:
-                pass
+    # a missing topic is created as the broker's auto.create.topics.enable says (when the
+    # request allows it), by the same Broker.auto_create_topic every in-process client uses
+    create = ctx.broker.auto_create_topic if getattr(body, "allow_auto_topic_creation", True) else None
     return await ctx.call(cluster.describe_cluster, ctx.broker, ctx.node, ctx.options.cluster_id,
                           names, create, ctx.topology)
 
@@ -150,8 +145,9 @@ async def create_topics(ctx, req):
             if t.assignments:
                 raise InvalidReplicaAssignmentError(
                     f"topic {t.name!r}: manual replica assignment is not supported by kafkasim")
-            partitions = ctx.options.num_partitions if t.num_partitions == -1 else t.num_partitions
-            rf = 1 if t.replication_factor == -1 else t.replication_factor
+            partitions = ctx.broker.broker_config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+            rf = (ctx.broker.broker_config["default.replication.factor"] if t.replication_factor == -1
+                  else t.replication_factor)
             configs = {c.name: c.value for c in t.configs}
             if body.validate_only:
                 await ctx.call(_validate_new_topic, ctx.broker, t.name, configs)

@@ -55,6 +55,20 @@ class TopicCalls:
                 return t
         raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
 
+    def auto_create_topic(self, name: str) -> int:
+        """Metadata for ``name`` allowing auto-creation: its partition count, the server
+        creating it when its ``auto.create.topics.enable`` says so (else UNKNOWN_TOPIC_OR_PARTITION)."""
+        meta = self._call(3, {"topics": [{"name": name}], "allow_auto_topic_creation": True})
+        for t in meta.topics:
+            if t.name == name:
+                if _code(t.error_code) == UnknownTopicOrPartitionError.errno:
+                    raise UnknownTopicOrPartitionError(
+                        f"Unknown topic {name!r} (the server does not auto-create topics: "
+                        f"auto.create.topics.enable=false)")
+                _raise(t.error_code, None, f"topic {name!r}")
+                return len(t.partitions)
+        raise UnknownTopicOrPartitionError(f"Unknown topic: {name!r}")
+
     def list_topics(self, include_internal: bool = False) -> list[str]:
         meta = self._metadata(None)
         return sorted(t.name for t in meta.topics

@@ -215,3 +215,21 @@ def test_concurrent_producers_get_contiguous_offsets_and_intact_batches(broker):
     for t, offs in results.items():  # each batch came back whole and in its own order
         for i, base in enumerate(offs):
             assert [r.value for r in records[base:base + size]] == [b"%d:%d:%d" % (t, i, j) for j in range(size)]
+
+
+def test_auto_create_topic_follows_the_broker_configs(tmp_path):
+    """Kafka's auto topic creation: auto.create.topics.enable (default true) creates a
+    missing topic with num.partitions (default 1) and default.replication.factor (1)."""
+    from kafkasim.errors import InvalidConfigurationError
+
+    with Broker(tmp_path / "on", broker_configs={"num.partitions": "4"}) as b:
+        assert b.auto_create_topic("fresh") == 4
+        assert b.auto_create_topic("fresh") == 4          # existing: just its count
+        assert b.describe_topic("fresh")["replication_factor"] == 1
+    with Broker(tmp_path / "off", broker_configs={"auto.create.topics.enable": "false"}) as b:
+        with pytest.raises(UnknownTopicOrPartitionError, match="auto.create.topics.enable=false"):
+            b.auto_create_topic("fresh")
+        assert b.list_topics() == []
+    with pytest.raises(InvalidConfigurationError, match="num.partitions"):
+        Broker(tmp_path / "bad", broker_configs={"num.partitions": 0})
+    assert not (tmp_path / "bad").exists()

@@ -9,7 +9,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.cli import consume as consume_cli, groups as groups_cli
-from kafkasim.errors import GroupIdNotFoundError, KafkaSimError, UnknownTopicOrPartitionError
+from kafkasim.errors import GroupIdNotFoundError, UnknownTopicOrPartitionError
 
 
 def run(argv):
@@ -81,11 +81,21 @@ def test_consume_with_group_commits_and_groups_describe_shows_lag(data, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 6
 
 
-def test_consume_unknown_topic_is_an_error(data):
-    with pytest.raises(UnknownTopicOrPartitionError):
-        run(["consume", "nope", "--data-dir", data])
-    with pytest.raises(KafkaSimError):
-        run(["consume", "nope", "--group", "g", "--data-dir", data])
+def test_consume_of_a_missing_topic_creates_it_as_kafkas_console_consumer_does(data):
+    """The broker's auto.create.topics.enable (default true) applies to the CLI as to serve:
+    the console consumer's first metadata request creates the topic (num.partitions = 1)."""
+    run(["consume", "nope", "--timeout-ms", "200", "--data-dir", data])
+    with Broker(data) as b:
+        assert b.partition_count("nope") == 1
+
+
+def test_consume_of_a_missing_topic_with_auto_creation_off_is_an_error(tmp_path):
+    from kafkasim.broker import Broker
+    from kafkasim.consumer.console import consume
+
+    with Broker(tmp_path / "d", broker_configs={"auto.create.topics.enable": False}) as b:
+        with pytest.raises(UnknownTopicOrPartitionError, match="auto.create.topics.enable=false"):
+            list(consume(b, "nope", timeout_ms=100))
 
 
 def test_describe_unknown_group_is_an_error(data):

@@ -125,10 +125,27 @@ def test_record_larger_than_max_request_size(broker, clock):
         p.send("t", value=b"x" * 1000)
 
 
-def test_unknown_topic_times_out_like_kafka_metadata_wait(broker, clock):
+def test_a_send_to_a_missing_topic_creates_it_as_kafkas_auto_create_does(broker, clock):
+    """auto.create.topics.enable (broker, default true) and allow_auto_create_topics
+    (client, default true): the topic is created with num.partitions (1) partitions."""
     p = Producer(broker, clock=clock)
+    assert p.send("fresh", value=b"v").get().offset == 0
+    assert broker.partition_count("fresh") == 1
+    p.close()
+
+
+def test_unknown_topic_times_out_like_kafka_metadata_wait_when_auto_creation_is_off(tmp_path, broker, clock):
+    from kafkasim.broker import Broker
+
+    p = Producer(broker, clock=clock, allow_auto_create_topics=False)
     with pytest.raises(KafkaTimeoutError, match="Topic nope not present in metadata"):
         p.send("nope", value=b"v")
+    with Broker(tmp_path / "off", clock=clock, broker_configs={"auto.create.topics.enable": "false",
+                                                               "num.partitions": 3}) as off:
+        with pytest.raises(KafkaTimeoutError, match="auto.create.topics.enable=false"):
+            Producer(off, clock=clock).send("nope", value=b"v")
+        assert off.list_topics() == []
+    assert "nope" not in broker.list_topics()
 
 
 def test_non_bytes_key_or_value_without_serializer_is_kafka_pythons_type_error(broker, clock):
