@@ -87,7 +87,9 @@ def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
         assert b.broker_config == {"log.cleaner.enable": True, "log.retention.check.interval.ms": 300_000,
                                    "replica.lag.time.max.ms": 30_000, "auto.leader.rebalance.enable": True,
                                    "leader.imbalance.check.interval.seconds": 300,
-                                   "leader.imbalance.per.broker.percentage": 10}
+                                   "leader.imbalance.per.broker.percentage": 10,
+                                   "auto.create.topics.enable": True, "num.partitions": 1,
+                                   "default.replication.factor": 1}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):
