@@ -75,20 +75,30 @@ def key_values(items: Sequence[str], option: str) -> dict[str, str]:
     return out
 
 
-def open_broker(args: argparse.Namespace, *, create: bool = False):
+def open_broker(args: argparse.Namespace, *, create: bool = False, read_only: bool = False):
     """The broker the command talks to (:func:`kafkasim.server.routing.open_broker`): the
     server at ``--bootstrap-server``; else the ``kafkasim serve`` running on the data dir
     when its address file names one that answers; else the data dir itself, embedded (a
     cluster's data dir as its :class:`~kafkasim.broker.cluster.Cluster`; a stale address
     file gets a one-line notice on stderr). Only commands that create things pass
     ``create=True``; for every other command a missing data dir is an error naming it, so
-    a mistyped ``--data-dir`` never leaves a new data dir behind."""
+    a mistyped ``--data-dir`` never leaves a new data dir behind. ``read_only=True`` (commands
+    that only read groups) reads a one-broker data dir no server holds from its files
+    (:class:`kafkasim.view.readonly.ReadOnlyDataDir`): no lock, no fsync, a writer never blocked."""
     from kafkasim.server.routing import open_broker as open_any
 
     bootstrap = getattr(args, "bootstrap_server", None)
     if bootstrap:
         return open_any(None, bootstrap=bootstrap)
     path = data_dir_of(args) if create else existing_data_dir(args)
+    if read_only:
+        from kafkasim.server.address import server_for
+
+        info, _ = server_for(path)
+        if info is None and not os.path.exists(os.path.join(path, "meta", "cluster.json")):
+            from kafkasim.view.readonly import ReadOnlyDataDir
+
+            return ReadOnlyDataDir(path)       # no lock, no Log, no write, no fsync
     return open_any(path, notice=lambda text: print(f"kafkasim {args.command}: {text}", file=sys.stderr))
 
 

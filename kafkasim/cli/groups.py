@@ -68,7 +68,7 @@ def register(sub) -> None:
 
 
 def _list(args) -> int:
-    with open_broker(args) as b:
+    with open_broker(args, read_only=True) as b:
         groups = b.list_groups()
     emit(args, groups, lambda gs: table(["GROUP", "STATE"], [[g["group_id"], g["state"]] for g in gs])
          if args.state else "\n".join(g["group_id"] for g in gs))
@@ -78,7 +78,7 @@ def _list(args) -> int:
 def _describe(args) -> int:
     from kafkasim.admin import groups as admin
 
-    with open_broker(args) as b:
+    with open_broker(args, read_only=True) as b:
         if args.members:
             data = admin.members(b, args.group)
         elif args.state:
