@@ -73,6 +73,13 @@ def test_a_command_on_an_unserved_data_dir_never_imports_the_wire_stack(tmp_path
     assert done.returncode == 0, done.stderr
 
 
+def _sigint_default() -> None:
+    """In the child: SIGINT back to its default, so Python installs its Ctrl-C handler. A test
+    run started as a background job (CI's, or `make test &`) inherits SIGINT ignored, and
+    Python then leaves it ignored, as a program started that way should."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(proc: subprocess.Popen, *, after: float) -> tuple[int, str, float]:
     time.sleep(after)
     assert proc.poll() is None, "the command ended before Ctrl-C"
@@ -91,7 +98,8 @@ def test_ctrl_c_while_produce_waits_on_stdin_is_one_line_and_exit_130(tmp_path):
     data = str(tmp_path / "data")
     assert _kafkasim(tmp_path, "topics", "create", "t", "--data-dir", data).returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "produce", "t", "--data-dir", data],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                            preexec_fn=_sigint_default)
     proc.stdin.write(b"first\n")
     proc.stdin.flush()
     rc, err, _ = _interrupt(proc, after=3)
@@ -103,10 +111,18 @@ def test_ctrl_c_while_produce_waits_on_stdin_is_one_line_and_exit_130(tmp_path):
 
 
 def test_ctrl_c_in_scenario_run_is_one_line_and_exit_130(tmp_path):
+    # 200 trials per event: about half a minute of work, so the lab is surely running at Ctrl-C
     proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "scenario", "run", "rebalance-protocols",
-                             "--data-dir", str(tmp_path / "data")],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    rc, err, _ = _interrupt(proc, after=2)
+                             "--param", "trials=200", "--data-dir", str(tmp_path / "data")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                            preexec_fn=_sigint_default)
+    # the lab has started (it made its data dir) before Ctrl-C: a SIGINT during Python's own
+    # start-up, before kafkasim runs at all, is Python's to handle, not the CLI's
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "data").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the lab did not start"
+        time.sleep(0.05)
+    rc, err, _ = _interrupt(proc, after=0.5)
     assert rc == 130
     _assert_one_line(err, "scenario")
 
