@@ -335,12 +335,8 @@ class TopicCalls:
         kinds = {"preferred": 0, "unclean": 1}
         if election_type not in kinds:
             raise InvalidArgumentError(f"election_type {election_type!r}: expected 'preferred' or 'unclean'")
-        topics = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp[0], []).append(tp[1])
-            topics = [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]
+        topics = None if partitions is None else [
+            {"topic": t, "partitions": ps} for t, ps in _partitions_by_topic(partitions)]
         answer = self._call(43, {"election_type": kinds[election_type], "topic_partitions": topics,
                                  "timeout": 30_000})
         _raise(answer.error_code, None, "ElectLeaders")
@@ -362,12 +358,8 @@ class TopicCalls:
     def list_partition_reassignments(self, partitions=None) -> dict:
         """ListPartitionReassignments: ``{TopicPartition: {"replicas", "adding_replicas",
         "removing_replicas"}}`` of the reassignments in progress."""
-        topics = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp[0], []).append(tp[1])
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in sorted(by_topic.items())]
+        topics = None if partitions is None else [
+            {"name": t, "partition_indexes": ps} for t, ps in _partitions_by_topic(partitions)]
         answer = self._call(46, {"timeout": 30_000, "topics": topics})
         _raise(answer.error_code, answer.error_message, "ListPartitionReassignments")
         return {TopicPartition(t.name, p.partition_index): {
@@ -398,6 +390,14 @@ def _history_in(log_dir: Optional[str], name: str, partitions: int) -> list[dict
         if isinstance(doc, dict) and doc.get("name") == name:
             return [dict(e) for e in check_partition_history(doc.get(FIELD, []), partitions)]
     return []
+
+
+def _partitions_by_topic(partitions) -> list[tuple[str, list[int]]]:
+    """``[(topic, [partition, ...]), ...]`` sorted by topic, partitions in the order given."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp[0], []).append(tp[1])
+    return sorted(by_topic.items())
 
 
 def _partition_results(rows, topic_field: str, list_field: str, partition_field: str) -> dict:
