@@ -3,7 +3,6 @@
 Modules, one job each (docs/server.md draws the architecture):
 
 - ``codec``          frames ⟷ typed requests/responses (kio, generated from Kafka's schemas)
-- ``kafka_records``  Kafka record batches v2 ⟷ kafkasim batches (CRC-32C, varints, codecs)
 - ``api``            the dispatch table (one handler per API key), handler context, error codes
 - ``apis_admin`` / ``apis_data`` / ``apis_groups``   the handlers
 - ``cluster``        what Metadata says the cluster looks like

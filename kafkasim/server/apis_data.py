@@ -1,13 +1,15 @@
 """Handlers for the data APIs: Produce, Fetch (long poll, fetch sessions), ListOffsets,
 OffsetForLeaderEpoch.
 
-Produce decodes each partition's Kafka v2 batches (:mod:`kafkasim.server.kafka_records`)
-into kafkasim batches — keeping producer id, epoch and base sequence, so the broker's
-idempotence rules apply — and hands each to ``Broker.produce``. Fetch reads the stored
-batches with ``Broker.fetch_batches`` and turns each into one Kafka v2 batch with the same
-header (the partition leader epoch the leader stamped included); when fewer than
-``min_bytes`` are ready it waits (without holding a thread) for the next produce or
-``max_wait_ms``, as Kafka's delayed fetch does. ListOffsets is ``Broker.list_offsets`` with
+The records pass through as bytes: kafkasim stores Kafka's record batch v2 (storage/FORMAT.md).
+Produce splits each partition's ``records`` into its batches by their length fields
+(:func:`_batches`, the checks of Kafka's ``MemoryRecords`` walk: a whole header, a known
+magic, a length that fits; else CORRUPT_MESSAGE) and hands each batch's bytes, unchanged,
+to ``Broker.produce``, which validates it in place and stamps the base offset and leader
+epoch. Fetch joins the stored batches ``Broker.fetch_batches`` returns, as stored, up to
+the request's byte limits; when fewer than ``min_bytes`` are ready it waits (without
+holding a thread) for the next produce or ``max_wait_ms``, as Kafka's delayed fetch does.
+Nothing here decodes a record. ListOffsets is ``Broker.list_offsets`` with
 the leader epoch of the offset found; OffsetForLeaderEpoch is
 ``Broker.offset_for_leader_epoch``.
 
@@ -39,10 +41,10 @@ import logging
 import time
 
 from kafkasim.errors import (
-    FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRequiredAcksError, KafkaSimError,
-    NotLeaderOrFollowerError, UnknownTopicOrPartitionError,
+    CorruptRecordError, FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRecordError,
+    InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError,
 )
-from kafkasim.server import kafka_records
+from kafkasim.records import framing
 from kafkasim.server.api import api, error_code, error_message
 from kafkasim.server.codec import ms
 from kafkasim.server.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID
@@ -72,19 +74,43 @@ def _at(node) -> dict:
     return {} if node is None else {"node": node}
 
 
+def _batches(records, where: str) -> list:
+    """``(header, batch bytes)`` of each batch in a Produce request's ``records``, the bytes
+    exactly as sent, as Kafka's ``MemoryRecords`` walks them: each batch needs a whole
+    61-byte header with magic 2 and possible length and count fields, and a length that
+    stays inside ``records`` (CORRUPT_MESSAGE otherwise; the broker checks the CRC and the
+    records). An empty ``records`` and transactional or control batches (kafkasim has no
+    transactions yet) are INVALID_RECORD.
+
+    Example: one 70-byte batch gives ``[(header, records)]`` (no copy); two batches back to
+    back give two slices; 70 bytes whose length field says 80 raise CorruptRecordError."""
+    n = len(records)
+    if not n:
+        raise InvalidRecordError(f"{where}: no record batch")
+    out, pos = [], 0
+    while pos < n:
+        h = framing.decode_header(records, pos, where=where)
+        end = pos + h.size
+        if end > n:
+            raise CorruptRecordError(f"{where}: batch at byte {pos} of {h.size} bytes, {n - pos} present")
+        if h.attributes & (framing.ATTR_TRANSACTIONAL | framing.ATTR_CONTROL):
+            raise InvalidRecordError(f"{where}: batch at byte {pos}: transactional and control batches "
+                                     f"are not supported by kafkasim")
+        out.append((h, records if end - pos == n else bytes(records[pos:end])))
+        pos = end
+    return out
+
+
 def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None) -> dict:
-    """Decode, convert and append one partition's batches; the result row (runs on the executor)."""
+    """Append one partition's batches, each as sent; the result row (runs on the executor)."""
     _check_partition(broker, topic, partition)
-    decoded = kafka_records.decode_batches(records if records is not None else b"",
-                                           where=f"produce to {topic}-{partition}")
-    batches = [kafka_records.to_kafkasim(b) for b in decoded]
     first = None
     appended = 0
-    for batch, kafka_batch in zip(batches, decoded):
+    for header, batch in _batches(records if records is not None else b"", f"produce to {topic}-{partition}"):
         result = broker.produce(topic, partition, batch, acks, **_at(node))
         first = first or result
         if not result.duplicate:
-            appended += len(kafka_batch.records)
+            appended += header.record_count
     return {"base_offset": first.base_offset, "log_append_time": first.log_append_time,
             "log_start_offset": first.log_start_offset, "_appended": appended}
 
@@ -169,7 +195,7 @@ def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
                     records = b""
                 else:
                     result = broker.fetch_batches(topic, partition, offset, max(1, budget), **_at(node))
-                    records = kafka_records.encode_stored_batches(result.batches, result.high_watermark)
+                    records = b"".join([raw for _, raw in result.batches])   # as stored: Kafka v2
                 row.update(error_code=0, high_watermark=result.high_watermark,
                            last_stable_offset=result.high_watermark,
                            log_start_offset=result.log_start_offset, records=records)

@@ -14,7 +14,7 @@ from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, UnknownTopicOrPartitionError, for_code,
 )
 from kafkasim.server import codec
-from kafkasim.types import Record, TopicPartition
+from kafkasim.types import TopicPartition
 from kafkasim.server.remote_conn import (
     EARLIEST, LATEST, MAX_TIMESTAMP, OP_DELETE, OP_SET, RESOURCE_TOPIC, SOURCE_DYNAMIC_TOPIC, _code, _config_text, _message,
     _raise,
@@ -198,24 +198,15 @@ class TopicCalls:
     # ------------------------------------------------------------------ data
 
     def produce(self, topic: str, partition: int, batch: bytes, acks: int | str = 1):
-        """Append one kafkasim batch: re-encoded as a Kafka v2 batch (producer id, epoch, base
-        sequence, offset deltas and timestamps kept) in one Produce request."""
+        """Append one Kafka v2 batch (``record_batch.encode_batch``): its bytes, as given,
+        are the records of one Produce request; the server validates them."""
         from kafkasim.broker import ProduceResult
         from kafkasim.errors import InvalidRequiredAcksError
-        from kafkasim.records import record_batch as rb
-        from kafkasim.server import kafka_records
 
         if acks not in (0, 1, -1, "all", "0", "1", "-1"):
             raise InvalidRequiredAcksError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         acks = -1 if acks == "all" else int(acks)
-        h = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
-        rows = rb.decode_records(batch, 0, h, where=f"produce to {topic}-{partition}")
-        records = [(d, h.base_timestamp + ts, k, v, tuple(tuple(x) for x in (hs or ())))
-                   for d, ts, k, v, hs in rows]
-        wire = kafka_records.encode_batch(
-            0, records, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence, attributes=h.attributes & kafka_records.ATTR_TIMESTAMP_TYPE,
-            last_offset_delta=h.last_offset_delta)
+        wire = bytes(batch)
         (answer,) = self._leader_call(topic, [partition], 0, lambda ps: {
             "transactional_id": None, "acks": acks, "timeout": int(self.timeout_s * 1000),
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": wire}]}]},
@@ -239,8 +230,11 @@ class TopicCalls:
         _raise(answer.error_code, None, "InitProducerId")
         return answer.producer_id, answer.producer_epoch
 
-    def _fetch_records(self, topic: str, partition: int, offset: int, max_bytes: int):
-        from kafkasim.server import kafka_records
+    def _fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int):
+        """One Fetch: ``(records bytes, [(position, header)], high watermark, log start)``,
+        the batches as the server stored them (Kafka v2), each CRC-checked; a partial batch at
+        the end is left out, as Kafka's clients do."""
+        from kafkasim.records import framing
 
         (answer,) = self._leader_call(topic, [partition], 1, lambda ps: {
             "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max(1, max_bytes),
@@ -260,31 +254,41 @@ class TopicCalls:
                     f"Fetch offset {offset} is out of range for partition {topic}-{partition} "
                     f"(log start {p.log_start_offset}, log end {p.high_watermark})")
             _raise(code, None, f"{topic}-{partition}")
-        records = []
-        if p.records:
-            for b in kafka_records.decode_batches(p.records, where=f"fetch from {topic}-{partition}"):
-                for delta, ts, key, value, headers in b.records:
-                    off = b.base_offset + delta
-                    if off < offset:
-                        continue
-                    seq = b.base_sequence + delta if b.base_sequence >= 0 else -1
-                    records.append(Record(off, ts, key, value, headers, b.producer_id, b.producer_epoch, seq))
-        return records, p.high_watermark, p.log_start_offset
+        buf = p.records or b""
+        batches = framing.BatchIterator(buf, where=f"fetch from {topic}-{partition}")
+        found = list(batches)
+        if not batches.torn:
+            batches.raise_error()
+        return buf, found, p.high_watermark, p.log_start_offset
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
         from kafkasim.broker import FetchResult
+        from kafkasim.records import record_batch as rb
 
-        records, hw, start = self._fetch_records(topic, partition, offset, max_bytes)
+        buf, batches, hw, start = self._fetch_batches(topic, partition, offset, max_bytes)
+        where = f"fetch from {topic}-{partition}"
+        records = [r for pos, h in batches for r in rb.iter_records(buf, pos, h, where=where, min_offset=offset)]
         return FetchResult(records, hw, start, hw)
 
     def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
         from kafkasim.broker import ColumnFetchResult
+        from kafkasim.records import framing, record_batch as rb
         from kafkasim.storage.fetch import RecordColumns
 
-        records, hw, start = self._fetch_records(topic, partition, offset, max_bytes)
-        cols = RecordColumns([r.offset for r in records], [r.timestamp for r in records],
-                             [r.key for r in records], [r.value for r in records],
-                             [r.headers for r in records])
+        buf, batches, hw, start = self._fetch_batches(topic, partition, offset, max_bytes)
+        cols = RecordColumns([], [], [], [], [])
+        for pos, h in batches:
+            deltas, tsds, keys, values, headers = rb.decode_columns(buf, pos, h, where=f"fetch from {topic}-{partition}")
+            base, ts0 = h.base_offset, h.base_timestamp
+            skip = sum(1 for d in deltas if base + d < offset)
+            cols.offsets.extend(base + d for d in deltas[skip:])
+            if h.attributes & framing.ATTR_TIMESTAMP_TYPE_LOG_APPEND:     # every record's: the batch's max
+                cols.timestamps.extend([h.max_timestamp] * (len(deltas) - skip))
+            else:
+                cols.timestamps.extend(ts0 + t for t in tsds[skip:])
+            cols.keys.extend(keys[skip:])
+            cols.values.extend(values[skip:])
+            cols.headers.extend(headers[skip:])
         return ColumnFetchResult(cols, hw, start, hw)
 
     def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int) -> dict:

@@ -62,3 +62,11 @@ def connect(host: str, port: int, timeout: float = 10) -> socket.socket:
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def batches(records) -> list:
+    """``[(header, [Record, ...])]`` of the Kafka v2 batches in a Fetch response's records,
+    read by kafkasim's one reader of the format (kafkasim.records)."""
+    from kafkasim.records import framing, record_batch
+
+    return [(h, list(record_batch.iter_records(records, pos, h))) for pos, h in framing.iter_batches(records)]

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from kafkasim.server import kafka_records
+from kafkasim.records import record_batch as rb
 from tests.server import raw
 from tests.server.test_cluster_serve import BROKERS, _bootstrap, _create, _listeners
 
@@ -36,7 +36,7 @@ TOPIC = "u"
 
 
 def _produce(sock, values: list[bytes]) -> None:
-    batch = kafka_records.encode_batch(0, [(i, 1_700_000_000_000 + i, b"k", v, ()) for i, v in enumerate(values)])
+    batch = rb.encode_batch(0, [(i, 1_700_000_000_000 + i, b"k", v, ()) for i, v in enumerate(values)])
     answer = raw.call(sock, 0, 9, {"acks": -1, "timeout": 10_000, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
     assert answer.responses[0].partition_responses[0].error_code == 0

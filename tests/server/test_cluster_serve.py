@@ -136,7 +136,6 @@ def test_serve_opens_one_listener_per_broker_and_metadata_is_the_clusters(serve_
 def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_process, tmp_path):
     from kafkasim.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
     from kafkasim.records.record_batch import encode_batch
-    from kafkasim.server import kafka_records
     from kafkasim.server.control import ServedCluster
     from kafkasim.server.remote import RemoteBroker
     from tests.server import raw
@@ -148,7 +147,7 @@ def test_a_broker_that_does_not_lead_answers_not_leader_or_follower(serve_proces
     (part,) = control.describe_cluster()["partitions"]
     leader = part["leader"]
     follower = next(b for b in part["replicas"] if b != leader)
-    wire = kafka_records.encode_batch(0, [(0, 1000, b"k", b"v", ())])
+    wire = encode_batch(0, [(0, 1000, b"k", b"v", ())])
     produce = {"transactional_id": None, "acks": -1, "timeout": 10_000,
                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": wire}]}]}
 

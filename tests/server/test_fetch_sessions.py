@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kafkasim.errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
-from kafkasim.server import kafka_records
+from kafkasim.records import record_batch as rb
 from kafkasim.server.fetch_session import FetchSessionCache
 from tests.server import raw
 from tests.server.conftest import start_server
@@ -25,7 +25,7 @@ def served(tmp_path_factory):
 
 
 def _produce(sock, partition: int, value: bytes) -> int:
-    batch = kafka_records.encode_batch(0, [(0, 1_700_000_000_000, b"k", value, ())])
+    batch = rb.encode_batch(0, [(0, 1_700_000_000_000, b"k", value, ())])
     answer = raw.call(sock, 0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}]})
     row = answer.responses[0].partition_responses[0]
@@ -50,7 +50,7 @@ def _shown(response) -> dict[int, tuple[int, int]]:
     for t in response.responses:
         for p in t.partitions:
             assert p.error_code == 0, p
-            n = sum(len(b.records) for b in kafka_records.decode_batches(p.records)) if p.records else 0
+            n = sum(len(recs) for _, recs in raw.batches(p.records)) if p.records else 0
             out[p.partition_index] = (p.high_watermark, n)
     return out
 

@@ -15,7 +15,7 @@ import pytest
 from kafkasim.errors import (
     FencedLeaderEpochError, NotLeaderOrFollowerError, UnknownLeaderEpochError, UnknownTopicOrPartitionError,
 )
-from kafkasim.server import kafka_records
+from kafkasim.records import record_batch as rb
 from tests.server import raw
 from tests.server.test_cluster_serve import BROKERS, _create, _listeners
 
@@ -24,7 +24,7 @@ T0 = 1_700_000_000_000
 
 
 def _produce(sock, timestamps: list[int]) -> None:
-    batch = kafka_records.encode_batch(0, [(i, ts, b"k", b"v%d" % ts, ()) for i, ts in enumerate(timestamps)])
+    batch = rb.encode_batch(0, [(i, ts, b"k", b"v%d" % ts, ()) for i, ts in enumerate(timestamps)])
     answer = raw.call(sock, 0, 9, {"acks": -1, "timeout": 10_000, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
     assert answer.responses[0].partition_responses[0].error_code == 0
@@ -120,8 +120,7 @@ def test_fetched_batches_carry_the_epoch_the_leader_stamped(history):
     with raw.connect(*history["listeners"][history["leader"]]) as sock:
         p = _fetch(sock, 0, 2)
         assert p.error_code == 0 and p.high_watermark == 6
-        batches = kafka_records.decode_batches(p.records)
-        assert [(b.base_offset, b.partition_leader_epoch, len(b.records)) for b in batches] == [
+        assert [(h.base_offset, h.partition_leader_epoch, len(recs)) for h, recs in raw.batches(p.records)] == [
             (0, 0, 2), (2, 1, 1), (3, 1, 2), (5, 2, 1)]            # the producer's batches, as stored
         assert _fetch(sock, 0, 1).error_code == FencedLeaderEpochError.errno
         assert _fetch(sock, 0, 3).error_code == UnknownLeaderEpochError.errno

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from kafkasim.server import kafka_records
+from kafkasim.records import record_batch as rb
 from kafkasim.server.dispatch import APIS
 from tests.server import raw
 from tests.server.conftest import start_server
@@ -26,7 +26,7 @@ def served(tmp_path_factory):
     s.stop()
 
 
-BATCH = kafka_records.encode_batch(0, [(0, 1_700_000_000_000, b"k", b"v", (("h", b"1"),))])
+BATCH = rb.encode_batch(0, [(0, 1_700_000_000_000, b"k", b"v", (("h", b"1"),))])
 
 
 def minimal_request(key: int, version: int) -> dict:
@@ -106,9 +106,9 @@ def test_every_served_version_answers(served, key, version):
         assert set(codes) <= {0}, response
     if key == 1:   # what was produced comes back, as Kafka v2 batches
         records = response.responses[0].partitions[0].records
-        batches = kafka_records.decode_batches(records)
-        assert batches[0].records[0][2:4] == (b"k", b"v")
-        assert batches[0].partition_leader_epoch == 0        # the one broker's epoch, as stamped
+        header, recs = raw.batches(records)[0]
+        assert (recs[0].key, recs[0].value) == (b"k", b"v")
+        assert header.partition_leader_epoch == 0            # the one broker's epoch, as stamped
     if key == 3 and version >= 7:                            # Metadata's leader epoch: the real one
         assert response.topics[0].partitions[0].leader_epoch == 0
     if key == 23:                                            # epoch 0 is current: the log end offset
@@ -258,16 +258,16 @@ def test_retried_idempotent_batch_is_written_once(served):
         init = raw.call(sock, 22, 4, {"transactional_id": None, "transaction_timeout": 5000})
         pid, epoch = init.producer_id, init.producer_epoch
         raw.call(sock, 3, 12, {"topics": [{"name": "idem-raw"}], "allow_auto_topic_creation": True})
-        batch = kafka_records.encode_batch(0, [(0, 1000, b"k", b"once", ()), (1, 1001, b"k", b"twice?", ())],
-                                           producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        batch = rb.encode_batch(0, [(0, 1000, b"k", b"once", ()), (1, 1001, b"k", b"twice?", ())],
+                                producer_id=pid, producer_epoch=epoch, base_sequence=0)
         request = {"acks": -1, "timeout": 5000, "topic_data": [
             {"name": "idem-raw", "partition_data": [{"index": 0, "records": batch}]}]}
         first = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
         again = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
         assert (int(first.error_code), first.base_offset) == (0, 0)
         assert (int(again.error_code), again.base_offset) == (0, 0)
-        skipped = kafka_records.encode_batch(0, [(0, 1002, b"k", b"gap", ())], producer_id=pid,
-                                             producer_epoch=epoch, base_sequence=5)
+        skipped = rb.encode_batch(0, [(0, 1002, b"k", b"gap", ())], producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=5)
         request["topic_data"][0]["partition_data"][0]["records"] = skipped
         gap = raw.call(sock, 0, 9, request).responses[0].partition_responses[0]
         assert int(gap.error_code) == 45            # OUT_OF_ORDER_SEQUENCE_NUMBER
