@@ -405,7 +405,7 @@ static void walk_init(Walk *w, Section *s) {
 }
 
 static int walk_fail(Walk *w, const char *problem) {
-    PyErr_Format(PyExc_ValueError, "record %zd of %zd (byte %zd of the records section): %s",
+    PyErr_Format(PyExc_ValueError, "record index %zd of %zd (byte %zd of the records section): %s",
                  w->i, w->s->count, (Py_ssize_t)(w->rec_start - (w->s->base + w->s->start)), problem);
     return -1;
 }
