@@ -45,7 +45,7 @@ from typing import Iterable, NamedTuple, Optional, Sequence
 import crc32c as _crc32c
 
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
-from kafkasim.server.compression import (  # noqa: F401  (codec ids re-exported)
+from kafkasim.records.compression import (  # noqa: F401  (codec ids re-exported)
     COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
     compress as _compress, decompress as _decompress,
 )

@@ -13,7 +13,7 @@ from kafkasim.consumer import Consumer
 from kafkasim.types import TopicPartition
 
 T0 = 1_700_000_000_000
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": "400", "min.cleanable.dirty.ratio": "0.01"}
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": "340", "min.cleanable.dirty.ratio": "0.01"}  # active segment from 14
 
 
 def _write(b, batches):

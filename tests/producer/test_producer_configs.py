@@ -14,7 +14,7 @@ from kafkasim.producer.config import PRODUCER_CONFIGS
 # kafka-python's KafkaProducer configs that mean nothing without a network (a sample of the list)
 NETWORK_ONLY = {
     "bootstrap_servers": "kafka-1:9092", "request_timeout_ms": 30_000, "max_block_ms": 60_000,
-    "compression_type": "zstd", "security_protocol": "SASL_SSL", "api_version": (3, 7),
+    "security_protocol": "SASL_SSL", "api_version": (3, 7),
     "connections_max_idle_ms": 540_000, "send_buffer_bytes": 131_072, "receive_buffer_bytes": 32_768,
     "reconnect_backoff_ms": 50, "sasl_mechanism": "PLAIN", "sasl_plain_username": "u",
     "sasl_plain_password": "p", "ssl_cafile": "/etc/ca.pem", "ssl_check_hostname": False,
@@ -38,7 +38,7 @@ def test_an_unknown_name_names_its_close_matches(broker, clock):
     ("fault_rate", 1.5, "Value must be no more than 1"),
     ("fault_mode", "lost", "String must be one of: lost_request, lost_response"),
     ("enable_idempotence", "maybe", "Expected value to be either true or false"),
-    ("compression_type", "brotli", "String must be one of: gzip, snappy, lz4, zstd"),   # ignored, still checked
+    ("compression_type", "brotli", "String must be one of: gzip, snappy, lz4, zstd"),
 ])
 def test_bad_values_are_rejected_with_kafkas_wording(broker, clock, name, value, why):
     with pytest.raises(InvalidConfigurationError,
@@ -91,6 +91,18 @@ api_version_auto_timeout_ms metric_reporters metrics_enabled metrics_num_samples
 selector sasl_mechanism sasl_plain_username sasl_plain_password sasl_kerberos_name
 sasl_kerberos_service_name sasl_kerberos_domain_name sasl_oauth_token_provider socks5_proxy
 kafka_client""".split()
+
+
+@pytest.mark.parametrize("codec, attr", [(None, 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_compression_type_compresses_the_batches_sent(broker, clock, codec, attr):
+    broker.create_topic("t", partitions=1)
+    p = Producer(broker, clock=clock, compression_type=codec)
+    p.send("t", b"v" * 500, key=b"k")
+    p.flush()
+    (h, raw), = broker.log("t", 0).read_batches(0)
+    assert h.attributes & 0x07 == attr
+    assert (len(raw) < 200) == (codec is not None)
+    assert broker.fetch("t", 0, 0).records[0].value == b"v" * 500
 
 
 def test_every_kafka_python_producer_config_is_known_but_transactions():

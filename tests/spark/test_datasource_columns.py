@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 
-import msgpack
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -158,31 +157,32 @@ def test_an_empty_user_schema_does_not_silently_read_nothing(spark, tmp_path):
 
 # ------------------------------------------------------- batches corrupt in their records
 
-def _assembled(base_offset: int, payload, count: int, last_offset_delta: int, ts: int = 5_000) -> bytes:
-    """A batch with a valid header and CRC around ``payload`` (msgpack of any Python value)."""
-    return rb._assemble(base_offset, -1, 0, last_offset_delta, ts, ts, -1, -1, -1, count,
-                        msgpack.packb(payload, use_bin_type=True))
+def _assembled(base_offset: int, section: bytes, count: int, last_offset_delta: int, ts: int = 5_000) -> bytes:
+    """A batch with a valid header and CRC around the v2 records ``section`` (any bytes)."""
+    return rb._assemble(base_offset, -1, 0, last_offset_delta, ts, ts, -1, -1, -1, count, section)
 
 
 _GOOD = [(0, 1_000, b"a", b"v0", [("h", b"x"), ("é", None)]), (1, 1_001, None, None, [])]
 _GOOD_COLUMNS = {"offset": [0, 1], "key": [b"a", None], "value": [b"v0", None], "timestamp": [1_000, 1_001],
                  "headers": [[{"key": "h", "value": b"x"}, {"key": "é", "value": None}], []],
                  "sequence": [-1, -1]}
-_BAD_PAYLOADS = {  # (payload, record_count, last_offset_delta), each well-framed msgpack
-    "str key": ([[0, 0, "k", b"v", []]], 1, 0),
-    "str value": ([[0, 0, b"k", "v", []]], 1, 0),
-    "bin header key": ([[0, 0, b"k", b"v", [[b"h", b"x"]]]], 1, 0),
-    "str header value": ([[0, 0, b"k", b"v", [["h", "x"]]]], 1, 0),
-    "header not a pair": ([[0, 0, b"k", b"v", [["h"]]]], 1, 0),
-    "str timestamp delta": ([[0, "0", b"k", b"v", []]], 1, 0),
-    "float offset delta": ([[0.0, 0, b"k", b"v", []]], 1, 0),
-    "four fields": ([[0, 0, b"k", b"v"]], 1, 0),
-    "second record bad": ([[0, 0, b"k", b"v", []], [1, 0, "k", b"v", []]], 2, 1),
-    "deltas repeat": ([[0, 0, b"k", b"v", []], [0, 0, b"k", b"v", []]], 2, 1),
-    "delta past last_offset_delta": ([[0, 0, b"k", b"v", []], [5, 0, b"k", b"v", []]], 2, 3),
-    "count too high": ([[0, 0, b"k", b"v", []]], 2, 1),
-    "not an array": ({"a": 1}, 1, 0),
-}
+def _codec_v2_corpus() -> dict:
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "storage", "test_codec_v2.py")
+    spec = importlib.util.spec_from_file_location("_kafkasim_codec_v2_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.MALFORMED
+
+
+MALFORMED = _codec_v2_corpus()
+# (v2 records section, record_count, last_offset_delta), each inside a valid header and CRC:
+# a sample of the C codec's malformation corpus (tests/storage/test_codec_v2.py)
+_BAD_PAYLOADS = {name: MALFORMED[name] for name in (
+    "truncated record (length beyond the section)", "6-byte varint (offset delta)",
+    "record length longer than the fields", "count larger than the records", "bytes left over",
+    "key length < -1", "negative header count", "invalid UTF-8 header key (0xff)",
+    "offset delta repeated", "offset delta beyond last_offset_delta")}
 
 
 def _segment_with_bad_records(d: str, payload, count: int, lod: int) -> tuple[str, int]:
@@ -250,7 +250,7 @@ def test_batch_corrupt_only_in_its_records_is_reported_and_skipped(tmp_path, bad
 def test_batch_corrupt_in_its_records_through_spark(spark, tmp_path):
     """The same on executors: skipped (rows before it kept) and counted by scan_corruption."""
     d = str(tmp_path / "data")
-    path, pos = _segment_with_bad_records(d, *_BAD_PAYLOADS["str key"])
+    path, pos = _segment_with_bad_records(d, *_BAD_PAYLOADS["key length < -1"])
     rows = spark.read.format("kafkasim").schema("value binary, offset long").load(d).collect()
     assert sorted((r.offset, r.value) for r in rows) == [(0, b"v0"), (1, None)]
     found = scan_corruption(spark, d)
@@ -294,8 +294,7 @@ def _write_log(d: str, base: int, batches) -> tuple[str, list[dict]]:
                 f.write(rb.encode_batch(base, recs, last_offset_delta=lod, producer_id=pid,
                                         producer_epoch=epoch, base_sequence=seq))
             else:   # emptied by compaction: no records, the offset range kept
-                f.write(rb._assemble(base, -1, 0, lod, 7_000, 7_000, pid, epoch, seq, 0,
-                                     msgpack.packb([], use_bin_type=True)))
+                f.write(rb._assemble(base, -1, 0, lod, 7_000, 7_000, pid, epoch, seq, 0, b""))
             rows += [{"topic": "t", "partition": 3, "offset": base + delta, "timestamp": ts, "key": k,
                       "value": v, "headers": [{"key": hk, "value": hv} for hk, hv in hs],
                       "producer_id": pid, "producer_epoch": epoch,
