@@ -78,9 +78,9 @@ def _batches(records, where: str) -> list:
     """``(header, batch bytes)`` of each batch in a Produce request's ``records``, the bytes
     exactly as sent, as Kafka's ``MemoryRecords`` walks them: each batch needs a whole
     61-byte header with magic 2 and possible length and count fields, and a length that
-    stays inside ``records`` (CORRUPT_MESSAGE otherwise; the broker checks the CRC and the
-    records). An empty ``records`` and transactional or control batches (kafkasim has no
-    transactions yet) are INVALID_RECORD.
+    stays inside ``records`` (CORRUPT_MESSAGE otherwise); an empty ``records`` is
+    INVALID_RECORD. Everything else (CRC-32C, attributes, records, timestamps, sequences) is
+    ``Broker.produce``'s, in place.
 
     Example: one 70-byte batch gives ``[(header, records)]`` (no copy); two batches back to
     back give two slices; 70 bytes whose length field says 80 raise CorruptRecordError."""
@@ -93,9 +93,6 @@ def _batches(records, where: str) -> list:
         end = pos + h.size
         if end > n:
             raise CorruptRecordError(f"{where}: batch at byte {pos} of {h.size} bytes, {n - pos} present")
-        if h.attributes & (framing.ATTR_TRANSACTIONAL | framing.ATTR_CONTROL):
-            raise InvalidRecordError(f"{where}: batch at byte {pos}: transactional and control batches "
-                                     f"are not supported by kafkasim")
         out.append((h, records if end - pos == n else bytes(records[pos:end])))
         pos = end
     return out

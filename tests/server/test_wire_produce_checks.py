@@ -128,7 +128,7 @@ def test_a_batch_built_by_aiokafka_is_stored_as_built_and_read_back(served, sock
     assert fetched[8:12] + fetched[16:] == built[8:12] + built[16:]
     assert struct.unpack_from(">q", fetched, 0)[0] == start
 
-    broker = RemoteBroker(f"{served.host}:{served.port}")
+    broker = RemoteBroker(served.host, served.port)
     try:
         got = broker.fetch("built", 0, start).records
     finally:
