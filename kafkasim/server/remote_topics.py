@@ -272,7 +272,7 @@ class TopicCalls:
 
     def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
         from kafkasim.broker import ColumnFetchResult
-        from kafkasim.records import framing, record_batch as rb
+        from kafkasim.records import record_batch as rb
         from kafkasim.storage.fetch import RecordColumns
 
         buf, batches, hw, start = self._fetch_batches(topic, partition, offset, max_bytes)
@@ -282,10 +282,7 @@ class TopicCalls:
             base, ts0 = h.base_offset, h.base_timestamp
             skip = sum(1 for d in deltas if base + d < offset)
             cols.offsets.extend(base + d for d in deltas[skip:])
-            if h.attributes & framing.ATTR_TIMESTAMP_TYPE_LOG_APPEND:     # every record's: the batch's max
-                cols.timestamps.extend([h.max_timestamp] * (len(deltas) - skip))
-            else:
-                cols.timestamps.extend(ts0 + t for t in tsds[skip:])
+            cols.timestamps.extend(ts0 + t for t in tsds[skip:])       # LogAppendTime: the reader's deltas
             cols.keys.extend(keys[skip:])
             cols.values.extend(values[skip:])
             cols.headers.extend(headers[skip:])

@@ -163,3 +163,30 @@ def test_hostile_bytes_get_an_error_code_and_the_server_keeps_answering(sock, da
     assert int(row.error_code) in (0, CORRUPT, INVALID, InvalidTimestampError.errno), row
     if int(row.error_code) == 0:
         assert fetch_records(sock, "hostile", row.base_offset)
+
+
+def test_log_append_time_is_stamped_in_the_header_and_every_reader_sees_it(served, sock):
+    """message.timestamp.type=LogAppendTime: the broker sets the timestamp-type bit and
+    max_timestamp (and the CRC, as Kafka's setMaxTimestamp does); the Produce answer's
+    log_append_time is that timestamp, and kafka-python's batch reader, RemoteBroker.fetch
+    and RemoteBroker.fetch_columns all give it as every record's timestamp."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from kafkasim.server.remote import RemoteBroker
+
+    broker = RemoteBroker(served.host, served.port)
+    try:
+        broker.create_topic("appended", 1, 1, {"message.timestamp.type": "LogAppendTime"})
+        row = produce(sock, "appended", rb.encode_batch(0, [(0, 5, b"a", b"1", ()), (1, 6, b"b", b"2", ())]))
+        assert int(row.error_code) == 0
+        append_time = int(row.log_append_time.timestamp() * 1000)
+        assert append_time > T0
+        fetched = fetch_records(sock, "appended", 0)
+        theirs = DefaultRecordBatch(bytearray(fetched))
+        assert theirs.validate_crc() and theirs.timestamp_type == 1
+        assert [(r.offset, r.timestamp, r.value) for r in theirs] == [(0, append_time, b"1"), (1, append_time, b"2")]
+        assert [(r.offset, r.timestamp) for r in broker.fetch("appended", 0, 1).records] == [(1, append_time)]
+        cols = broker.fetch_columns("appended", 0, 0).columns
+        assert (cols.offsets, cols.timestamps, cols.values) == ([0, 1], [append_time] * 2, [b"1", b"2"])
+    finally:
+        broker.close()
