@@ -43,6 +43,7 @@ so ``except KafkaSimError`` catches everything of ours::
         ├── KafkaTimeoutError          a bounded wait ran out
         ├── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
         ├── SerializationError         a key or value not bytes and no serializer (also a TypeError)
+        ├── RecordDeserializationError a record's value does not decode in its stated format (names the offset)
         └── ClaimFailedError           a lab's run did not show what the lab claims
 
     * BrokerNotAvailableError is also an IllegalStateError: calling a closed Broker is the
@@ -73,7 +74,8 @@ __all__ = [
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
-    "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "NetworkError", "UnsupportedVersionError",
+    "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "RecordDeserializationError",
+    "NetworkError", "UnsupportedVersionError",
     "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
     "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
@@ -424,6 +426,19 @@ class SerializationError(KafkaSimError, TypeError):
     TypeError there) still catches it."""
 
     description = "A key or value could not be serialized to bytes."
+
+
+class RecordDeserializationError(KafkaSimError, ValueError):
+    """Raised by an audit reading values in a stated format (``--value-format msgpack``) for a
+    value that does not decode, or does not fit the asked schema; names topic, partition and
+    offset, as Kafka's ``RecordDeserializationException`` carries them."""
+
+    description = "A record's value could not be deserialized."
+
+    def __init__(self, message: str, *, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None) -> None:
+        super().__init__(message)
+        self.topic, self.partition, self.offset = topic, partition, offset
 
 
 class ClaimFailedError(KafkaSimError, AssertionError):
