@@ -20,6 +20,9 @@ it stops at (torn tail, bad header, CRC) and what these readers reject themselve
   every index entry pointing at the batch it names; every time-index entry naming the
   largest timestamp so far and the last offset of its batch. It returns :class:`Problem` s.
 
+A data dir (or segment) in the old record format (format version 1) is refused with
+``OldLogFormatError`` naming ``kafkasim upgrade-data-dir`` (:mod:`kafkasim.storage.data_format`).
+
 Thread-safety: pure readers; safe to run while a broker is writing, though a batch being
 appended at that moment may be reported as a torn tail.
 """
@@ -33,7 +36,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.framing import BatchIterator
-from kafkasim.storage import checkpoints, layout
+from kafkasim.storage import checkpoints, data_format, layout
 from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
@@ -128,6 +131,7 @@ def dump_segment(path: str, records: bool = False,
         if usable != len(data):
             yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
         return
+    data_format.check_segment(path)
     batches = BatchIterator(data, where=path, **_offset_bounds(path))
     for pos, h in batches:
         d = _batch_dict(pos, h, True)
@@ -193,6 +197,7 @@ def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
     for key in ("segments", "batches", "records"):
         stats.setdefault(key, 0)
     problems: list[Problem] = []
+    data_format.check_partition(path)
     with storage_errors("list", path):
         segments = layout.list_segments(path)
     contiguous_from = checkpoints.contiguous_from(path)

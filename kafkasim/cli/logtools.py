@@ -4,12 +4,16 @@
 their stored key and value sizes in bytes; ``--offsets-decoder``: ``__consumer_offsets``
 records decoded), or an index file's entries, like Kafka's kafka-dump-log; exit 1 if the
 file holds a corrupt batch. ``verify-log`` checks every partition of the data dir and exits 1 on any
-corruption, naming file and position.
+corruption, naming file and position. ``upgrade-data-dir DATA_DIR`` converts a data dir
+written in kafkasim's old record format (format version 1) to Kafka's record batch v2, once,
+atomically per segment and safe to rerun (:mod:`kafkasim.storage.upgrade`); it refuses while a
+server holds the data dir.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from kafkasim.cli.common import add_data_dir, add_json, command, emit, existing_data_dir
@@ -26,6 +30,13 @@ def register(sub) -> None:
     p.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets records as kafka-dump-log does "
                         "(offset_commit::group=G,partition=T-P / group_metadata::group=G); implies --records")
+    add_json(p)
+
+    p = command(sub, "upgrade-data-dir",
+                help="convert a data dir written in kafkasim's old record format to Kafka's record batch v2 "
+                     "(once, with no server running on it; safe to rerun after a crash)",
+                example="kafkasim upgrade-data-dir ./kafkasim-data", handler=_upgrade)
+    p.add_argument("data_dir_path", metavar="DATA_DIR", help="the data directory to convert in place")
     add_json(p)
 
     p = command(sub, "verify-log", help="check CRCs, offsets and indexes of every partition; exit 1 on corruption",
@@ -92,6 +103,33 @@ def _offsets_decoder(key, value) -> tuple:
     else:
         text = f"offset={v.offset}" + (f",metadata={v.metadata}" if v.metadata else "")
     return f"offset_commit::group={k.group},partition={k.topic}-{k.partition}", text
+
+
+def _upgrade(args) -> int:
+    from kafkasim.storage.upgrade import upgrade_data_dir
+
+    def line(r) -> str:
+        name = os.path.relpath(r.path, args.data_dir_path)
+        if r.segments_converted:
+            text = (f"{name}: converted {r.segments_converted} of {r.segments_total} segments to Kafka v2 "
+                    f"({r.batches} batches, {r.records} records, {r.bytes_before} -> {r.bytes_after} bytes)")
+        elif r.indexes_rebuilt:
+            text = f"{name}: already Kafka v2; rebuilt {r.indexes_rebuilt} missing indexes"
+        else:
+            text = f"{name}: already Kafka v2"
+        return "\n".join([text, *(f"  {n}" for n in r.notes)])
+
+    quiet = getattr(args, "json", False)
+    results = upgrade_data_dir(args.data_dir_path,
+                               on_partition=None if quiet else (lambda r: print(line(r), flush=True)))
+    converted = sum(1 for r in results if r.segments_converted)
+    summary = {"data_dir": args.data_dir_path, "partitions": len(results), "partitions_converted": converted,
+               "segments_converted": sum(r.segments_converted for r in results),
+               "records": sum(r.records for r in results),
+               "details": [{**r._asdict(), "path": os.path.relpath(r.path, args.data_dir_path)} for r in results]}
+    emit(args, summary, lambda s: (f"{s['partitions_converted']} of {s['partitions']} partitions converted "
+                                   f"({s['segments_converted']} segments, {s['records']} records) in {s['data_dir']}"))
+    return 0
 
 
 def _verify(args) -> int:
