@@ -255,8 +255,9 @@ def upgrade_partition(path: str, *, index_interval_bytes: int = LogConfig.index_
     stats = dict(batches=0, records=0, bytes_before=0, bytes_after=0, indexes_rebuilt=0)
 
     def rebuild(base: int) -> None:
-        _rebuild_indexes(path, base, uppers[base], index_interval_bytes, base >= contiguous_from,
-                         base != last_base, notes.append)
+        # final=True for every segment, the active one too: what a clean close leaves
+        _rebuild_indexes(path, base, uppers[base], index_interval_bytes, base >= contiguous_from, True,
+                         notes.append)
         stats["indexes_rebuilt"] += 1
 
     # read and check every old segment before the first is replaced (step 5); then convert
