@@ -185,16 +185,20 @@ def _upgrade(args) -> int:
             text = f"{name}: already Kafka v2"
         return "\n".join([text, *(f"  {n}" for n in r.notes)])
 
+    def progress(r) -> None:   # what was converted; the partitions already in v2 only in the summary
+        if r.changed:
+            print(line(r), flush=True)
+
     quiet = getattr(args, "json", False)
-    results = upgrade_data_dir(args.data_dir_path,
-                               on_partition=None if quiet else (lambda r: print(line(r), flush=True)))
+    results = upgrade_data_dir(args.data_dir_path, on_partition=None if quiet else progress)
     converted = sum(1 for r in results if r.segments_converted)
     summary = {"data_dir": args.data_dir_path, "partitions": len(results), "partitions_converted": converted,
                "segments_converted": sum(r.segments_converted for r in results),
                "records": sum(r.records for r in results),
                "details": [{**r._asdict(), "path": os.path.relpath(r.path, args.data_dir_path)} for r in results]}
     emit(args, summary, lambda s: (f"{s['partitions_converted']} of {s['partitions']} partitions converted "
-                                   f"({s['segments_converted']} segments, {s['records']} records) in {s['data_dir']}"))
+                                   f"({s['segments_converted']} segments, {s['records']} records; the others were "
+                                   f"already Kafka v2 or empty) in {s['data_dir']}"))
     return 0
 
 

@@ -38,10 +38,12 @@ _PAIR = re.compile(r"(\w+): (\[[^\]]*\]|\S+)")
 
 
 def fields(line: str) -> list[tuple[str, str]]:
-    """``name: value`` pairs of one line, checking they cover it with single spaces between."""
-    pairs = _PAIR.findall(line)
-    assert " ".join(f"{k}: {v}" for k, v in pairs) == line, line
-    return pairs
+    """``name: value`` pairs of one line, checking they cover it with single spaces between
+    (a record's payload, last, is the rest of the line, as Kafka prints it)."""
+    head, sep, payload = line.partition(" payload: ") if not line.startswith("payload: ") else ("", " ", line[9:])
+    pairs = _PAIR.findall(head)
+    assert " ".join(f"{k}: {v}" for k, v in pairs) == head, line
+    return pairs + ([("payload", payload)] if sep else [])
 
 
 def seg(data: str, topic: str) -> str:

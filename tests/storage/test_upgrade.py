@@ -158,10 +158,10 @@ def test_upgrade_refuses_while_a_broker_holds_the_data_dir(old_dir, capsys):
 
 def test_a_corrupt_old_batch_stops_the_upgrade_before_its_partition_changes(old_dir, capsys):
     seg = os.path.join(old_dir, "orders-0", "00000000000000000000.log")
-    with open(seg, "r+b") as f:
-        f.seek(100)
+    with open(seg, "r+b") as f:     # inside the second batch's records (it spans 86..200)
+        f.seek(150)
         b = f.read(1)
-        f.seek(100)
+        f.seek(150)
         f.write(bytes([b[0] ^ 0xFF]))
     before = files_of(os.path.join(old_dir, "orders-0"))
     assert main(["upgrade-data-dir", old_dir]) == 1
