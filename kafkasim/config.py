@@ -180,7 +180,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="delete: retention by size/time; compact: keep the latest record per key"),
     _D("compression.type", "string", "producer",
        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-       doc="stored only: kafkasim never compresses batches", applied=False),
+       doc="the codec batches are stored with; producer keeps the producer's codec"),
     _D("delete.retention.ms", "long", 86_400_000, min=0,
        doc="how long a tombstone survives compaction"),
     _D("file.delete.delay.ms", "long", 60_000, min=0,
@@ -291,8 +291,6 @@ KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
         # -- producer
         ("request_timeout_ms", "int", 30_000, None, "a produce returns at once (no network wait)", _PRODUCER),
         ("max_block_ms", "int", 60_000, None, "send() never blocks on metadata or buffer space", _PRODUCER),
-        ("compression_type", "string", None, ("gzip", "snappy", "lz4", "zstd"),
-         "batches are stored uncompressed", _PRODUCER),
         ("buffer_memory", "int", 33_554_432, None, "send() never blocks on buffer space", _PRODUCER),
         ("bootstrap_topics_filter", "object", None, None, _NET, _PRODUCER),
         # -- consumer

@@ -36,6 +36,8 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("value_serializer", "object", None, doc="fn(value) -> bytes"),
     _D("acks", "string", "all", choices=("all", "-1", "0", "1"),
        doc="0: fire and forget; 1 and all: wait for the (single) replica"),
+    _D("compression_type", "string", None, choices=("gzip", "snappy", "lz4", "zstd"),
+       doc="codec of the batches sent (kafka-python's names; None: uncompressed)"),
     _D("batch_size", "int", 16384, min=0, doc="bytes per partition batch before it is closed"),
     _D("linger_ms", "long", 5, min=0, doc="how long a batch waits for more records (injected clock)"),
     _D("max_request_size", "int", 1_048_576, min=0, doc="largest record (with batch overhead) accepted"),

@@ -61,6 +61,7 @@ from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
     RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError,
 )
+from kafkasim.records.compression import codec_id
 from kafkasim.records.validation import RECORD_OVERHEAD, check_headers, check_timestamp
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER, TopicPartition
 from kafkasim.producer.accumulator import BATCH_OVERHEAD_ESTIMATE, RecordAccumulator
@@ -127,7 +128,8 @@ class Producer:
                               max_in_flight=cfg["max_in_flight_requests_per_connection"],
                               retry_backoff_ms=cfg["retry_backoff_ms"],
                               delivery_timeout_ms=cfg["delivery_timeout_ms"], faults=faults,
-                              metrics=self._m)
+                              metrics=self._m,
+                              compression=codec_id(cfg["compression_type"] or "none"))
         self._deliver = self._sender.deliver
 
         bg = cfg["background_sender"]

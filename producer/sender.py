@@ -96,7 +96,7 @@ class Sender:
     def __init__(self, broker, acc: RecordAccumulator, lock: threading.Lock, clock: Clock, *,
                  acks: int, idempotent: bool, retries: int, max_in_flight: int,
                  retry_backoff_ms: int, delivery_timeout_ms: int, faults: FaultInjector,
-                 metrics: dict) -> None:
+                 metrics: dict, compression: int = 0) -> None:
         self._broker = broker
         self._acc = acc
         self._lock = lock                      # the producer's lock: guards the accumulator
@@ -109,6 +109,7 @@ class Sender:
         self._delivery_timeout_ms = delivery_timeout_ms
         self._faults = faults
         self._m = metrics
+        self._compression = compression        # the attributes codec of every batch (compression_type)
         self._send_lock = threading.RLock()    # delivery to the broker, one thread at a time
         self._sending_thread: Optional[int] = None
         self.producer_id = -1
@@ -361,7 +362,8 @@ class Sender:
                 # the accumulator's records are well-formed by construction (deltas 0..n-1,
                 # every field checked in send()); the broker validates the batch anyway
                 b.encoded = encode_trusted_batch(b.records, producer_id=self.producer_id,
-                                                 producer_epoch=self.producer_epoch, base_sequence=seq)
+                                                 producer_epoch=self.producer_epoch, base_sequence=seq,
+                                                 compression=self._compression)
             except KafkaSimError as exc:
                 return exc              # no sequence number taken: the later batches keep theirs
             if self._idempotent and b.base_sequence < 0:

@@ -122,7 +122,8 @@ def compact_segments(segments: list[tuple[int, str]], horizon_ms: int, swap: Cal
                 new = rb.encode_batch(h.base_offset, keep, producer_id=h.producer_id,
                                       producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
                                       partition_leader_epoch=h.partition_leader_epoch,
-                                      attributes=h.attributes, last_offset_delta=h.last_offset_delta)
+                                      attributes=h.attributes, last_offset_delta=h.last_offset_delta,
+                                      compression=h.attributes & rb.ATTR_COMPRESSION_MASK)
                 out.append(new)
                 stats["bytes_after"] += len(new)
         if changed:

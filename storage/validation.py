@@ -1,41 +1,43 @@
-"""What a batch must pass before the log appends it (Kafka's ``LogValidator``; storage/FORMAT.md §2.3, §4).
+"""What a batch must pass before the log appends it (Kafka's ``LogValidator``; storage/FORMAT.md §2, §4).
 
-- :func:`validate_batch`: a producer's encoded batch (``Log.append_batch``): header and
-  CRC, size limits, attributes, record count against the offset range, the records
-  payload (count, shape, increasing deltas), every record by the one record rule
-  (:func:`kafkasim.records.validation.check_columns`: timestamps in [0, 2**63-1], key and
-  value bytes or nil, headers (str, bytes | nil) pairs), and keys on a compacted topic.
+- :func:`validate_batch`: a producer's Kafka v2 batch (``Log.append_batch``), validated in
+  place as Kafka's ``LogValidator`` does: header and CRC-32C, size limits, attributes
+  (transactional and control batches are not accepted yet), record count against the
+  offset range, every record walked without building it (:func:`scan_records`: lengths,
+  varints, count, offset deltas ``0..n-1`` as a producer writes them, timestamps in
+  [0, 2**63-1]), and keys on a compacted topic. The bytes it returns are the bytes it was
+  given, unless the topic's ``compression.type`` names another codec than the batch's
+  (then, as Kafka, the records are re-encoded with the topic's codec).
 - :func:`encode_for_append`: records handed to ``Log.append``, encoded with the one
-  encoder, which checks every record by the same rule (keys checked first on a
+  encoder, which checks every record by the one record rule (keys checked first on a
   compacted topic), size limits checked.
 - :func:`check_size`: ``max.message.bytes`` (``RecordTooLargeError``) then
   ``segment.bytes`` (``RecordBatchTooLargeError``), with Kafka's messages.
-- :func:`stamp_log_append_time`: ``message.timestamp.type=LogAppendTime`` rewrites every
-  record's timestamp (payload and CRC re-encoded).
+- :func:`stamp_log_append_time`: ``message.timestamp.type=LogAppendTime`` sets the
+  timestamp type bit and ``max_timestamp`` in the header and recomputes the CRC, as
+  Kafka's ``DefaultRecordBatch.setMaxTimestamp``; the records are not rewritten (readers
+  take every record's timestamp from ``max_timestamp``).
 
 Invariant: nothing here touches the log; a batch that passes is whole, CRC-valid and
-decodable, so the log only stamps its base offset (outside the CRC) and writes it.
-
-Encoding and decoding a batch allocates one or two tuples per record, and CPython's cyclic
-garbage collector runs a collection every 700 container allocations; on these paths that
-costs about a third of the time, for objects that cannot form cycles. So, as Mercurial's
-``util.nogc`` does, the collector is paused for one encode/decode and resumed if it was
-enabled (concurrent callers may resume it early, which only costs speed).
+decodable, so the log only stamps its base offset and partition leader epoch (outside the
+CRC) and writes it.
 
 Pure functions; thread-safe.
 """
 
 from __future__ import annotations
 
-import gc
-from itertools import repeat
+import struct
 from typing import Sequence
 
 from kafkasim.config import LogConfig
-from kafkasim.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError, RecordTooLargeError
+from kafkasim.errors import (
+    CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError,
+)
 from kafkasim.records import record_batch as rb
-from kafkasim.records.framing import BatchHeader
-from kafkasim.records.validation import check_columns, check_records
+from kafkasim.records.compression import codec_id
+from kafkasim.records.framing import BatchHeader, batch_crc
+from kafkasim.records.validation import MAX_TIMESTAMP, check_records
 
 __all__ = ["validate_batch", "encode_for_append", "check_size", "stamp_log_append_time"]
 
@@ -51,41 +53,68 @@ def check_size(size: int, config: LogConfig, partition: str) -> None:
             f"which exceeds the maximum configured segment size of {config.segment_bytes} (segment.bytes).")
 
 
-def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, BatchHeader, tuple]:
-    """``(batch as bytes, its header, its decode_columns)`` of a producer's batch, checked in
-    order: header and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes,
-    record count and payload, every record's fields (``InvalidTimestampError`` /
-    ``InvalidRecordError`` naming the record's offset delta), keys on a compacted topic
-    (``InvalidRecordError``)."""
+def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, BatchHeader, None]:
+    """``(batch bytes, its header, None)`` of a producer's v2 batch, checked in order: header
+    and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes, record count,
+    the records (``CorruptRecordError`` for malformed ones, ``InvalidRecordError`` for offset
+    deltas that are not ``0..n-1``, ``InvalidTimestampError`` for a timestamp outside
+    [0, 2**63-1]), keys on a compacted topic (``InvalidRecordError``); then re-encoded only
+    when the topic's ``compression.type`` differs from the batch's codec."""
     if not isinstance(batch, (bytes, bytearray, memoryview)):
         raise InvalidRecordError(f"a batch must be bytes, got {type(batch).__name__}")
-    batch = bytes(batch)
+    if type(batch) is not bytes:
+        batch = bytes(batch)
     h = rb.decode_header(batch, 0, where="appended batch")
     if h.size != len(batch):
         raise CorruptRecordError(
             f"appended batch: length field says {h.size} bytes, the batch has {len(batch)}")
     rb.verify(batch, 0, h, where="appended batch")
     check_size(len(batch), config, partition)
-    if h.attributes & ~rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND:
+    if h.attributes & (rb.ATTR_TRANSACTIONAL | rb.ATTR_CONTROL):
+        raise InvalidRecordError(
+            f"transactional and control batches are not supported by kafkasim yet (attributes 0x{h.attributes:x})")
+    if h.attributes & ~(rb.ATTR_COMPRESSION_MASK | rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND):
         raise InvalidRecordError(f"unsupported batch attributes 0x{h.attributes:x}")
-    if h.record_count == 0 or h.record_count > h.last_offset_delta + 1:
+    if h.attributes & rb.ATTR_COMPRESSION_MASK > 4:
+        raise InvalidRecordError(f"unknown compression codec {h.attributes & rb.ATTR_COMPRESSION_MASK}")
+    if h.record_count == 0 or h.record_count != h.last_offset_delta + 1:
+        # Kafka's LogValidator: a produced batch's records are numbered 0..n-1
         raise InvalidRecordError(
-            f"batch holds {h.record_count} records for an offset range of {h.last_offset_delta + 1}")
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # see the module docstring
-    try:
-        # the same checks as decode_records (count, shape, deltas), transposed in C
-        cols = rb.decode_columns(batch, 0, h, where="appended batch")
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    check_columns(h.base_timestamp, *cols, where=f"{partition}: ")
-    if config.compact and None in cols[2]:
-        delta = cols[0][cols[2].index(None)]
+            f"batch holds {h.record_count} records for an offset range of {h.last_offset_delta + 1} "
+            f"in the append to {partition}")
+    min_tsd, max_tsd, null_keys, contiguous = rb.scan_records(batch, 0, h, where="appended batch")
+    if not contiguous:
+        raise InvalidRecordError(f"{partition}: the offset deltas of a produced batch must be 0..{h.record_count - 1}")
+    lo, hi = h.base_timestamp + min_tsd, h.base_timestamp + max_tsd
+    if lo < 0 or hi > MAX_TIMESTAMP:
+        raise InvalidTimestampError(
+            f"{partition}: record timestamp {lo if lo < 0 else hi} outside [0, {MAX_TIMESTAMP}]")
+    if config.compact and null_keys:
+        keys = rb.decode_columns(batch, 0, h, where="appended batch")[2]
         raise InvalidRecordError(
-            f"Compacted topic cannot accept message without key in topic partition "
-            f"{partition} (record at offset delta {delta})")
-    return batch, h, cols
+            f"Compacted topic cannot accept message without key in topic partition {partition} "
+            f"(record at offset delta {keys.index(None)})")
+    target = config.compression_type
+    if target != "producer":
+        codec = 0 if target == "uncompressed" else codec_id(target)
+        if codec != h.attributes & rb.ATTR_COMPRESSION_MASK:
+            batch = _recompress(batch, h, codec)
+            h = rb.decode_header(batch)
+            check_size(len(batch), config, partition)
+    return batch, h, None
+
+
+def _recompress(batch: bytes, h: BatchHeader, codec: int) -> bytes:
+    """The batch with its records under ``codec`` (Kafka re-encodes when the topic's
+    ``compression.type`` differs); every header field kept."""
+    deltas, tsds, keys, values, headers = rb.decode_columns(batch, 0, h, where="appended batch")
+    base = h.base_timestamp
+    return rb.encode_batch(
+        0, [(d, base + t, k, v, hd) for d, t, k, v, hd in zip(deltas, tsds, keys, values, headers)],
+        producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+        attributes=h.attributes & ~rb.ATTR_COMPRESSION_MASK, last_offset_delta=h.last_offset_delta,
+        compression=codec)
 
 
 def encode_for_append(records: Sequence[tuple], config: LogConfig, partition: str, producer_id: int,
@@ -103,30 +132,24 @@ def encode_for_append(records: Sequence[tuple], config: LogConfig, partition: st
                 raise InvalidRecordError(
                     f"Compacted topic cannot accept message without key in topic partition "
                     f"{partition} (record {i} of the batch)")
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # see the module docstring
-    try:
-        h, parts = rb.encode_records_parts(0, records, producer_id=producer_id,
-                                           producer_epoch=producer_epoch, base_sequence=base_sequence)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    codec = 0 if config.compression_type in ("producer", "uncompressed") else codec_id(config.compression_type)
+    h, parts = rb.encode_records_parts(0, records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                       base_sequence=base_sequence, compression=codec)
     check_size(h.size, config, partition)
     return h, parts
 
 
+_MAX_TS = struct.Struct(">q")
+
+
 def stamp_log_append_time(batch, h: BatchHeader, cols, now_ms: int) -> tuple[bytes, BatchHeader]:
-    """The batch re-encoded with every record's timestamp ``now_ms`` and the LogAppendTime
-    attribute. ``batch`` is bytes or the parts that join to them; ``cols`` its
-    ``decode_columns`` result when known (else None)."""
-    if type(batch) is tuple:
-        batch = b"".join(batch)
-    if cols is None:
-        cols = rb.decode_columns(batch, 0, h)
-    deltas, _, keys, values, headers = cols
-    batch = rb.encode_batch(0, list(zip(deltas, repeat(now_ms), keys, values, headers)),
-                            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                            base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
-                            attributes=h.attributes | rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND,
-                            last_offset_delta=h.last_offset_delta)
-    return batch, rb.decode_header(batch)
+    """The batch with the LogAppendTime bit set and ``max_timestamp`` = ``now_ms`` (CRC
+    recomputed; records untouched), as Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)``.
+    ``batch`` is bytes or the parts that join to them; ``cols`` is unused (kept for callers)."""
+    buf = bytearray(b"".join(batch) if type(batch) is tuple else batch)
+    attributes = h.attributes | rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND
+    struct.pack_into(">h", buf, 21, attributes)
+    _MAX_TS.pack_into(buf, 35, now_ms)
+    crc = batch_crc(buf, 0, len(buf))
+    struct.pack_into(">I", buf, rb.CRC_OFFSET, crc)
+    return bytes(buf), h._replace(attributes=attributes, max_timestamp=now_ms, crc=crc)

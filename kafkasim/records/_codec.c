@@ -1,99 +1,83 @@
 /*
- * kafkasim.records._codec: the C fast path of kafkasim/records/record_batch.py and columns.py (records payload, FORMAT.md §2.2).
+ * kafkasim.records._codec: the C fast path of kafkasim/records/record_batch.py and columns.py:
+ * the *records section* of a Kafka record batch v2 (what follows the 61-byte batch header,
+ * uncompressed: records back to back, no array head).
  *
- * Two jobs, nothing else:
+ * One record (every varint/varlong zigzag-encoded, as protobuf sint32/sint64):
+ *   length varint (bytes after this field) | attributes int8 | timestampDelta varlong |
+ *   offsetDelta varint | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+ *   headerCount varint | per header: keyLength varint | key (UTF-8) | valueLength varint (-1 = null) | value
  *
- *   pack_records(records, with_deltas) -> (payload: bytes, min_ts, max_ts) | None
- *       The msgpack payload of a batch, byte-for-byte what msgpack-python's
- *       Packer(use_bin_type=True) writes for [(delta, ts - first_ts, key, value, headers or ()), ...].
- *       `records` is a list/tuple of (ts, key, value, headers) (deltas 0..n-1) or, with
- *       with_deltas, of (delta, ts, key, value, headers). Returns None — and the caller takes
- *       the pure-Python path, which gives the same bytes or the proper error — for anything
- *       outside the common shape: non-exact types, bytes header keys, ints beyond int64,
- *       and headers None with with_deltas (the Python path packs that as nil).
+ * Four jobs, nothing else:
  *
- *   ArrowColumns(): accumulates the records of verified batches as Arrow buffers
- *       (Arrow columnar format: little-endian, int32 offsets, LSB-first validity bitmaps),
- *       so a columnar reader builds pyarrow arrays with no Python object per record.
- *       add(buf, start, end, record_count, last_offset_delta) decodes one payload with the
- *       checks of FORMAT.md §2.3 (count, five fields, types, increasing deltas within
- *       last_offset_delta, nothing left over) and raises ValueError naming the problem;
- *       on error nothing of that batch is kept.
+ *   pack_records(records, with_deltas) -> (records_section: bytes, min_ts, max_ts) | None
+ *       The records section of a batch, byte-for-byte what Kafka's (and kafka-python's) builder
+ *       writes: attributes 0, timestampDelta = ts - records[0].ts. `records` is a list/tuple of
+ *       (ts, key, value, headers) (offset deltas 0..n-1; headers None or () = none) or, with
+ *       with_deltas, of (delta, ts, key, value, headers). key/value bytes or None; headers a
+ *       tuple/list of (str, bytes | None) pairs. Returns None -- and the caller takes the
+ *       pure-Python path, which gives the same bytes or the proper error -- for anything outside
+ *       exact types, ints beyond int64 (offset deltas beyond int32), lengths beyond int32, and
+ *       headers None with with_deltas.
  *
- * Invariants: the pure-Python code in record_batch.py is the reference; tests compare the
- * two on generated input. Thread-safety: pack_records holds the GIL throughout and keeps
- * no state; an ArrowColumns object is not safe to share between threads.
+ *   ArrowColumns(): accumulates the records of verified batches as Arrow buffers (Arrow columnar
+ *       format: little-endian, int32 offsets, LSB-first validity bitmaps), so a columnar reader
+ *       builds pyarrow arrays with no Python object per record.
+ *       add(buf, start, end, record_count, last_offset_delta, fixed_tsd=None) decodes the
+ *       records in buf[start:end]; fixed_tsd (int or None), when given, is reported as every
+ *       record's timestamp delta (LogAppendTime batches). take() hands out and resets the buffers;
+ *       rows / nbytes say what is held.
+ *
+ *   decode_columns(buf, start, end, record_count, last_offset_delta, fixed_tsd=None)
+ *       -> (offset_deltas, timestamp_deltas, keys, values, headers): five tuples built directly;
+ *       headers () or a tuple of (str, bytes | None) tuples.
+ *
+ *   scan_records(buf, start, end, record_count, last_offset_delta)
+ *       -> (min_tsd, max_tsd, null_key_count, contiguous), no Python object per record;
+ *       contiguous is True when the offset deltas are exactly 0..n-1. (0, 0, 0, True) for n == 0.
+ *
+ * Checks (all three readers, the same ones, in the same order; Kafka's DefaultRecord.readFrom
+ * plus the produce-path checks): length varint, body within the section and consumed exactly;
+ * varint longer than 5 bytes / varlong longer than 10 bytes is an overflow (a 5th/10th byte's
+ * bits beyond 32/64 are dropped, as Java's shifts do); key/value length -1 = null, < -1 invalid;
+ * header count >= 0; header key length >= 0 and valid UTF-8 (strict, as Python decodes);
+ * header value length -1 = null, < -1 invalid; record count equals record_count, nothing left
+ * over; offset deltas strictly increase from >= 0 and stay <= last_offset_delta. A problem
+ * raises ValueError naming it, the record index and its byte position relative to `start`.
+ *
+ * Invariants: a rejected batch leaves nothing behind. ArrowColumns.add validates the whole
+ * section in a first pass and only then reserves and writes (a failed add, including a
+ * MemoryError/OverflowError from reserving, leaves rows and every buffer as they were).
+ * Thread-safety: the functions hold the GIL throughout and keep no state; an ArrowColumns
+ * object is not safe to share between threads.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ varints */
+
+static inline uint64_t zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63));
+}
+
+static inline Py_ssize_t uvarint_size(uint64_t u) {
+    Py_ssize_t n = 1;
+    while (u >= 0x80) { u >>= 7; n++; }
+    return n;
+}
+
+static inline Py_ssize_t varint_size(int64_t v) { return uvarint_size(zigzag(v)); }
+
+static inline unsigned char *put_varint(unsigned char *p, int64_t v) {
+    uint64_t u = zigzag(v);
+    while (u >= 0x80) { *p++ = (unsigned char)(u | 0x80); u >>= 7; }
+    *p++ = (unsigned char)u;
+    return p;
+}
+
 /* ------------------------------------------------------------------ encoder */
-
-static Py_ssize_t int_size(int64_t v) {
-    if (v >= 0) {
-        if (v < 128) return 1;
-        if (v < 256) return 2;
-        if (v < 65536) return 3;
-        if (v <= 0xffffffffLL) return 5;
-        return 9;
-    }
-    if (v >= -32) return 1;
-    if (v >= -128) return 2;
-    if (v >= -32768) return 3;
-    if (v >= -2147483648LL) return 5;
-    return 9;
-}
-
-static inline unsigned char *put_be(unsigned char *p, uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; i--) { p[i] = (unsigned char)(v & 0xff); v >>= 8; }
-    return p + n;
-}
-
-static unsigned char *put_int(unsigned char *p, int64_t v) {
-    if (v >= 0) {
-        if (v < 128) { *p++ = (unsigned char)v; return p; }
-        if (v < 256) { *p++ = 0xcc; return put_be(p, (uint64_t)v, 1); }
-        if (v < 65536) { *p++ = 0xcd; return put_be(p, (uint64_t)v, 2); }
-        if (v <= 0xffffffffLL) { *p++ = 0xce; return put_be(p, (uint64_t)v, 4); }
-        *p++ = 0xcf; return put_be(p, (uint64_t)v, 8);
-    }
-    if (v >= -32) { *p++ = (unsigned char)(v & 0xff); return p; }
-    if (v >= -128) { *p++ = 0xd0; return put_be(p, (uint64_t)v, 1); }
-    if (v >= -32768) { *p++ = 0xd1; return put_be(p, (uint64_t)v, 2); }
-    if (v >= -2147483648LL) { *p++ = 0xd2; return put_be(p, (uint64_t)v, 4); }
-    *p++ = 0xd3; return put_be(p, (uint64_t)v, 8);
-}
-
-static Py_ssize_t array_head_size(Py_ssize_t n) { return n < 16 ? 1 : (n < 65536 ? 3 : 5); }
-
-static unsigned char *put_array_head(unsigned char *p, Py_ssize_t n) {
-    if (n < 16) { *p++ = (unsigned char)(0x90 | n); return p; }
-    if (n < 65536) { *p++ = 0xdc; return put_be(p, (uint64_t)n, 2); }
-    *p++ = 0xdd; return put_be(p, (uint64_t)n, 4);
-}
-
-static Py_ssize_t bin_size(Py_ssize_t n) { return n + (n < 256 ? 2 : (n < 65536 ? 3 : 5)); }
-
-static unsigned char *put_bin(unsigned char *p, const char *s, Py_ssize_t n) {
-    if (n < 256) { *p++ = 0xc4; p = put_be(p, (uint64_t)n, 1); }
-    else if (n < 65536) { *p++ = 0xc5; p = put_be(p, (uint64_t)n, 2); }
-    else { *p++ = 0xc6; p = put_be(p, (uint64_t)n, 4); }
-    memcpy(p, s, (size_t)n);
-    return p + n;
-}
-
-static Py_ssize_t str_size(Py_ssize_t n) { return n + (n < 32 ? 1 : (n < 256 ? 2 : (n < 65536 ? 3 : 5))); }
-
-static unsigned char *put_str(unsigned char *p, const char *s, Py_ssize_t n) {
-    if (n < 32) { *p++ = (unsigned char)(0xa0 | n); }
-    else if (n < 256) { *p++ = 0xd9; p = put_be(p, (uint64_t)n, 1); }
-    else if (n < 65536) { *p++ = 0xda; p = put_be(p, (uint64_t)n, 2); }
-    else { *p++ = 0xdb; p = put_be(p, (uint64_t)n, 4); }
-    memcpy(p, s, (size_t)n);
-    return p + n;
-}
 
 /* An exact int that fits int64 into *out: 1; anything else: 0 (error state cleared). */
 static int exact_int64(PyObject *o, int64_t *out) {
@@ -105,27 +89,31 @@ static int exact_int64(PyObject *o, int64_t *out) {
     return 1;
 }
 
-/* bytes or None: size of its encoding, or -1 when the caller must decline. */
+/* bytes or None: size of its encoding (length varint + data), or -1 when the caller must decline. */
 static Py_ssize_t blob_size(PyObject *o) {
     if (o == Py_None) return 1;
     if (!PyBytes_CheckExact(o)) return -1;
     Py_ssize_t n = PyBytes_GET_SIZE(o);
-    if (n > 0xffffffffLL) return -1;
-    return bin_size(n);
+    if (n > INT32_MAX) return -1;
+    return varint_size(n) + n;
 }
 
 static unsigned char *put_blob(unsigned char *p, PyObject *o) {
-    if (o == Py_None) { *p++ = 0xc0; return p; }
-    return put_bin(p, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
+    if (o == Py_None) return put_varint(p, -1);
+    Py_ssize_t n = PyBytes_GET_SIZE(o);
+    p = put_varint(p, n);
+    memcpy(p, PyBytes_AS_STRING(o), (size_t)n);
+    return p + n;
 }
 
-/* headers (None, or a tuple/list of (str, bytes | None) pairs): encoded size, or -1 to decline. */
+/* headers (None, or a tuple/list of (str, bytes | None) pairs): encoded size (count varint
+ * included), or -1 to decline. */
 static Py_ssize_t headers_size(PyObject *h, int none_ok) {
     if (h == Py_None) return none_ok ? 1 : -1;
     if (!PyTuple_CheckExact(h) && !PyList_CheckExact(h)) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(h);
-    if (n > 0xffffffffLL) return -1;
-    Py_ssize_t total = array_head_size(n);
+    if (n > INT32_MAX) return -1;
+    Py_ssize_t total = varint_size(n);
     PyObject **items = PySequence_Fast_ITEMS(h);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = items[i];
@@ -134,28 +122,37 @@ static Py_ssize_t headers_size(PyObject *h, int none_ok) {
         PyObject *k = PySequence_Fast_ITEMS(pair)[0], *v = PySequence_Fast_ITEMS(pair)[1];
         if (!PyUnicode_CheckExact(k)) return -1;
         Py_ssize_t kn;
-        if (PyUnicode_AsUTF8AndSize(k, &kn) == NULL) { PyErr_Clear(); return -1; }
+        if (PyUnicode_AsUTF8AndSize(k, &kn) == NULL) { PyErr_Clear(); return -1; }  /* lone surrogates */
         Py_ssize_t vs = blob_size(v);
-        if (vs < 0 || kn > 0xffffffffLL) return -1;
-        total += 1 + str_size(kn) + vs;
+        if (vs < 0 || kn > INT32_MAX) return -1;
+        total += varint_size(kn) + kn + vs;
     }
     return total;
 }
 
 static unsigned char *put_headers(unsigned char *p, PyObject *h) {
-    if (h == Py_None) { *p++ = 0x90; return p; }
+    if (h == Py_None) return put_varint(p, 0);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(h);
-    p = put_array_head(p, n);
+    p = put_varint(p, n);
     PyObject **items = PySequence_Fast_ITEMS(h);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **kv = PySequence_Fast_ITEMS(items[i]);
         Py_ssize_t kn;
         const char *ks = PyUnicode_AsUTF8AndSize(kv[0], &kn);  /* cached by headers_size */
-        *p++ = 0x92;
-        p = put_str(p, ks, kn);
+        p = put_varint(p, kn);
+        memcpy(p, ks, (size_t)kn);
+        p += kn;
         p = put_blob(p, kv[1]);
     }
     return p;
+}
+
+/* The body size of record `f` (a checked record), the bytes after its length varint. */
+static Py_ssize_t body_size(PyObject **f, Py_ssize_t ts_at, int64_t delta, int64_t tsd, int with_deltas) {
+    Py_ssize_t ks = blob_size(f[ts_at + 1]), vs = blob_size(f[ts_at + 2]);
+    Py_ssize_t hs = headers_size(f[ts_at + 3], !with_deltas);
+    if (ks < 0 || vs < 0 || hs < 0) return -1;
+    return 1 + varint_size(tsd) + varint_size(delta) + ks + vs + hs;
 }
 
 static PyObject *pack_records(PyObject *self, PyObject *args) {
@@ -164,13 +161,13 @@ static PyObject *pack_records(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Op", &records, &with_deltas)) return NULL;
     if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) Py_RETURN_NONE;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(records);
-    if (n == 0 || n > 0xffffffffLL) Py_RETURN_NONE;
+    if (n == 0 || n > INT32_MAX) Py_RETURN_NONE;
     PyObject **recs = PySequence_Fast_ITEMS(records);
     const Py_ssize_t width = with_deltas ? 5 : 4, ts_at = with_deltas ? 1 : 0;
 
     /* pass 1: shapes, types and the exact size */
     int64_t first_ts = 0, min_ts = 0, max_ts = 0;
-    Py_ssize_t total = array_head_size(n);
+    Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = recs[i];
         if ((!PyTuple_CheckExact(r) && !PyList_CheckExact(r)) || PySequence_Fast_GET_SIZE(r) != width)
@@ -178,30 +175,32 @@ static PyObject *pack_records(PyObject *self, PyObject *args) {
         PyObject **f = PySequence_Fast_ITEMS(r);
         int64_t ts, delta = i;
         if (!exact_int64(f[ts_at], &ts)) Py_RETURN_NONE;
-        if (with_deltas && !exact_int64(f[0], &delta)) Py_RETURN_NONE;
+        if (with_deltas && (!exact_int64(f[0], &delta) || delta < INT32_MIN || delta > INT32_MAX))
+            Py_RETURN_NONE;
         if (i == 0) { first_ts = min_ts = max_ts = ts; }
         if (ts < min_ts) min_ts = ts;
         if (ts > max_ts) max_ts = ts;
         int64_t tsd;
         if (__builtin_sub_overflow(ts, first_ts, &tsd)) Py_RETURN_NONE;
-        Py_ssize_t ks = blob_size(f[ts_at + 1]), vs = blob_size(f[ts_at + 2]), hs = headers_size(f[ts_at + 3], !with_deltas);
-        if (ks < 0 || vs < 0 || hs < 0) Py_RETURN_NONE;
-        total += 1 + int_size(delta) + int_size(tsd) + ks + vs + hs;
+        Py_ssize_t body = body_size(f, ts_at, delta, tsd, with_deltas);
+        if (body < 0 || body > INT32_MAX) Py_RETURN_NONE;
+        total += varint_size(body) + body;
     }
 
-    /* pass 2: write */
+    /* pass 2: write (every record passed pass 1, so nothing below can decline) */
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL) return NULL;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
-    p = put_array_head(p, n);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = PySequence_Fast_ITEMS(recs[i]);
         int64_t ts, delta = i;
         exact_int64(f[ts_at], &ts);
         if (with_deltas) exact_int64(f[0], &delta);
-        *p++ = 0x95;
-        p = put_int(p, delta);
-        p = put_int(p, ts - first_ts);
+        int64_t tsd = ts - first_ts;
+        p = put_varint(p, body_size(f, ts_at, delta, tsd, with_deltas));
+        *p++ = 0;   /* attributes */
+        p = put_varint(p, tsd);
+        p = put_varint(p, delta);
         p = put_blob(p, f[ts_at + 1]);
         p = put_blob(p, f[ts_at + 2]);
         p = put_headers(p, f[ts_at + 3]);
@@ -214,7 +213,245 @@ static PyObject *pack_records(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NLL)", out, (long long)min_ts, (long long)max_ts);
 }
 
-/* ------------------------------------------------------------------ decoder */
+/* ------------------------------------------------------------------ the record reader */
+
+/* Strict UTF-8 (what Python's "strict" decoder accepts): no overlongs, no surrogates, <= U+10FFFF. */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xc2 && c <= 0xdf) {
+            if (n - i < 2 || (s[i + 1] & 0xc0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            if (n - i < 3 || (s[i + 1] & 0xc0) != 0x80 || (s[i + 2] & 0xc0) != 0x80) return 0;
+            if (c == 0xe0 && s[i + 1] < 0xa0) return 0;    /* overlong */
+            if (c == 0xed && s[i + 1] >= 0xa0) return 0;   /* surrogates */
+            i += 3;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            if (n - i < 4 || (s[i + 1] & 0xc0) != 0x80 || (s[i + 2] & 0xc0) != 0x80
+                || (s[i + 3] & 0xc0) != 0x80) return 0;
+            if (c == 0xf0 && s[i + 1] < 0x90) return 0;    /* overlong */
+            if (c == 0xf4 && s[i + 1] >= 0x90) return 0;   /* beyond U+10FFFF */
+            i += 4;
+        } else return 0;
+    }
+    return 1;
+}
+
+/* A reader over [p, end) that records the first problem in err. */
+typedef struct { const unsigned char *p, *end; const char *err; } Rd;
+
+/* varint (int32, at most 5 bytes); `what` names the field when the bytes run out */
+static int rd_varint(Rd *r, int32_t *out, const char *truncated) {
+    uint32_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (r->p >= r->end) { r->err = truncated; return 0; }
+        unsigned char b = *r->p++;
+        v |= (uint32_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            uint32_t z = (v >> 1) ^ (0u - (v & 1));
+            *out = z <= INT32_MAX ? (int32_t)z : -(int32_t)(~z) - 1;
+            return 1;
+        }
+    }
+    r->err = "varint longer than 5 bytes";
+    return 0;
+}
+
+static int rd_varlong(Rd *r, int64_t *out, const char *truncated) {
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->p >= r->end) { r->err = truncated; return 0; }
+        unsigned char b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            uint64_t z = (v >> 1) ^ (0 - (v & 1));
+            *out = z <= INT64_MAX ? (int64_t)z : -(int64_t)(~z) - 1;
+            return 1;
+        }
+    }
+    r->err = "varlong longer than 10 bytes";
+    return 0;
+}
+
+static const char TRUNC_FIELD[] = "record length too short for its fields (the record ends inside a field)";
+
+/* a length-prefixed blob: -1 = null (*s NULL), < -1 invalid (bad names the field) */
+static int rd_blob(Rd *r, const unsigned char **s, int32_t *n, const char *bad) {
+    if (!rd_varint(r, n, TRUNC_FIELD)) return 0;
+    if (*n < 0) {
+        if (*n < -1) { r->err = bad; return 0; }
+        *s = NULL;
+        return 1;
+    }
+    if (r->end - r->p < *n) { r->err = TRUNC_FIELD; return 0; }
+    *s = r->p;
+    r->p += *n;
+    return 1;
+}
+
+typedef struct {
+    int64_t tsd;
+    int32_t delta, klen, vlen, nh;             /* klen/vlen -1 = null */
+    const unsigned char *key, *value, *hdrs;   /* hdrs: the first header */
+    int64_t hk_bytes, hv_bytes;
+    int32_t hv_nulls;
+} Rec;
+
+/* One record at r->p (r->end = end of the section); r->p moves past it. 0 with r->err set on a problem. */
+static int parse_record(Rd *r, Rec *rec) {
+    int32_t len;
+    if (!rd_varint(r, &len, "records section ends inside a record length")) return 0;
+    if (len < 0) { r->err = "negative record length"; return 0; }
+    if (r->end - r->p < len) { r->err = "record length beyond the end of the records section (truncated record)"; return 0; }
+    Rd b = {r->p, r->p + len, NULL};
+    if (b.p >= b.end) { r->err = TRUNC_FIELD; return 0; }
+    b.p++;   /* attributes: unused in v2 records */
+    if (!rd_varlong(&b, &rec->tsd, TRUNC_FIELD) || !rd_varint(&b, &rec->delta, TRUNC_FIELD)
+        || !rd_blob(&b, &rec->key, &rec->klen, "key length < -1")
+        || !rd_blob(&b, &rec->value, &rec->vlen, "value length < -1")
+        || !rd_varint(&b, &rec->nh, TRUNC_FIELD)) { r->err = b.err; return 0; }
+    if (rec->nh < 0) { r->err = "negative header count"; return 0; }
+    rec->hdrs = b.p;
+    rec->hk_bytes = rec->hv_bytes = 0;
+    rec->hv_nulls = 0;
+    for (int32_t j = 0; j < rec->nh; j++) {
+        int32_t kn, vn;
+        const unsigned char *v;
+        if (!rd_varint(&b, &kn, TRUNC_FIELD)) { r->err = b.err; return 0; }
+        if (kn < 0) { r->err = "negative header key length"; return 0; }
+        if (b.end - b.p < kn) { r->err = TRUNC_FIELD; return 0; }
+        if (!utf8_valid(b.p, kn)) { r->err = "header key is not valid UTF-8"; return 0; }
+        b.p += kn;
+        rec->hk_bytes += kn;
+        if (!rd_blob(&b, &v, &vn, "header value length < -1")) { r->err = b.err; return 0; }
+        if (v == NULL) rec->hv_nulls++;
+        else rec->hv_bytes += vn;
+    }
+    if (b.p != b.end) { r->err = "record length longer than its fields (bytes left inside the record)"; return 0; }
+    r->p = b.end;
+    return 1;
+}
+
+/* A varint already checked by parse_record (so: at most 5 bytes, in bounds). */
+static inline int32_t checked_varint(const unsigned char **pp) {
+    const unsigned char *p = *pp;
+    uint32_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        unsigned char b = *p++;
+        v |= (uint32_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) break;
+    }
+    *pp = p;
+    uint32_t z = (v >> 1) ^ (0u - (v & 1));
+    return z <= INT32_MAX ? (int32_t)z : -(int32_t)(~z) - 1;
+}
+
+/* The next header of a record parse_record accepted, read from *pp (which moves past it). */
+static inline void next_header(const unsigned char **pp, const unsigned char **k, int32_t *kn,
+                               const unsigned char **v, int32_t *vn) {
+    *kn = checked_varint(pp);
+    *k = *pp;
+    *pp += *kn;
+    *vn = checked_varint(pp);
+    *v = *vn >= 0 ? *pp : NULL;
+    if (*vn > 0) *pp += *vn;
+}
+
+/* The walk every reader shares: checks the arguments, then calls back per record. */
+typedef struct {
+    const unsigned char *base;
+    Py_ssize_t start, end, count;
+    long long last_delta;
+} Section;
+
+static int section_args(Py_buffer *view, Section *s) {
+    if (s->start < 0 || s->end > view->len || s->start > s->end) {
+        PyErr_Format(PyExc_ValueError, "records range [%zd, %zd) outside a buffer of %zd bytes",
+                     s->start, s->end, view->len);
+        return -1;
+    }
+    if (s->count < 0) {
+        PyErr_Format(PyExc_ValueError, "negative record count %zd", s->count);
+        return -1;
+    }
+    if (s->count > (s->end - s->start) / 7) {   /* a record takes at least 7 bytes */
+        PyErr_Format(PyExc_ValueError, "record count %zd larger than a records section of %zd bytes can hold",
+                     s->count, s->end - s->start);
+        return -1;
+    }
+    s->base = (const unsigned char *)view->buf;
+    return 0;
+}
+
+/* Iterator state over the records of a section, with the count / delta / leftover checks. */
+typedef struct {
+    Section *s;
+    Rd r;
+    Py_ssize_t i;
+    int64_t prev;
+    const unsigned char *rec_start;
+} Walk;
+
+static void walk_init(Walk *w, Section *s) {
+    w->s = s;
+    w->r.p = s->base + s->start;
+    w->r.end = s->base + s->end;
+    w->r.err = NULL;
+    w->i = 0;
+    w->prev = -1;
+}
+
+static int walk_fail(Walk *w, const char *problem) {
+    PyErr_Format(PyExc_ValueError, "record index %zd of %zd (byte %zd of the records section): %s",
+                 w->i, w->s->count, (Py_ssize_t)(w->rec_start - (w->s->base + w->s->start)), problem);
+    return -1;
+}
+
+/* 1: *rec holds record w->i (then w->i++); 0: all records read and nothing left over; -1: ValueError set. */
+static int walk_next(Walk *w, Rec *rec) {
+    w->rec_start = w->r.p;
+    if (w->i == w->s->count) {
+        if (w->r.p != w->r.end) {
+            PyErr_Format(PyExc_ValueError, "%zd bytes left over after the %zd records the batch header counts",
+                         (Py_ssize_t)(w->r.end - w->r.p), w->s->count);
+            return -1;
+        }
+        return 0;
+    }
+    if (w->r.p == w->r.end) {
+        PyErr_Format(PyExc_ValueError, "records section ends after %zd of the %zd records the batch header counts",
+                     w->i, w->s->count);
+        return -1;
+    }
+    if (!parse_record(&w->r, rec)) return walk_fail(w, w->r.err);
+    if (rec->delta <= w->prev || rec->delta > w->s->last_delta) {
+        char msg[160];
+        PyOS_snprintf(msg, sizeof(msg), "offset delta %ld after %lld: deltas must increase and stay <= last_offset_delta %lld",
+                      (long)rec->delta, (long long)w->prev, w->s->last_delta);
+        return walk_fail(w, msg);
+    }
+    w->prev = rec->delta;
+    w->i++;
+    return 1;
+}
+
+/* Parse the optional fixed_tsd argument: 1 with *out set, 0 for None, -1 on error. */
+static int fixed_tsd_arg(PyObject *o, int64_t *out) {
+    if (o == NULL || o == Py_None) return 0;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "fixed_tsd must be an int or None, not %.80s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ Arrow buffers */
 
 typedef struct { char *data; Py_ssize_t len, cap; } Buf;
 
@@ -229,11 +466,9 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
+static inline void buf_put(Buf *b, const void *src, Py_ssize_t n) {   /* reserved beforehand */
     memcpy(b->data + b->len, src, (size_t)n);
     b->len += n;
-    return 0;
 }
 
 /* A binary/string Arrow column: validity bitmap (kept only once a null shows up),
@@ -241,47 +476,42 @@ static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
 typedef struct { Buf valid, offsets, data; Py_ssize_t count, nulls; } BinCol;
 
 static int bincol_init(BinCol *c) {
+    if (buf_reserve(&c->offsets, 4) < 0) return -1;
     int32_t zero = 0;
-    return buf_put(&c->offsets, &zero, 4);
-}
-
-static int bincol_add(BinCol *c, const char *s, Py_ssize_t n, int is_null) {
-    if (is_null && c->nulls == 0) {       /* first null: materialise the bitmap, all valid so far */
-        Py_ssize_t bytes = (c->count + 8) / 8 + 1;
-        if (buf_reserve(&c->valid, bytes) < 0) return -1;
-        memset(c->valid.data, 0, (size_t)c->valid.cap);
-        for (Py_ssize_t i = 0; i < c->count; i++) c->valid.data[i >> 3] |= (char)(1 << (i & 7));
-        c->valid.len = (c->count + 7) / 8;
-    }
-    if (c->nulls || is_null) {
-        Py_ssize_t need = (c->count >> 3) + 1;
-        if (need > c->valid.len) {
-            if (buf_reserve(&c->valid, need - c->valid.len) < 0) return -1;
-            memset(c->valid.data + c->valid.len, 0, (size_t)(need - c->valid.len));
-            c->valid.len = need;
-        }
-        if (!is_null) c->valid.data[c->count >> 3] |= (char)(1 << (c->count & 7));
-    }
-    if (is_null) c->nulls++;
-    Py_ssize_t end = (c->data.len + n);
-    if (end > INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "column data over 2 GiB: flush earlier"); return -1; }
-    if (n && buf_put(&c->data, s, n) < 0) return -1;
-    int32_t off = (int32_t)end;
-    if (buf_put(&c->offsets, &off, 4) < 0) return -1;
-    c->count++;
+    buf_put(&c->offsets, &zero, 4);
     return 0;
 }
 
-static void bincol_truncate(BinCol *c, Py_ssize_t count, Py_ssize_t nulls) {
-    c->count = count;
-    c->nulls = nulls;
-    c->offsets.len = 4 * (count + 1);
-    c->data.len = ((int32_t *)c->offsets.data)[count];
-    if (nulls == 0) c->valid.len = 0;
-    else {
-        c->valid.len = (count + 7) / 8;
-        if (count & 7) c->valid.data[count >> 3] &= (char)((1 << (count & 7)) - 1);
+/* Room for `rows` more entries holding `bytes` of data, `nulls` of them null. */
+static int bincol_reserve(BinCol *c, Py_ssize_t rows, int64_t bytes, Py_ssize_t nulls) {
+    if (c->data.len + bytes > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "column data over 2 GiB: flush earlier");
+        return -1;
     }
+    if (buf_reserve(&c->offsets, 4 * rows) < 0 || buf_reserve(&c->data, (Py_ssize_t)bytes) < 0) return -1;
+    if (c->nulls || nulls) {
+        Py_ssize_t need = (c->count + rows + 7) / 8;
+        if (buf_reserve(&c->valid, need - c->valid.len) < 0) return -1;
+    }
+    return 0;
+}
+
+static inline void bincol_add(BinCol *c, const unsigned char *s, Py_ssize_t n) {   /* s NULL: null */
+    if (s == NULL && c->nulls == 0) {     /* first null: materialise the bitmap, all valid so far */
+        Py_ssize_t full = c->count >> 3;
+        memset(c->valid.data, 0xff, (size_t)full);
+        if (c->count & 7) c->valid.data[full] = (char)((1 << (c->count & 7)) - 1);
+        c->valid.len = (c->count + 7) / 8;
+    }
+    if (c->nulls || s == NULL) {
+        if ((c->count & 7) == 0) c->valid.data[c->valid.len++] = 0;
+        if (s != NULL) c->valid.data[c->count >> 3] |= (char)(1 << (c->count & 7));
+        else c->nulls++;
+    }
+    if (s != NULL && n) buf_put(&c->data, s, n);
+    int32_t off = (int32_t)c->data.len;
+    buf_put(&c->offsets, &off, 4);
+    c->count++;
 }
 
 static void bincol_free(BinCol *c) {
@@ -296,15 +526,20 @@ typedef struct {
     Py_ssize_t rows;
 } ArrowColumns;
 
-static int ac_reset(ArrowColumns *self) {
+static void ac_free(ArrowColumns *self) {
     PyMem_Free(self->deltas.data); PyMem_Free(self->tsds.data); PyMem_Free(self->hdr_offsets.data);
     memset(&self->deltas, 0, sizeof(Buf)); memset(&self->tsds, 0, sizeof(Buf));
     memset(&self->hdr_offsets, 0, sizeof(Buf));
     bincol_free(&self->keys); bincol_free(&self->values);
     bincol_free(&self->hkeys); bincol_free(&self->hvalues);
     self->rows = 0;
+}
+
+static int ac_reset(ArrowColumns *self) {
+    ac_free(self);
+    if (buf_reserve(&self->hdr_offsets, 4) < 0) return -1;
     int32_t zero = 0;
-    if (buf_put(&self->hdr_offsets, &zero, 4) < 0) return -1;
+    buf_put(&self->hdr_offsets, &zero, 4);
     if (bincol_init(&self->keys) < 0 || bincol_init(&self->values) < 0
         || bincol_init(&self->hkeys) < 0 || bincol_init(&self->hvalues) < 0) return -1;
     return 0;
@@ -316,162 +551,75 @@ static int ac_init(ArrowColumns *self, PyObject *args, PyObject *kw) {
 }
 
 static void ac_dealloc(ArrowColumns *self) {
-    PyMem_Free(self->deltas.data); PyMem_Free(self->tsds.data); PyMem_Free(self->hdr_offsets.data);
-    bincol_free(&self->keys); bincol_free(&self->values);
-    bincol_free(&self->hkeys); bincol_free(&self->hvalues);
+    ac_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A msgpack reader over [p, end) that records the first problem in *err. */
-typedef struct { const unsigned char *p, *end; const char *err; } Rd;
+static char *reader_kwlist[] = {"buf", "start", "end", "record_count", "last_offset_delta", "fixed_tsd", NULL};
 
-static int rd_need(Rd *r, Py_ssize_t n) {
-    if (r->end - r->p < n) { r->err = "payload ends inside a value"; return 0; }
-    return 1;
-}
-
-static uint64_t rd_be(Rd *r, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v = (v << 8) | r->p[i];
-    r->p += n;
-    return v;
-}
-
-static int rd_array(Rd *r, Py_ssize_t *n) {
-    if (!rd_need(r, 1)) return 0;
-    unsigned char t = *r->p++;
-    if ((t & 0xf0) == 0x90) { *n = t & 0x0f; return 1; }
-    if (t == 0xdc && rd_need(r, 2)) { *n = (Py_ssize_t)rd_be(r, 2); return 1; }
-    if (t == 0xdd && rd_need(r, 4)) { *n = (Py_ssize_t)rd_be(r, 4); return 1; }
-    if (!r->err) r->err = "expected an array";
-    return 0;
-}
-
-static int rd_int(Rd *r, int64_t *v) {
-    if (!rd_need(r, 1)) return 0;
-    unsigned char t = *r->p++;
-    if (t < 0x80) { *v = t; return 1; }
-    if (t >= 0xe0) { *v = (int8_t)t; return 1; }
-    int n = 0, sign = 0;
-    switch (t) {
-        case 0xcc: n = 1; break; case 0xcd: n = 2; break; case 0xce: n = 4; break; case 0xcf: n = 8; break;
-        case 0xd0: n = 1; sign = 1; break; case 0xd1: n = 2; sign = 1; break;
-        case 0xd2: n = 4; sign = 1; break; case 0xd3: n = 8; sign = 1; break;
-        default: r->err = "expected an integer"; return 0;
-    }
-    if (!rd_need(r, n)) return 0;
-    uint64_t u = rd_be(r, n);
-    if (sign) {
-        if (n == 1) *v = (int8_t)u; else if (n == 2) *v = (int16_t)u;
-        else if (n == 4) *v = (int32_t)u; else *v = (int64_t)u;
-    } else {
-        if (u > (uint64_t)INT64_MAX) { r->err = "integer beyond int64"; return 0; }
-        *v = (int64_t)u;
-    }
-    return 1;
-}
-
-/* bin or nil (want_str: str or nil — str checked for UTF-8). *s NULL means nil. */
-static int rd_blob(Rd *r, const char **s, Py_ssize_t *n, int want_str) {
-    if (!rd_need(r, 1)) return 0;
-    unsigned char t = *r->p++;
-    Py_ssize_t len;
-    if (t == 0xc0) { *s = NULL; *n = 0; return 1; }
-    if (!want_str) {
-        if (t == 0xc4 && rd_need(r, 1)) len = (Py_ssize_t)rd_be(r, 1);
-        else if (t == 0xc5 && rd_need(r, 2)) len = (Py_ssize_t)rd_be(r, 2);
-        else if (t == 0xc6 && rd_need(r, 4)) len = (Py_ssize_t)rd_be(r, 4);
-        else { if (!r->err) r->err = "expected bin or nil for a key or value"; return 0; }
-    } else {
-        if ((t & 0xe0) == 0xa0) len = t & 0x1f;
-        else if (t == 0xd9 && rd_need(r, 1)) len = (Py_ssize_t)rd_be(r, 1);
-        else if (t == 0xda && rd_need(r, 2)) len = (Py_ssize_t)rd_be(r, 2);
-        else if (t == 0xdb && rd_need(r, 4)) len = (Py_ssize_t)rd_be(r, 4);
-        else { if (!r->err) r->err = "expected str for a header key"; return 0; }
-    }
-    if (!rd_need(r, len)) return 0;
-    *s = (const char *)r->p;
-    *n = len;
-    r->p += len;
-    if (want_str) {
-        PyObject *u = PyUnicode_DecodeUTF8(*s, len, "strict");
-        if (u == NULL) { PyErr_Clear(); r->err = "header key is not valid UTF-8"; return 0; }
-        Py_DECREF(u);
-    }
-    return 1;
-}
-
-static PyObject *ac_add(ArrowColumns *self, PyObject *args) {
+static PyObject *ac_add(ArrowColumns *self, PyObject *args, PyObject *kw) {
     Py_buffer view;
-    Py_ssize_t start, end, count;
-    long long last_delta;
-    if (!PyArg_ParseTuple(args, "y*nnnL", &view, &start, &end, &count, &last_delta)) return NULL;
-    if (start < 0 || end > view.len || start > end) {
+    Section s;
+    PyObject *fixed_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnnL|O:add", reader_kwlist, &view, &s.start, &s.end,
+                                     &s.count, &s.last_delta, &fixed_obj)) return NULL;
+    int64_t fixed = 0;
+    int has_fixed = fixed_tsd_arg(fixed_obj, &fixed);
+    if (has_fixed < 0 || section_args(&view, &s) < 0) { PyBuffer_Release(&view); return NULL; }
+
+    /* pass 1: check everything and size every buffer; nothing is written */
+    Walk w;
+    Rec rec;
+    int rc;
+    int64_t kbytes = 0, vbytes = 0, nheaders = 0, hkbytes = 0, hvbytes = 0;
+    Py_ssize_t knulls = 0, vnulls = 0, hvnulls = 0;
+    walk_init(&w, &s);
+    while ((rc = walk_next(&w, &rec)) == 1) {
+        if (rec.key) kbytes += rec.klen; else knulls++;
+        if (rec.value) vbytes += rec.vlen; else vnulls++;
+        nheaders += rec.nh;
+        hkbytes += rec.hk_bytes;
+        hvbytes += rec.hv_bytes;
+        hvnulls += rec.hv_nulls;
+    }
+    if (rc < 0) { PyBuffer_Release(&view); return NULL; }
+    Py_ssize_t n = s.count;
+    if (self->hkeys.count + nheaders > INT32_MAX) {
         PyBuffer_Release(&view);
-        PyErr_Format(PyExc_ValueError, "payload range [%zd, %zd) outside a buffer of %zd bytes", start, end, view.len);
+        PyErr_SetString(PyExc_OverflowError, "over 2**31 headers: flush earlier");
         return NULL;
     }
-    /* remember where every column stood, to undo a half-decoded batch */
-    Py_ssize_t rows0 = self->rows, hrows0 = self->hkeys.count;
-    Py_ssize_t knull0 = self->keys.nulls, vnull0 = self->values.nulls, hvnull0 = self->hvalues.nulls;
-    Rd r = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + end, NULL};
-    const char *problem = NULL;
-    Py_ssize_t n = 0;
-    int64_t prev = -1;
-    int failed = 0;   /* a Python error (memory) is set */
-    if (!rd_array(&r, &n)) problem = r.err;
-    else if (n != count) problem = "record count differs from the header";
-    else if (n > (end - start) / 6) problem = "record count larger than the payload can hold";
-    if (!problem && (buf_reserve(&self->deltas, 8 * n) < 0 || buf_reserve(&self->tsds, 8 * n) < 0
-                     || buf_reserve(&self->hdr_offsets, 4 * n) < 0)) failed = 1;
-    for (Py_ssize_t i = 0; !problem && !failed && i < n; i++) {
-        Py_ssize_t fields, nh;
-        int64_t delta, tsd;
-        const char *ks, *vs;
-        Py_ssize_t kn, vn;
-        if (!rd_array(&r, &fields)) { problem = r.err; break; }
-        if (fields != 5) { problem = "a record must have 5 fields"; break; }
-        if (!rd_int(&r, &delta) || !rd_int(&r, &tsd)) { problem = r.err; break; }
-        if (delta <= prev || delta > last_delta) { problem = "offset deltas must increase within last_offset_delta"; break; }
-        prev = delta;
-        if (!rd_blob(&r, &ks, &kn, 0) || !rd_blob(&r, &vs, &vn, 0)) { problem = r.err; break; }
-        if (!rd_array(&r, &nh)) { problem = r.err; break; }
-        for (Py_ssize_t j = 0; j < nh; j++) {
-            Py_ssize_t two, hkn, hvn;
-            const char *hks, *hvs;
-            if (!rd_array(&r, &two)) { problem = r.err; break; }
-            if (two != 2) { problem = "a header must be a [key, value] pair"; break; }
-            if (!rd_blob(&r, &hks, &hkn, 1)) { problem = r.err; break; }
-            if (hks == NULL) { problem = "a header key must not be nil"; break; }
-            if (!rd_blob(&r, &hvs, &hvn, 0)) { problem = r.err; break; }
-            if (bincol_add(&self->hkeys, hks, hkn, 0) < 0 || bincol_add(&self->hvalues, hvs, hvn, hvs == NULL) < 0) {
-                failed = 1; break;
-            }
+    if (buf_reserve(&self->deltas, 8 * n) < 0 || buf_reserve(&self->tsds, 8 * n) < 0
+        || buf_reserve(&self->hdr_offsets, 4 * n) < 0
+        || bincol_reserve(&self->keys, n, kbytes, knulls) < 0
+        || bincol_reserve(&self->values, n, vbytes, vnulls) < 0
+        || bincol_reserve(&self->hkeys, (Py_ssize_t)nheaders, hkbytes, 0) < 0
+        || bincol_reserve(&self->hvalues, (Py_ssize_t)nheaders, hvbytes, hvnulls) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+
+    /* pass 2: write (cannot fail: checked and reserved above) */
+    walk_init(&w, &s);
+    while (walk_next(&w, &rec) == 1) {
+        int64_t delta = rec.delta, tsd = has_fixed ? fixed : rec.tsd;
+        buf_put(&self->deltas, &delta, 8);
+        buf_put(&self->tsds, &tsd, 8);
+        bincol_add(&self->keys, rec.key, rec.klen);
+        bincol_add(&self->values, rec.value, rec.vlen);
+        const unsigned char *hp = rec.hdrs;
+        for (int32_t j = 0; j < rec.nh; j++) {
+            const unsigned char *hk, *hv;
+            int32_t hkn, hvn;
+            next_header(&hp, &hk, &hkn, &hv, &hvn);
+            bincol_add(&self->hkeys, hk, hkn);
+            bincol_add(&self->hvalues, hv, hvn);
         }
-        if (problem || failed) break;
-        if (bincol_add(&self->keys, ks, kn, ks == NULL) < 0 || bincol_add(&self->values, vs, vn, vs == NULL) < 0) {
-            failed = 1; break;
-        }
-        memcpy(self->deltas.data + self->deltas.len, &delta, 8); self->deltas.len += 8;
-        memcpy(self->tsds.data + self->tsds.len, &tsd, 8); self->tsds.len += 8;
         int32_t hoff = (int32_t)self->hkeys.count;
-        memcpy(self->hdr_offsets.data + self->hdr_offsets.len, &hoff, 4); self->hdr_offsets.len += 4;
-        self->rows++;
+        buf_put(&self->hdr_offsets, &hoff, 4);
     }
-    if (!problem && !failed && r.p != r.end) problem = "bytes left over after the last record";
+    self->rows += n;
     PyBuffer_Release(&view);
-    if (problem || failed) {
-        self->rows = rows0;
-        self->deltas.len = self->tsds.len = 8 * rows0;
-        self->hdr_offsets.len = 4 * (rows0 + 1);
-        bincol_truncate(&self->keys, rows0, knull0);
-        bincol_truncate(&self->values, rows0, vnull0);
-        bincol_truncate(&self->hkeys, hrows0, 0);
-        bincol_truncate(&self->hvalues, hrows0, hvnull0);
-        if (failed) return NULL;
-        PyErr_SetString(PyExc_ValueError, problem);
-        return NULL;
-    }
     return PyLong_FromSsize_t(n);
 }
 
@@ -507,8 +655,9 @@ static PyObject *ac_get_nbytes(ArrowColumns *self, void *closure) {
 }
 
 static PyMethodDef ac_methods[] = {
-    {"add", (PyCFunction)ac_add, METH_VARARGS,
-     "add(buf, start, end, record_count, last_offset_delta) -> records added; ValueError if malformed"},
+    {"add", (PyCFunction)(void (*)(void))ac_add, METH_VARARGS | METH_KEYWORDS,
+     "add(buf, start, end, record_count, last_offset_delta, fixed_tsd=None) -> records added; "
+     "ValueError if malformed (nothing kept)"},
     {"take", (PyCFunction)ac_take, METH_NOARGS,
      "take() -> dict of Arrow buffers for every record added since the last take; resets"},
     {NULL}
@@ -533,15 +682,136 @@ static PyTypeObject ArrowColumnsType = {
     .tp_getset = ac_getset,
 };
 
+/* ------------------------------------------------------------------ decode_columns / scan_records */
+
+static PyObject *blob_obj(const unsigned char *s, int32_t n) {
+    if (s == NULL) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)s, n);
+}
+
+static PyObject *headers_obj(const Rec *rec, PyObject *empty) {
+    if (rec->nh == 0) { Py_INCREF(empty); return empty; }
+    PyObject *t = PyTuple_New(rec->nh);
+    if (t == NULL) return NULL;
+    const unsigned char *hp = rec->hdrs;
+    for (int32_t j = 0; j < rec->nh; j++) {
+        const unsigned char *hk, *hv;
+        int32_t hkn, hvn;
+        next_header(&hp, &hk, &hkn, &hv, &hvn);
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, j, pair);
+        PyObject *k = PyUnicode_DecodeUTF8((const char *)hk, hkn, "strict");
+        if (k == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(pair, 0, k);
+        PyObject *v = blob_obj(hv, hvn);
+        if (v == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(pair, 1, v);
+    }
+    return t;
+}
+
+static PyObject *decode_columns_impl(Section *s, int has_fixed, int64_t fixed) {
+    Py_ssize_t n = s->count;
+    PyObject *cols[5] = {NULL, NULL, NULL, NULL, NULL}, *empty = NULL, *fixed_obj = NULL, *res = NULL;
+    for (int c = 0; c < 5; c++) if ((cols[c] = PyTuple_New(n)) == NULL) goto done;
+    if ((empty = PyTuple_New(0)) == NULL) goto done;
+    if (has_fixed && (fixed_obj = PyLong_FromLongLong(fixed)) == NULL) goto done;
+    Walk w;
+    Rec rec;
+    int rc;
+    walk_init(&w, s);
+    while ((rc = walk_next(&w, &rec)) == 1) {
+        Py_ssize_t i = w.i - 1;
+        PyObject *o;
+        if ((o = PyLong_FromLong(rec.delta)) == NULL) goto done;
+        PyTuple_SET_ITEM(cols[0], i, o);
+        if (has_fixed) { Py_INCREF(fixed_obj); o = fixed_obj; }
+        else if ((o = PyLong_FromLongLong(rec.tsd)) == NULL) goto done;
+        PyTuple_SET_ITEM(cols[1], i, o);
+        if ((o = blob_obj(rec.key, rec.klen)) == NULL) goto done;
+        PyTuple_SET_ITEM(cols[2], i, o);
+        if ((o = blob_obj(rec.value, rec.vlen)) == NULL) goto done;
+        PyTuple_SET_ITEM(cols[3], i, o);
+        if ((o = headers_obj(&rec, empty)) == NULL) goto done;
+        PyTuple_SET_ITEM(cols[4], i, o);
+    }
+    if (rc < 0) goto done;
+    res = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
+done:
+    for (int c = 0; c < 5; c++) Py_XDECREF(cols[c]);   /* a half-filled tuple holds NULLs: fine */
+    Py_XDECREF(empty);
+    Py_XDECREF(fixed_obj);
+    return res;
+}
+
+static PyObject *decode_columns(PyObject *module, PyObject *args, PyObject *kw) {
+    Py_buffer view;
+    Section s;
+    PyObject *fixed_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnnL|O:decode_columns", reader_kwlist, &view, &s.start,
+                                     &s.end, &s.count, &s.last_delta, &fixed_obj)) return NULL;
+    int64_t fixed = 0;
+    int has_fixed = fixed_tsd_arg(fixed_obj, &fixed);
+    if (has_fixed < 0 || section_args(&view, &s) < 0) { PyBuffer_Release(&view); return NULL; }
+    /* Every record allocates GC-tracked tuples only when it has headers, but each young-generation
+     * collection would re-traverse the five growing column tuples: pause the cyclic GC (nothing
+     * built here can form a cycle), as the pure-Python path does. */
+#if PY_VERSION_HEX >= 0x030A0000
+    int gc_was = PyGC_Disable();
+#endif
+    PyObject *res = decode_columns_impl(&s, has_fixed, fixed);
+#if PY_VERSION_HEX >= 0x030A0000
+    if (gc_was) PyGC_Enable();
+#endif
+    PyBuffer_Release(&view);
+    return res;
+}
+
+static PyObject *scan_records(PyObject *module, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"buf", "start", "end", "record_count", "last_offset_delta", NULL};
+    Py_buffer view;
+    Section s;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnnL:scan_records", kwlist, &view, &s.start, &s.end,
+                                     &s.count, &s.last_delta)) return NULL;
+    if (section_args(&view, &s) < 0) { PyBuffer_Release(&view); return NULL; }
+    Walk w;
+    Rec rec;
+    int rc;
+    int64_t min_tsd = 0, max_tsd = 0;
+    Py_ssize_t null_keys = 0;
+    walk_init(&w, &s);
+    while ((rc = walk_next(&w, &rec)) == 1) {
+        if (w.i == 1 || rec.tsd < min_tsd) min_tsd = rec.tsd;
+        if (w.i == 1 || rec.tsd > max_tsd) max_tsd = rec.tsd;
+        if (rec.key == NULL) null_keys++;
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    /* strictly increasing from >= 0: exactly 0..n-1 iff the last one is n-1 */
+    int contiguous = s.count == 0 || w.prev == s.count - 1;
+    return Py_BuildValue("(LLnO)", (long long)min_tsd, (long long)max_tsd, null_keys,
+                         contiguous ? Py_True : Py_False);
+}
+
+/* ------------------------------------------------------------------ module */
+
 static PyMethodDef module_methods[] = {
     {"pack_records", pack_records, METH_VARARGS,
-     "pack_records(records, with_deltas) -> (payload, min_ts, max_ts) or None (see module doc)"},
+     "pack_records(records, with_deltas) -> (records_section, min_ts, max_ts) or None (see module doc)"},
+    {"decode_columns", (PyCFunction)(void (*)(void))decode_columns, METH_VARARGS | METH_KEYWORDS,
+     "decode_columns(buf, start, end, record_count, last_offset_delta, fixed_tsd=None) -> "
+     "(offset_deltas, timestamp_deltas, keys, values, headers) tuples; ValueError if malformed"},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_VARARGS | METH_KEYWORDS,
+     "scan_records(buf, start, end, record_count, last_offset_delta) -> "
+     "(min_tsd, max_tsd, null_key_count, contiguous); ValueError if malformed"},
     {NULL}
 };
 
 static struct PyModuleDef codec_module = {
     PyModuleDef_HEAD_INIT, "kafkasim.records._codec",
-    "C fast path of kafkasim.records (record_batch and columns): the records payload (FORMAT.md §2.2).", -1, module_methods,
+    "C fast path of kafkasim.records: the records section of a Kafka record batch v2 (see the source's header).",
+    -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__codec(void) {

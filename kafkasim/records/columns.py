@@ -1,11 +1,11 @@
-"""Record payloads decoded straight into Arrow buffers, for columnar readers (the Spark data source).
+"""Kafka v2 records decoded straight into Arrow buffers, for columnar readers (the Spark data source, the view).
 
-:class:`ArrowColumnBuilder` takes the records of CRC-verified batches (storage/FORMAT.md §2.2,
-with the checks of §2.3) and hands them out as the buffers of Arrow ``binary``/``list``
+:class:`ArrowColumnBuilder` takes the records of CRC-verified batches (storage/FORMAT.md §2,
+decompressed here when the batch is compressed) and hands them out as the buffers of Arrow ``binary``/``list``
 arrays, so a reader builds ``pyarrow`` arrays without a Python object per record. It has
 two paths that give the same buffers and the same errors: the C extension
 ``kafkasim.records._codec`` (``ArrowColumns``) when it is built and enabled, and
-:func:`kafkasim.records.record_batch.decode_columns` plus C-level ``map``/``set`` checks
+:func:`kafkasim.records.record_batch.decode_columns`
 otherwise (the ``--py-files`` zip, ``KAFKASIM_PURE_PYTHON=1``).
 
 Invariant: a batch that ``add`` rejects leaves nothing behind (rows, bitmaps, offsets).
@@ -17,14 +17,12 @@ helpers are pure.
 from __future__ import annotations
 
 import array
-import gc
 import itertools
 import operator
-from typing import Optional
 
 from kafkasim.errors import CorruptRecordError
 from kafkasim.records import record_batch as _rb
-from kafkasim.records.framing import HEADER_SIZE, BatchHeader
+from kafkasim.records.framing import BatchHeader
 
 __all__ = ["ArrowColumnBuilder"]
 
@@ -36,8 +34,8 @@ class ArrowColumnBuilder:
     """Records of verified batches, accumulated as Arrow buffers for columnar readers.
 
     ``add`` decodes one batch (after :func:`~kafkasim.records.framing.verify`) with the
-    checks of FORMAT.md §2.3 plus the field types of §2.2 (key and value bin or nil, headers ``[str, bin | nil]``
-    pairs) and raises :class:`CorruptRecordError` naming ``where`` and the position; a
+    checks of :mod:`kafkasim.records.record_batch` (lengths, count, deltas, UTF-8 header
+    keys) and raises :class:`CorruptRecordError` naming ``where`` and the position; a
     rejected batch leaves nothing behind. ``take`` hands out everything added since the
     last ``take`` and starts afresh::
 
@@ -73,23 +71,16 @@ class ArrowColumnBuilder:
         return self._c.nbytes if self._c is not None else self._py_nbytes
 
     def add(self, buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> int:
-        """Decode the records of the verified batch at ``pos``; return how many were added."""
+        """Decode the records of the verified batch at ``pos`` (decompressing its records
+        section first when the attributes name a codec); return how many were added."""
         if self._c is not None:
+            section = _rb.records_section(buf, pos, header, where=where)
             try:
-                return self._c.add(buf, pos + HEADER_SIZE, pos + header.size, header.record_count,
-                                   header.last_offset_delta)
+                return self._c.add(section, 0, len(section), header.record_count,
+                                   header.last_offset_delta, _rb.timestamp_delta_override(header))
             except ValueError as exc:
                 raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {exc}") from None
-        gc_was_enabled = gc.isenabled()
-        gc.disable()   # as in decode_columns: the checks allocate, and none of it can form a cycle
-        try:
-            cols = _rb.decode_columns(buf, pos, header, where=where)
-            problem = _column_type_problem(cols)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        if problem:
-            raise CorruptRecordError(f"{where}: malformed records in batch at position {pos}: {problem}")
+        cols = _rb.decode_columns(buf, pos, header, where=where)   # typed by the v2 decoder itself
         self._py.append(cols)
         self._py_rows += len(cols[0])
         self._py_nbytes += sum(map(len, filter(None, cols[2]))) + sum(map(len, filter(None, cols[3])))
@@ -111,34 +102,6 @@ class ArrowColumnBuilder:
                 "header_values": _blob_buffers(list(map(_second, pairs)))}
 
 
-_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
-
-
-def _column_type_problem(cols: tuple) -> Optional[str]:
-    """What breaks FORMAT.md §2.2's field types in :func:`decode_columns` output, or None.
-
-    Type checks are ``set(map(type, column))``: C-level loops, no bytecode per record."""
-    deltas, tsds, keys, values, headers = cols
-    if not set(map(type, deltas)) <= _INT:
-        return "expected an integer offset delta"
-    if not set(map(type, tsds)) <= _INT or (tsds and not _INT64_MIN <= min(tsds) <= max(tsds) <= _INT64_MAX):
-        return "expected an int64 timestamp delta"
-    if not set(map(type, keys)) <= _BLOB or not set(map(type, values)) <= _BLOB:
-        return "expected bin or nil for a key or value"
-    if not set(map(type, headers)) <= _TUPLE:
-        return "expected an array of headers"
-    pairs = [pair for h in headers if h for pair in h]
-    if pairs:
-        if not set(map(type, pairs)) <= _TUPLE or set(map(len, pairs)) != {2}:
-            return "a header must be a [key, value] pair"
-        if not set(map(type, map(_first, pairs))) <= _STR:
-            return "expected str for a header key"
-        if not set(map(type, map(_second, pairs))) <= _BLOB:
-            return "expected bin or nil for a key or value"
-    return None
-
-
-_INT, _BLOB, _TUPLE, _STR = {int}, {bytes, type(None)}, {tuple}, {str}
 _chain = itertools.chain
 
 

@@ -1,8 +1,9 @@
-"""Batch framing (storage/FORMAT.md §2.1, §2.3): the 61-byte header, the CRC, and the one walk over batches.
+"""Batch framing of Kafka's record batch v2 (storage/FORMAT.md §2): the 61-byte header, the CRC-32C, and the one walk over batches.
 
 Every reader of the format finds its batches here: the log's recovery and index rebuilds,
-its reads, compaction, ``dump-log``/``verify-log`` and the Spark data source. What a
-batch *holds* (the msgpack records payload, §2.2) is :mod:`kafkasim.records.record_batch`.
+its reads, compaction, ``dump-log``/``verify-log``, the wire server and the Spark data
+source. What a batch *holds* (the varint records section, compressed or not) is
+:mod:`kafkasim.records.record_batch`.
 
 - :func:`decode_header` is the one header parser (the checks of §2.3 up to the length
   fields); :func:`verify` the one CRC check.
@@ -25,9 +26,9 @@ batch *holds* (the msgpack records payload, §2.2) is :mod:`kafkasim.records.rec
   walk stops.
 
 Invariants: ``batch_length`` counts the bytes after the length field, so a batch occupies
-``BATCH_OVERHEAD + batch_length`` bytes; the CRC (zlib CRC-32) covers bytes
-``[CRC_START, end of batch)``, so ``base_offset`` and ``partition_leader_epoch`` can be
-stamped without recomputing it. A header is accepted only with ``magic == MAGIC``,
+``BATCH_OVERHEAD + batch_length`` bytes; the CRC (CRC-32C, Castagnoli, as Kafka's
+``DefaultRecordBatch``) covers bytes ``[CRC_START, end of batch)``, so ``base_offset`` and
+``partition_leader_epoch`` can be stamped without recomputing it. A header is accepted only with ``magic == MAGIC``,
 ``batch_length >= MIN_BATCH_LENGTH`` and non-negative ``base_offset``,
 ``last_offset_delta`` and ``record_count``.
 
@@ -39,20 +40,23 @@ supplies), no state beyond module constants. Functions are thread-safe; one
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Callable, Iterator, NamedTuple, Optional, Union
+
+import crc32c as _crc32c_module
 
 from kafkasim.errors import CorruptRecordError
 
 __all__ = [
     "MAGIC", "HEADER_SIZE", "BATCH_OVERHEAD", "LENGTH_OFFSET", "CRC_OFFSET", "CRC_START", "MIN_BATCH_LENGTH",
     "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_PARTITION_LEADER_EPOCH",
-    "ATTR_TIMESTAMP_TYPE_LOG_APPEND", "BatchHeader", "decode_header", "verify", "batch_size_of",
-    "set_base_offset", "BatchIterator", "iter_batches",
+    "ATTR_COMPRESSION_MASK", "ATTR_TIMESTAMP_TYPE_LOG_APPEND", "ATTR_TRANSACTIONAL", "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON", "BatchHeader", "decode_header", "verify", "batch_crc", "batch_size_of",
+    "set_base_offset", "set_partition_leader_epoch", "BatchIterator", "iter_batches",
 ]
 
-MAGIC = 1
-"""Format version written in the ``magic`` byte (Kafka's own v2 batches say 2)."""
+MAGIC = 2
+"""The ``magic`` byte of Kafka's record batch v2, the only format kafkasim reads or writes.
+(Data dirs of kafkasim before 0.2 hold magic 1: ``kafkasim upgrade-data-dir`` converts them.)"""
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
@@ -66,11 +70,15 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+ATTR_COMPRESSION_MASK = 0x07       # 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 ATTR_TIMESTAMP_TYPE_LOG_APPEND = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40         # base_timestamp holds the delete horizon (compaction, KIP-534)
 
 _READ_CHUNK = 1 << 20
 _NO_LIMIT = 1 << 64           # above every int64 offset: no end_offset check
-_crc32 = zlib.crc32
+_crc32 = _crc32c_module.crc32c
 _unpack_header = _HEADER.unpack_from
 
 
@@ -157,6 +165,20 @@ def verify(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> No
 def batch_size_of(buf, pos: int = 0) -> int:
     """Total size of the batch starting at ``pos`` according to its length field."""
     return BATCH_OVERHEAD + struct.unpack_from(">i", buf, pos + LENGTH_OFFSET)[0]
+
+
+def batch_crc(buf, pos: int = 0, end: Optional[int] = None) -> int:
+    """The CRC-32C of the batch at ``pos`` (bytes ``[pos + CRC_START, end)``; ``end`` defaults
+    to the end of the batch by its length field), as :func:`verify` computes it."""
+    if end is None:
+        end = pos + batch_size_of(buf, pos)
+    return _crc32(memoryview(buf)[pos + CRC_START:end])
+
+
+def set_partition_leader_epoch(batch: bytearray, epoch: int, pos: int = 0) -> None:
+    """Write ``epoch`` into the batch at ``pos`` in place (outside the CRC, as Kafka's
+    ``DefaultRecordBatch.setPartitionLeaderEpoch``)."""
+    struct.pack_into(">i", batch, pos + 12, epoch)
 
 
 def set_base_offset(batch: bytes | bytearray, base_offset: int,

@@ -21,15 +21,14 @@ Every entry point runs these checks before a sequence number or an offset is ass
 so a rejected record never reaches a batch: the producer in ``send()``
 (:func:`check_timestamp`, :func:`check_headers`; its serializer step makes key and value
 bytes), the broker's ``append_records`` and the log's ``append`` (:func:`check_records`),
-and the broker's ``produce`` for an encoded batch (:func:`check_columns`, on the decoded
-payload). Sizes are estimated the producer's way (:func:`record_size`, ``RECORD_OVERHEAD``
+and the broker's ``produce`` for an encoded batch (``storage/validation.py``: a v2 batch
+cannot hold a field of the wrong type, so there the records' lengths, offsets and
+timestamps are checked as they are walked). Sizes are estimated the producer's way (:func:`record_size`, ``RECORD_OVERHEAD``
 plus key, value and header bytes); the limits themselves (``max.request.size``,
 ``max.message.bytes``) belong to the producer and the log.
 
 Speed: the common record (no headers, no explicit timestamp) costs the producer nothing
-here; a header costs a few type checks; :func:`check_columns` checks a decoded batch with
-C-level passes (``set(map(type, ...))``) and walks the records in Python only to name the
-first bad one. Pure functions; thread-safe.
+here; a header costs a few type checks. Pure functions; thread-safe.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from kafkasim.errors import InvalidRecordError, InvalidTimestampError
 
 __all__ = [
     "MAX_TIMESTAMP", "RECORD_OVERHEAD", "check_timestamp", "check_blob", "check_headers",
-    "check_record", "check_records", "check_columns", "record_size",
+    "check_record", "check_records", "record_size",
 ]
 
 MAX_TIMESTAMP = 2**63 - 1
@@ -50,8 +49,6 @@ MAX_TIMESTAMP = 2**63 - 1
 RECORD_OVERHEAD = 8
 """Estimated bytes per record besides key, value and headers (deltas, lengths)."""
 
-_BLOB_TYPES = frozenset({bytes, type(None)})
-_INT = frozenset({int})
 _NOT_HEADERS = (str, bytes, bytearray, memoryview, Mapping)
 
 
@@ -147,39 +144,3 @@ def check_records(records: Any, where: str = "") -> list[tuple]:
                 f"{where}record {i}: expected a (timestamp_ms, key, value, headers) tuple, got {r!r:.80}")
         out.append(check_record(*r, where=f"{where}record {i}: "))
     return out
-
-
-def _blobs(column: Sequence) -> bool:
-    """Every item bytes or None. ``b"".join`` is the fast test (about twice as fast as a set of
-    types for small records): it takes only buffer objects, and a decoded payload holds no
-    buffer object but ``bytes``; a column with a None in it takes the set-of-types test."""
-    try:
-        b"".join(column)
-        return True
-    except TypeError:
-        return set(map(type, column)) <= _BLOB_TYPES
-
-
-def _timestamps_ok(base: int, deltas: Sequence) -> bool:
-    if not deltas:
-        return True
-    if set(map(type, deltas)) != _INT:
-        return False
-    ordered = sorted(deltas)     # timsort: near-linear on a producer's near-sorted deltas; min() + max() cost 4x
-    return base + ordered[0] >= 0 and base + ordered[-1] <= MAX_TIMESTAMP
-
-
-def check_columns(base_timestamp: int, deltas: Sequence, timestamp_deltas: Sequence, keys: Sequence,
-                  values: Sequence, headers: Sequence, where: str = "") -> None:
-    """Check a decoded batch (``kafkasim.records.record_batch.decode_columns``) record by record
-    against the same rules: timestamps ``base_timestamp + delta``, keys, values, headers.
-    The error names the record by its offset delta (``record at offset delta 3: ...``)."""
-    if _blobs(keys) and _blobs(values) and _timestamps_ok(base_timestamp, timestamp_deltas):
-        if any(headers):
-            for d, h in zip(deltas, headers):
-                if h:
-                    check_headers(h, f"{where}record at offset delta {d}: ")
-        return
-    for d, tsd, k, v, h in zip(deltas, timestamp_deltas, keys, values, headers):
-        ts = base_timestamp + tsd if type(tsd) is int else tsd
-        check_record(ts, k, v, h, f"{where}record at offset delta {d}: ")

@@ -62,18 +62,21 @@ def test_append_records_checks_every_record_before_writing(b, records, error, me
     ((0, T0, None, b"v", (("h",),)), "header 0: expected a (key, value) pair"),
     ((0, T0, None, b"v", ({"h": b"v"},)), "header 0: expected a (key, value) pair"),
 ])
-def test_a_produced_batch_is_checked_record_by_record(b, record, message):
-    """encode_batch packs what it is given; the broker refuses a batch that breaks FORMAT.md §2.2."""
+def test_a_batch_cannot_be_built_from_a_record_that_breaks_the_rule(b, record, message):
+    """A v2 batch has no room for a field of the wrong type: encode_batch names the record
+    and the field (the one record rule) and nothing reaches the broker."""
     with pytest.raises(InvalidRecordError) as e:
-        b.produce("t", 0, rb.encode_batch(0, [(0, T0, b"k", b"ok", ()), record[:0] + (1,) + record[1:]]))
-    assert message.replace("delta 0", "delta 1") in str(e.value) and "t-0" in str(e.value)
+        rb.encode_batch(0, [(0, T0, b"k", b"ok", ()), record[:0] + (1,) + record[1:]])
+    assert message.replace("delta 0", "delta 1") in str(e.value)
     assert b.list_offsets("t", 0, -1)[0] == 0
 
 
 def test_a_produced_batch_with_a_timestamp_out_of_range_is_refused(b):
-    batch = rb._assemble(0, -1, 0, 1, 5, 5, -1, -1, -1, 2, rb._packb([(0, 0, None, b"v", ()),
-                                                                      (1, -10, None, b"v", ())]))
-    with pytest.raises(InvalidTimestampError, match="record at offset delta 1: Invalid timestamp: -5"):
+    body = bytearray()
+    rb._put_record(body, 0, 0, None, b"v", ())
+    rb._put_record(body, 1, -10, None, b"v", ())     # base 5 - 10: timestamp -5
+    batch = rb._assemble(0, -1, 0, 1, 5, 5, -1, -1, -1, 2, bytes(body))
+    with pytest.raises(InvalidTimestampError, match="t-0: record timestamp -5 outside"):
         b.produce("t", 0, batch)
     assert b.list_offsets("t", 0, -1)[0] == 0
 

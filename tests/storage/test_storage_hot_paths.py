@@ -53,8 +53,10 @@ def test_read_columns_returns_what_read_returns(tmp_path_factory, batches, start
 
 def test_read_columns_of_a_compacted_batch_keeps_its_offsets(tmp_path):
     log = Log(str(tmp_path / "c-0"))
+    # a compacted batch (2 records over offsets 0..4) as a follower copies it from its leader;
+    # a producer's batch must number its records 0..n-1 (test_append_batch_refuses_gaps)
     batch = rb.encode_batch(0, [(0, T0, b"a", b"1", ()), (3, T0 + 5, b"b", b"2", ())], last_offset_delta=4)
-    log.append_batch(batch)
+    log.append_replica_batch(batch)
     assert log.read_columns(0).offsets == [0, 3]
     assert log.read_columns(1).offsets == [3]
     assert log.read_columns(0) == _as_columns(log.read(0))

@@ -115,7 +115,7 @@ def test_cli_dump_log_and_verify_log(data_dir, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["ok"] is True
 
     with open(seg, "r+b") as f:
-        f.seek(100)
+        f.seek(40)    # the first batch's max_timestamp: inside the CRC
         f.write(b"\xff\xff")
     assert main(["verify-log", "--data-dir", str(data_dir)]) == 1
     out, err = capsys.readouterr()

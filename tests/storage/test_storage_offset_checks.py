@@ -33,7 +33,7 @@ CFG = LogConfig.from_overrides({"segment.bytes": 2048, "index.interval.bytes": 2
 def _build(d, n=200) -> Log:
     log = Log(str(d), CFG, MockClock(T0))
     for i in range(n):
-        log.append(make_records(i, 1))
+        log.append(make_records(i, 1, size=45))   # batch sizes that leave batches past the last index entry
     return log
 
 

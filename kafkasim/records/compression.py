@@ -1,10 +1,11 @@
-"""The compression codecs of Kafka's record batches v2, for the wire server.
+"""The compression codecs of Kafka's record batches v2 (attributes bits 0-2), for every reader and writer.
 
 gzip through the standard library; snappy (raw and the Java client's xerial framing),
 lz4 (frame format) and zstd through ``cramjam``, imported on the first compressed batch.
 :func:`decompress` never inflates past ``limit`` bytes (a decompression bomb is a
 ``CorruptRecordError``, as is any data that does not decompress); :func:`compress` is
-what the server would use on the way out. Pure functions; thread-safe.
+what a writer applies (the producers, and the log when a topic's ``compression.type``
+differs from a batch's codec, as Kafka's ``LogValidator``). Pure functions; thread-safe.
 """
 
 from __future__ import annotations
@@ -14,11 +15,24 @@ import zlib
 
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
 
-__all__ = ["decompress", "compress", "COMPRESSION_NONE", "COMPRESSION_GZIP", "COMPRESSION_SNAPPY",
-           "COMPRESSION_LZ4", "COMPRESSION_ZSTD"]
+__all__ = ["decompress", "compress", "codec_id", "CODEC_NAMES", "COMPRESSION_NONE", "COMPRESSION_GZIP",
+           "COMPRESSION_SNAPPY", "COMPRESSION_LZ4", "COMPRESSION_ZSTD"]
 
 COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = range(5)
-_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+"""Kafka's names of the codecs (``compression.type``, ``kafka-dump-log``'s ``compresscodec``)."""
+_CODEC_NAMES = CODEC_NAMES
+_CODEC_IDS = {v: k for k, v in CODEC_NAMES.items()}
+
+
+def codec_id(name: str) -> int:
+    """The attributes codec of a ``compression.type`` name (``none``, ``gzip``, ``snappy``,
+    ``lz4``, ``zstd``); InvalidRecordError naming anything else."""
+    try:
+        return _CODEC_IDS[name]
+    except (KeyError, TypeError):
+        raise InvalidRecordError(
+            f"unknown compression type {name!r} (one of {', '.join(_CODEC_IDS)})") from None
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
