@@ -206,3 +206,11 @@ def test_sigkill_mid_upgrade_then_rerun_loses_nothing(old_dir, where, n, capsys)
     assert not [p for p in files_of(old_dir) if p.endswith(".upgrading")]
     capsys.readouterr()
     assert_everything_reads_back(old_dir)
+
+
+def test_the_live_view_names_the_command_instead_of_reading_old_segments(old_dir):
+    from kafkasim.view.snapshot import DataDirWatcher
+
+    problems = DataDirWatcher(old_dir).poll()["problems"]
+    assert any(f"kafkasim upgrade-data-dir {old_dir}" in p and "orders-0" in p for p in problems), problems
+    assert not any("CRC" in p or "magic" in p.split("(")[0] for p in problems), problems
