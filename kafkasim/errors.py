@@ -18,6 +18,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
     │   │                                        ├── TransactionalIdAuthorizationFailedError (53)
     │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
+    │   │                                        │   └── OldLogFormatError
     │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
     │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
     │   ├── RecordBatchTooLargeError (18)        ├── GroupIdNotFoundError (69)
@@ -70,7 +71,7 @@ __all__ = [
     "TopicAlreadyExistsError", "InvalidPartitionsError", "InvalidReplicationFactorError",
     "InvalidReplicaAssignmentError", "InvalidConfigurationError", "InvalidRequestError",
     "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError",
-    "InvalidProducerEpochError", "KafkaStorageError", "UnknownProducerIdError",
+    "InvalidProducerEpochError", "KafkaStorageError", "OldLogFormatError", "UnknownProducerIdError",
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
@@ -311,6 +312,13 @@ class TransactionalIdAuthorizationFailedError(BrokerResponseError):
 @_code(56, "Disk error when trying to access log file on the disk.")
 class KafkaStorageError(BrokerResponseError):
     """Raised when an ``OSError`` hits a log file; chained to the original error."""
+
+
+class OldLogFormatError(KafkaStorageError):
+    """Raised when a partition directory holds segments written in kafkasim's own record
+    format (format version 1: magic 1, zlib CRC-32, msgpack records), which this version no
+    longer reads; the message names the directory and ``kafkasim upgrade-data-dir <data_dir>``,
+    the one-shot conversion to Kafka's record batch v2 (``kafkasim.storage.upgrade``)."""
 
 
 @_code(59, "This exception is raised by the broker if it could not locate the producer metadata.")
