@@ -37,7 +37,6 @@ so a broker dropped without ``close()`` can still be garbage collected.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import threading
@@ -49,7 +48,7 @@ from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import BROKER_CONFIGS, LogConfig, parse_configs
 from kafkasim.errors import KafkaStorageError
 from kafkasim.storage.cleaner import LogCleaner
-from kafkasim.storage.files import make_dirs, storage_errors
+from kafkasim.storage.files import lock_data_dir, make_dirs, storage_errors
 from kafkasim.storage.layout import META_DIR
 from kafkasim.storage.log import Log
 
@@ -85,7 +84,7 @@ class Lifecycle(BrokerCore):
         self._lock = threading.RLock()
         self._closed = False
         self._cleaner = None
-        self._lock_file = _lock_data_dir(self.data_dir)
+        self._lock_file = lock_data_dir(self.data_dir)
         try:
             self._meta = MetadataStore(self.data_dir)
             self._load_controller()        # a cluster's controller state (the one broker: none)
@@ -243,23 +242,3 @@ class Lifecycle(BrokerCore):
         for entry in entries:
             if entry.is_dir() and entry.name.endswith("-delete"):
                 shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _lock_data_dir(data_dir: str):
-    """Take an exclusive lock on ``<data_dir>/.lock``, as Kafka does on its log dirs, so
-    two brokers never write one data dir. Released by closing the returned file."""
-    path = os.path.join(data_dir, ".lock")
-    with storage_errors("open lock file", path):
-        f = open(path, "a+b")
-    try:
-        with storage_errors("lock", path):
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise KafkaStorageError(
-                    f"Failed to acquire lock on file .lock in {data_dir}. A broker in another process "
-                    "or thread is using this directory (close it first).") from None
-    except BaseException:
-        f.close()
-        raise
-    return f

@@ -205,10 +205,11 @@ class Fetcher:
             ksizes = list(map(len, keys)) if all(keys) else [-1 if k is None else len(k) for k in keys]
             vsizes = list(map(len, values)) if all(values) else [-1 if v is None else len(v) for v in values]
             hsizes = [_header_size(h) if h else -1 for h in headers] if any(headers) else repeat(-1)
+            # kafka-python calls a deserializer on None too (its DeserializeWrapper)
             if kd is not None:
-                keys = [None if k is None else kd(k) for k in keys]
+                keys = list(map(kd, keys))
             if vd is not None:
-                values = [None if v is None else vd(v) for v in values]
+                values = list(map(vd, values))
             return list(map(_tuple_new, repeat(_CR), zip(
                 repeat(topic), repeat(part), repeat(_NO_EPOCH), offs, tss, repeat(tst), keys, values,
                 headers, repeat(None), ksizes, vsizes, hsizes)))

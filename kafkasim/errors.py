@@ -18,6 +18,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
     │   │                                        ├── TransactionalIdAuthorizationFailedError (53)
     │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
+    │   │                                        │   └── OldLogFormatError
     │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
     │   ├── InvalidTopicError (17)               ├── NonEmptyGroupError (68)
     │   ├── RecordBatchTooLargeError (18)        ├── GroupIdNotFoundError (69)
@@ -43,6 +44,7 @@ so ``except KafkaSimError`` catches everything of ours::
         ├── KafkaTimeoutError          a bounded wait ran out
         ├── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
         ├── SerializationError         a key or value not bytes and no serializer (also a TypeError)
+        ├── RecordDeserializationError a record's value does not decode in its stated format (names the offset)
         └── ClaimFailedError           a lab's run did not show what the lab claims
 
     * BrokerNotAvailableError is also an IllegalStateError: calling a closed Broker is the
@@ -69,11 +71,12 @@ __all__ = [
     "TopicAlreadyExistsError", "InvalidPartitionsError", "InvalidReplicationFactorError",
     "InvalidReplicaAssignmentError", "InvalidConfigurationError", "InvalidRequestError",
     "OutOfOrderSequenceNumberError", "DuplicateSequenceNumberError",
-    "InvalidProducerEpochError", "KafkaStorageError", "UnknownProducerIdError",
+    "InvalidProducerEpochError", "KafkaStorageError", "OldLogFormatError", "UnknownProducerIdError",
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
     "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
-    "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "NetworkError", "UnsupportedVersionError",
+    "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "RecordDeserializationError",
+    "NetworkError", "UnsupportedVersionError",
     "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
     "RequestTimedOutError", "ReplicaNotAvailableError", "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
@@ -311,6 +314,13 @@ class KafkaStorageError(BrokerResponseError):
     """Raised when an ``OSError`` hits a log file; chained to the original error."""
 
 
+class OldLogFormatError(KafkaStorageError):
+    """Raised when a partition directory holds segments written in kafkasim's own record
+    format (format version 1: magic 1, zlib CRC-32, msgpack records), which this version no
+    longer reads; the message names the directory and ``kafkasim upgrade-data-dir <data_dir>``,
+    the one-shot conversion to Kafka's record batch v2 (``kafkasim.storage.upgrade``)."""
+
+
 @_code(59, "This exception is raised by the broker if it could not locate the producer metadata.")
 class UnknownProducerIdError(BrokerResponseError):
     """Raised when an idempotent batch names a producer id with no state on the broker."""
@@ -424,6 +434,19 @@ class SerializationError(KafkaSimError, TypeError):
     TypeError there) still catches it."""
 
     description = "A key or value could not be serialized to bytes."
+
+
+class RecordDeserializationError(KafkaSimError, ValueError):
+    """Raised by an audit reading values in a stated format (``--value-format msgpack``) for a
+    value that does not decode, or does not fit the asked schema; names topic, partition and
+    offset, as Kafka's ``RecordDeserializationException`` carries them."""
+
+    description = "A record's value could not be deserialized."
+
+    def __init__(self, message: str, *, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None) -> None:
+        super().__init__(message)
+        self.topic, self.partition, self.offset = topic, partition, offset
 
 
 class ClaimFailedError(KafkaSimError, AssertionError):

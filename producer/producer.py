@@ -179,9 +179,11 @@ class Producer:
         if self._checks:        # closed, or serializers configured
             if self._closed:
                 raise IllegalStateError("Cannot perform operation after producer has been closed")
-            if key is not None and self._key_ser is not None:
+            # kafka-python calls a serializer on None too (its SerializeWrapper): a tombstone
+            # sent through value_serializer=msgpack.dumps stores msgpack's nil, b"\xc0"
+            if self._key_ser is not None:
                 key = self._key_ser(key)
-            if value is not None and self._value_ser is not None:
+            if self._value_ser is not None:
                 value = self._value_ser(value)
         if key is not None and type(key) is not bytes:
             key = _to_bytes("key", key)

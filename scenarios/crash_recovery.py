@@ -3,7 +3,9 @@
 What you will see
 -----------------
 A separate **process** opens a broker on the lab's data dir and produces payment records
-with the real producer (``records_per_batch`` records per batch):
+with the real producer (``records_per_batch`` records per batch; each value a msgpack map
+``{"payment": n, "amount": a, "currency": "EUR"}``, ``value_serializer=msgpack.dumps`` as in
+kafka-python's README):
 
 1. ``flushed_records`` records, then ``Broker.flush()``: the segment is fsynced and the
    recovery point checkpoint names its end;
@@ -61,6 +63,8 @@ import threading
 import warnings
 from typing import Any, Callable, Optional
 
+import msgpack
+
 from kafkasim.broker import Broker
 from kafkasim.arguments import check_arg
 from kafkasim.clock import MockClock
@@ -90,8 +94,9 @@ WRITER_TIMEOUT_S = 120
 """Wall-clock seconds the writer process gets to report its writes before it is killed anyway."""
 
 
-def _value(i: int, rng: random.Random) -> bytes:
-    return f"payment-{i:05d} amount={rng.randint(1, 500)} EUR".encode()
+def _value(i: int, rng: random.Random) -> dict:
+    """Payment ``i``, a structured value (sent with ``value_serializer=msgpack.dumps``)."""
+    return {"payment": i, "amount": rng.randint(1, 500), "currency": "EUR"}
 
 
 def child_main(argv: Optional[list[str]] = None) -> None:
@@ -102,7 +107,8 @@ def child_main(argv: Optional[list[str]] = None) -> None:
     rng = random.Random(int(seed))
     clock = MockClock(START_MS)
     broker = Broker(data_dir, clock=clock)
-    producer = Producer(broker, client_id="lab-payments", clock=clock, linger_ms=0, acks=1)
+    producer = Producer(broker, client_id="lab-payments", clock=clock, linger_ms=0, acks=1,
+                        value_serializer=msgpack.dumps)
 
     def write(first: int, count: int) -> None:
         for i in range(first, first + count):
@@ -170,7 +176,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     segment = os.path.join(data_dir, partition_dir_name(TOPIC, 0), segment_name(0))
     next_offset = acked["log_end_offset"]
     ts = acked["clock_ms"]
-    batch = encode_batch(next_offset, [(d, ts, b"account-0", f"payment-{next_offset + d:05d} torn".encode(),
+    batch = encode_batch(next_offset, [(d, ts, b"account-0", msgpack.dumps({"payment": next_offset + d, "torn": True}),
                                         ()) for d in range(cfg["records_per_batch"])])
     torn = batch[:int(len(batch) * cfg["torn_fraction"])]
     with open(segment, "ab") as f:
@@ -189,7 +195,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         with broker:
             report = broker.log(TOPIC, 0).recovery_report
             after = broker.describe_topic(TOPIC)["partitions"][0]
-            consumer = Consumer(broker, client_id="lab-audit", clock=clock, max_poll_records=100_000)
+            consumer = Consumer(broker, client_id="lab-audit", clock=clock, max_poll_records=100_000,
+                                value_deserializer=msgpack.loads)
             consumer.assign([TopicPartition(TOPIC, 0)])
             consumer.seek_to_beginning()
             values = [r.value for recs in consumer.poll().values() for r in recs]

@@ -3,7 +3,9 @@
 What you will see
 -----------------
 A producer sends ``records`` records for ``keys`` user ids to a topic with
-``partitions`` partitions, one record per millisecond, numbered 0, 1, 2 … in send order.
+``partitions`` partitions, one record per millisecond, numbered 0, 1, 2 … in send order
+(each value a msgpack map ``{"send_no": n, "key_seq": k}``, k counting the key's own records:
+``value_serializer=msgpack.dumps`` / ``value_deserializer=msgpack.loads``, as in kafka-python's README).
 The Java client's default partitioner (**murmur2**) picks the partition from the key
 alone: ``toPositive(murmur2(key)) % partitions`` (Kafka's
 ``BuiltInPartitioner.partitionForKey``). The first table shows each key, the one
@@ -50,6 +52,8 @@ import random
 from collections import Counter, defaultdict
 from typing import Any, Callable, Optional
 
+import msgpack
+
 from kafkasim.arguments import check_arg
 from kafkasim.consumer import Consumer
 from kafkasim.partitioning.partitioners import murmur2_partition
@@ -87,14 +91,14 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     with fresh_broker(data_dir, clock) as broker:
         broker.create_topic("clicks", n)
         producer = Producer(broker, client_id="lab-clicks", partitioner=cfg["partitioner"],
-                            seed=seed, clock=clock, linger_ms=0)
+                            seed=seed, clock=clock, linger_ms=0, value_serializer=msgpack.dumps)
         per_key: Counter = Counter()
         for i, key in enumerate(sent):
-            producer.send("clicks", key=key.encode(), value=f"{i}:{per_key[key]}".encode())
+            producer.send("clicks", key=key.encode(), value={"send_no": i, "key_seq": per_key[key]})
             per_key[key] += 1
             clock.advance(1)
         producer.close()
-        consumer = Consumer(broker, client_id="lab-reader", clock=clock,
+        consumer = Consumer(broker, client_id="lab-reader", clock=clock, value_deserializer=msgpack.loads,
                             max_poll_records=cfg["max_poll_records"])
         consumer.assign([TopicPartition("clicks", p) for p in range(n)])
         consumer.seek_to_beginning()
@@ -105,8 +109,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                 break
             for tp, recs in batch.items():
                 for r in recs:
-                    g, k = r.value.decode().split(":")
-                    consumed.append({"send_no": int(g), "key_seq": int(k), "key": r.key.decode(),
+                    consumed.append({"send_no": r.value["send_no"], "key_seq": r.value["key_seq"],
+                                     "key": r.key.decode(),
                                      "partition": r.partition, "offset": r.offset})
         consumer.close()
 

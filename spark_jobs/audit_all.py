@@ -36,7 +36,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
-from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs import common, options, values
 from kafkasim.spark_jobs.progress import Progress
 from kafkasim.spark_jobs.session import plain_ctrl_c, quiet_interrupts, stop_now
 
@@ -67,7 +67,8 @@ def build_report(spark, data_dir: str, topics: list[str], args, progress: Option
             "ordering": lambda: ordering.build_report(
                 spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
                 corrupt=args.corrupt, max_details=args.max_details,
-                min_records_per_partition=args.min_records_per_partition, scan=scan, corruption=mine(topics)),
+                min_records_per_partition=args.min_records_per_partition, scan=scan, corruption=mine(topics),
+                value_format=args.value_format),
             "skew": lambda: skew.build_report(
                 spark, data_dir, topics, top_k=args.top_k, window_ms=args.window_ms,
                 window_threshold=args.window_threshold, max_over_avg_limit=args.max_over_avg,
@@ -122,7 +123,9 @@ def run(args, spark=None) -> int:
     if own:
         plain_ctrl_c()      # Ctrl-C is handled here: stop_now below
     try:
-        return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text, violations)
+        with values.task_errors():
+            return common.run_job(args, lambda: build_report(spark, data_dir, topics, args, progress), text,
+                                  violations)
     except KeyboardInterrupt:
         if own:     # Ctrl-C: end the JVM now rather than wait for its jobs and shutdown hooks
             own = False

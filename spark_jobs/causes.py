@@ -189,11 +189,11 @@ def moves_explained_by_change(moves: DataFrame, changes: Sequence[tuple[str, int
             .agg(F.count(F.lit(1)).alias("moves"), F.count_distinct("key").alias("keys")))
 
 
-def retries_without_idempotence(df: DataFrame, sequence: str = "header") -> DataFrame:
+def retries_without_idempotence(df: DataFrame, sequence: str = "header", value_format: str = "json") -> DataFrame:
     """``(topic, client_id, duplicate, sequence_inversion, keys)``: per producer whose
     batches carry no producer id (idempotence off), its duplicate and inversion findings
     (``df``: the records the sequence checks read, ``scan.Scan.records``)."""
-    seq = with_sequence(df, sequence)
+    seq = with_sequence(df, sequence, value_format)
     found = (sequence_violations(seq).where(F.col("kind").isin("duplicate", "sequence_inversion"))
              .select("kind", "topic", "partition", "offset", "key", "producer"))
     pids = df.select("topic", "partition", "offset", "producer_id")
@@ -209,11 +209,13 @@ def retries_without_idempotence(df: DataFrame, sequence: str = "header") -> Data
 
 def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, int], *,
               partitioner: str = "murmur2", sequence: str = "header",
-              recorded: Optional[dict[str, list[dict]]] = None, records: Optional[DataFrame] = None) -> list[dict]:
+              recorded: Optional[dict[str, list[dict]]] = None, records: Optional[DataFrame] = None,
+              value_format: str = "json") -> list[dict]:
     """The causes the violations point at (see docs/spark-audits.md, "Causes");
     ``recorded``: topic → the ``partition_history`` of its metadata (topics without one
     fall back to inference from the data). ``df``: a scan's key rows (``scan.Scan.firsts``);
-    ``records``: the records the sequence checks read (``scan.Scan.records``)."""
+    ``records``: the records the sequence checks read (``scan.Scan.records``), their values
+    in ``value_format`` (for ``sequence=value:FIELD``)."""
     out: list[dict] = []
     recorded = {t: h for t, h in (recorded or {}).items() if h}
     history = partition_count_history(df, current_counts, recorded)
@@ -254,7 +256,7 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
                         "partitioners": fits,
                         "best": None if fits else {"partitioner": best, "records": int(r["explained_" + best])}})
     if (counts.get("duplicate") or counts.get("sequence_inversion")) and records is not None:
-        for r in retries_without_idempotence(records, sequence).orderBy("topic", "client_id").collect():
+        for r in retries_without_idempotence(records, sequence, value_format).orderBy("topic", "client_id").collect():
             out.append({"cause": "retries_without_idempotence", "topic": r["topic"], "client_id": r["client_id"],
                         "producer_id": None, "keys": int(r["keys"]),
                         "explains": {"duplicate": int(r["duplicate"]),

@@ -38,12 +38,25 @@ def _min_records(p: argparse.ArgumentParser) -> None:
                         f"'not enough data' (exit 0) unless a fact was found (default {MIN_RECORDS_PER_PARTITION}; 0 = off)")
 
 
+VALUE_FORMATS = ("json", "msgpack")
+"""``--value-format`` choices (:mod:`kafkasim.spark_jobs.values` decodes them)."""
+
+
+def _value_format(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+                   help=prefix + "how record values are encoded, for --sequence value:FIELD: json (default; "
+                        "a value that is not JSON is not checked) or msgpack (as kafka-python's "
+                        "value_serializer=msgpack.dumps writes it; a value that does not decode stops "
+                        "the audit, naming its topic, partition and offset)")
+
+
 def ordering(p: argparse.ArgumentParser) -> None:
     """Options of the ordering audit."""
     _min_records(p)
     p.add_argument("--sequence", default="header",
                    help="where the send sequence comes from: 'header' (kafkasim.producer/"
-                        "kafkasim.seq, default) or 'value:FIELD' (a JSON value field)")
+                        "kafkasim.seq, default) or 'value:FIELD' (a field of the value, see --value-format)")
+    _value_format(p)
     p.add_argument("--partitioner", default="murmur2",
                    help="partitioner the producers should use (default murmur2, Kafka's)")
     p.add_argument("--max-details", type=int, default=1000,
@@ -92,6 +105,7 @@ def all_audits(p: argparse.ArgumentParser) -> None:
     """Options of ``audit all``: those of ordering, skew and lag (one ``--plot-dir`` for the charts)."""
     _min_records(p)
     p.add_argument("--sequence", default="header", help="ordering: where the send sequence comes from")
+    _value_format(p, "ordering: ")
     p.add_argument("--partitioner", default="murmur2", help="ordering: the producers' partitioner (default murmur2)")
     p.add_argument("--max-details", type=int, default=1000, help="ordering: at most this many detail rows")
     p.add_argument("--top-k", type=int, default=10, help="skew: hot keys to list (default 10)")

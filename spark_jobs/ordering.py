@@ -15,7 +15,8 @@ Checks (one row per finding in :func:`ordering_details`, ``kind`` says which):
    and the partition it came from (``other_partition``: the one the key entered just
    before). The count is the number of keys that moved, the details one row per move.
 2. Per (topic, producer, key), the send sequence (the producer-stamped headers
-   ``kafkasim.producer`` / ``kafkasim.seq``, or a JSON value field) must rise by one
+   ``kafkasim.producer`` / ``kafkasim.seq``, or a field of the value: JSON, or msgpack
+   with ``--value-format msgpack``, :mod:`kafkasim.spark_jobs.values`) must rise by one
    with the offset. Records without producer identity or sequence are not checked.
 
    a. ``duplicate``: a sequence seen again; the first occurrence in (timestamp,
@@ -55,7 +56,7 @@ from pyspark.sql import functions as F
 
 from kafkasim.storage.partition_history import counts_of
 from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
-from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs import common, options, values
 
 __all__ = ["with_sequence", "key_moves", "sequence_violations", "partition_count_history",
            "partitioner_mismatches", "ordering_details", "report", "main", "KINDS", "round_robin"]
@@ -81,13 +82,16 @@ def _details(df: DataFrame, kind: str, **cols) -> DataFrame:
     return df.select(*out)
 
 
-def with_sequence(df: DataFrame, source: str = "header") -> DataFrame:
+def with_sequence(df: DataFrame, source: str = "header", value_format: str = "json") -> DataFrame:
     """Add ``producer`` (string) and ``seq`` (long) for check 2.
 
     ``source``: ``header`` — ``kafkasim.producer`` / ``kafkasim.seq`` headers;
-    ``value:FIELD`` — ``seq`` is the JSON value field ``FIELD`` and ``producer`` the
+    ``value:FIELD`` — ``seq`` is the value's field ``FIELD`` and ``producer`` the
     ``kafkasim.producer`` header, else the batch's ``producer_id`` when it is >= 0.
-    Unparseable or missing values give null (the record is not checked).
+    ``value_format`` (:mod:`kafkasim.spark_jobs.values`): ``json`` — a value that is not
+    JSON, or a field that is missing or not an integer, gives null (the record is not
+    checked); ``msgpack`` — a missing field gives null, a value that is not a msgpack map
+    or a field that is not an integer raises RecordDeserializationError naming the offset.
     """
     producer = F.coalesce(common.header_value(PRODUCER_HEADER).cast("string"),
                           F.when(F.col("producer_id") >= 0, F.col("producer_id").cast("string")))
@@ -97,6 +101,11 @@ def with_sequence(df: DataFrame, source: str = "header") -> DataFrame:
                  .withColumn("seq", seq)
     if source.startswith("value:") and len(source) > 6:
         field = source[6:].replace("'", "")
+        if values.check_format(value_format) == "msgpack":
+            name = field.replace("`", "")
+            return (values.with_fields(df, "msgpack", f"`{name}` bigint", column="_fields")
+                    .withColumn("producer", producer).withColumn("seq", F.col("_fields").getField(name))
+                    .drop("_fields"))
         seq = F.expr(f"try_cast(get_json_object(cast(value as string), '$.{field}') as bigint)")
         return df.withColumn("producer", producer).withColumn("seq", seq)
     common.require(False, f"sequence source must be 'header' or 'value:FIELD', got {source!r}")
@@ -212,16 +221,17 @@ def partitioner_mismatches(df: DataFrame, history: DataFrame, current_counts: di
 
 def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence: str = "header",
                      partitioner: str = "murmur2", recorded: Optional[dict[str, list[dict]]] = None,
-                     records: Optional[DataFrame] = None) -> DataFrame:
+                     records: Optional[DataFrame] = None, value_format: str = "json") -> DataFrame:
     """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``);
     ``recorded``: the topics' partition-count histories (:func:`partition_count_history`).
     ``df``: the records, or a scan's key rows (``scan.Scan.firsts``) with the records the
-    sequence checks read in ``records`` (None: no sequence checks)."""
+    sequence checks read in ``records`` (None: no sequence checks); ``value_format``: of
+    ``value:FIELD`` sequences (:func:`with_sequence`)."""
     history = partition_count_history(df, current_counts, recorded)
     out = key_moves(df).unionByName(partitioner_mismatches(df, history, current_counts, partitioner))
     seq_input = df if records is None and "records" not in df.columns else records
     if seq_input is not None:
-        out = out.unionByName(sequence_violations(with_sequence(seq_input, sequence)))
+        out = out.unionByName(sequence_violations(with_sequence(seq_input, sequence, value_format)))
     return out
 
 
@@ -263,10 +273,12 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
                  partitioner: str = "murmur2", corrupt: str = "report",
                  max_details: int = 1000,
                  min_records_per_partition: Optional[int] = common.MIN_RECORDS_PER_PARTITION,
-                 scan=None, corruption: Optional[list] = None) -> dict:
+                 scan=None, corruption: Optional[list] = None, value_format: str = "json") -> dict:
     """Read → transform → collect: the ordering report for ``topics`` under ``data_dir``
     (``scan``/``corruption``: the one scan, whose spec reads ``sequence``, and the corrupt
-    batches, when the caller has them, as in ``skew``)."""
+    batches, when the caller has them, as in ``skew``; ``value_format``: how values are
+    encoded, for ``sequence=value:FIELD``; a msgpack value that does not decode raises
+    RecordDeserializationError naming its offset)."""
     from pyspark import StorageLevel
     from kafkasim.spark_jobs.causes import causes_of
     from kafkasim.spark_jobs.partials import Spec
@@ -280,13 +292,13 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
         firsts = scan.firsts()
         sizes = dict(scan.totals(), sequenced=0)
         if sizes["record_rows"]:
-            sizes["sequenced"] = with_sequence(scan.records(), sequence).where(
+            sizes["sequenced"] = with_sequence(scan.records(), sequence, value_format).where(
                 F.col("key").isNotNull() & F.col("producer").isNotNull() & F.col("seq").isNotNull()).count()
         current = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
         recorded = {t: h for t, h in common.topic_partition_histories(data_dir).items() if t in set(topics)}
         records = scan.records() if sizes["sequenced"] else None
         details = ordering_details(firsts, current, sequence=sequence, partitioner=partitioner, recorded=recorded,
-                                   records=records).persist(StorageLevel.MEMORY_AND_DISK)
+                                   records=records, value_format=value_format).persist(StorageLevel.MEMORY_AND_DISK)
         found = details.groupBy("kind").agg(
             F.when(F.first("kind") == "key_in_multiple_partitions", F.count_distinct("topic", "key"))
              .when(F.first("kind") == "partitioner_mismatch", F.sum("records"))
@@ -296,7 +308,7 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
         rows = round_robin(details).limit(max_details).collect()
         details.unpersist()
         causes = (causes_of(firsts, current, counts, partitioner=partitioner, sequence=sequence, recorded=recorded,
-                            records=records) if counts else [])
+                            records=records, value_format=value_format) if counts else [])
     finally:
         if own:
             scan.close()
@@ -346,10 +358,12 @@ def run(args, spark=None) -> int:
     data_dir = common.data_dir_of(args)
     topics = common.check_inputs(data_dir, args.topic)       # before the JVM starts
     spark = common.open_spark(args, spark, input_bytes=common.input_bytes(data_dir, topics))
-    return common.run_job(args, lambda: build_report(
-        spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
-        corrupt=args.corrupt, max_details=args.max_details,
-        min_records_per_partition=args.min_records_per_partition), text, violations)
+    with values.task_errors():
+        return common.run_job(args, lambda: build_report(
+            spark, data_dir, topics, sequence=args.sequence, partitioner=args.partitioner,
+            corrupt=args.corrupt, max_details=args.max_details,
+            min_records_per_partition=args.min_records_per_partition, value_format=args.value_format),
+            text, violations)
 
 
 def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:

@@ -10,6 +10,9 @@
   ``KafkaStorageError``.
 - :func:`fsync_dir` makes a rename or a new file durable; file systems that refuse to
   fsync a directory are tolerated (the data files themselves are synced).
+- :func:`lock_data_dir` takes the exclusive ``flock`` on ``<data_dir>/.lock`` that a broker
+  (or a cluster) holds while it runs, as Kafka locks its log dirs; ``kafkasim upgrade-data-dir``
+  takes the same lock, so it never rewrites a data dir a server is using.
 - :func:`make_dirs` is ``os.makedirs(path, exist_ok=True)`` that fsyncs the parent of every
   directory it creates (as Kafka flushes the parent of a log directory it creates): without
   it a power cut can lose a new partition or ``meta`` directory, and every fsynced file in it.
@@ -21,14 +24,16 @@ path must be serialised by their caller).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from typing import Union
 
 from kafkasim.errors import KafkaStorageError
 
-__all__ = ["storage_errors", "atomic_write", "fsync_dir", "make_dirs", "TMP_SUFFIX"]
+__all__ = ["storage_errors", "atomic_write", "fsync_dir", "make_dirs", "lock_data_dir", "LOCK_FILE", "TMP_SUFFIX"]
 
 TMP_SUFFIX = ".tmp"
+LOCK_FILE = ".lock"
 
 
 class storage_errors:
@@ -105,3 +110,25 @@ def atomic_write(path: Union[str, os.PathLike], data: Union[str, bytes], *, enco
             raise
     if fsync and sync_dir:
         fsync_dir(os.path.dirname(path) or ".")
+
+
+def lock_data_dir(data_dir: Union[str, os.PathLike]):
+    """Take an exclusive lock on ``<data_dir>/.lock``, as Kafka does on its log dirs, so two
+    writers never share one data dir. Released by closing the returned file; a lock held
+    elsewhere (any process or thread) is a ``KafkaStorageError`` naming the data dir."""
+    data_dir = os.fspath(data_dir)
+    path = os.path.join(data_dir, LOCK_FILE)
+    with storage_errors("open lock file", path):
+        f = open(path, "a+b")
+    try:
+        with storage_errors("lock", path):
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise KafkaStorageError(
+                    f"Failed to acquire lock on file .lock in {data_dir}. A broker in another process "
+                    "or thread is using this directory (close it first).") from None
+    except BaseException:
+        f.close()
+        raise
+    return f

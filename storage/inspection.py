@@ -20,6 +20,9 @@ it stops at (torn tail, bad header, CRC) and what these readers reject themselve
   every index entry pointing at the batch it names; every time-index entry naming the
   largest timestamp so far and the last offset of its batch. It returns :class:`Problem` s.
 
+A data dir (or segment) in the old record format (format version 1) is refused with
+``OldLogFormatError`` naming ``kafkasim upgrade-data-dir`` (:mod:`kafkasim.storage.data_format`).
+
 Thread-safety: pure readers; safe to run while a broker is writing, though a batch being
 appended at that moment may be reported as a torn tail.
 """
@@ -31,9 +34,11 @@ import struct
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
+from kafkasim.records import framing
 from kafkasim.records import record_batch as rb
+from kafkasim.records.compression import CODEC_NAMES
 from kafkasim.records.framing import BatchIterator
-from kafkasim.storage import checkpoints, layout
+from kafkasim.storage import checkpoints, data_format, layout
 from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 
@@ -73,8 +78,21 @@ def _read(path: str) -> bytes:
             raise InvalidArgumentError(f"no such file: {path}") from exc
 
 
+_INT32_MAX = (1 << 31) - 1
+
+
+def _sequence_plus(base_sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: sequences wrap from 2^31-1 to 0; -1 stays -1."""
+    if base_sequence < 0:
+        return -1
+    if base_sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - base_sequence) - 1
+    return base_sequence + increment
+
+
 def _batch_dict(pos: int, h: rb.BatchHeader, crc_valid: bool) -> dict[str, Any]:
-    seq = h.base_sequence
+    """One batch's fields, named for JSON; ``kafkasim dump-log`` prints them in Kafka's layout."""
+    attrs = h.attributes
     return {
         "position": pos,
         "base_offset": h.base_offset,
@@ -84,15 +102,37 @@ def _batch_dict(pos: int, h: rb.BatchHeader, crc_valid: bool) -> dict[str, Any]:
         "magic": h.magic,
         "crc": h.crc,
         "crc_valid": crc_valid,
-        "timestamp_type": "LogAppendTime" if h.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
+        "timestamp_type": "LogAppendTime" if attrs & framing.ATTR_TIMESTAMP_TYPE_LOG_APPEND else "CreateTime",
         "base_timestamp": h.base_timestamp,
         "max_timestamp": h.max_timestamp,
         "producer_id": h.producer_id,
         "producer_epoch": h.producer_epoch,
-        "base_sequence": seq,
-        "last_sequence": seq + h.last_offset_delta if seq >= 0 else -1,
+        "base_sequence": h.base_sequence,
+        "last_sequence": _sequence_plus(h.base_sequence, h.last_offset_delta),
         "partition_leader_epoch": h.partition_leader_epoch,
+        "is_transactional": bool(attrs & framing.ATTR_TRANSACTIONAL),
+        "is_control": bool(attrs & framing.ATTR_CONTROL),
+        # Kafka's DefaultRecordBatch.deleteHorizonMs: the base timestamp when the bit is set
+        "delete_horizon_ms": h.base_timestamp if attrs & framing.ATTR_DELETE_HORIZON else None,
+        "compression": CODEC_NAMES.get(attrs & framing.ATTR_COMPRESSION_MASK, "unknown"),
     }
+
+
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+_CONTROL_KEY = struct.Struct(">hh")      # version, type (Kafka's ControlRecordType)
+_END_TXN_VALUE = struct.Struct(">hi")    # version, coordinator epoch (Kafka's EndTransactionMarker)
+
+
+def _control_record(key: Optional[bytes], value: Optional[bytes]) -> dict[str, Any]:
+    """What kafka-dump-log prints for a control record: the marker type and coordinator epoch."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return {"control_type": "UNKNOWN(-1)"}
+    _, type_id = _CONTROL_KEY.unpack_from(key)
+    name = _CONTROL_TYPES.get(type_id)
+    if name is None:
+        return {"control_type": f"UNKNOWN({type_id})"}
+    epoch = _END_TXN_VALUE.unpack_from(value)[1] if value is not None and len(value) >= _END_TXN_VALUE.size else -1
+    return {"control_type": name, "coordinator_epoch": epoch}
 
 
 def dump_segment(path: str, records: bool = False,
@@ -100,9 +140,10 @@ def dump_segment(path: str, records: bool = False,
     """Yield what a segment file holds, like kafka-dump-log.
 
     ``.log``: one dict per batch (position, base/last offset, count, size, CRC and whether
-    it is valid, timestamps, producer id/epoch/sequences; with ``records`` a ``records``
-    list of offset, timestamp, key, value, headers, and ``key_size``/``value_size``: the stored
-    byte lengths, -1 for None; ``decoder(key, value) -> (key text, value text)`` renders
+    it is valid, timestamps, producer id/epoch/sequences, transactional/control flags, delete
+    horizon, compression codec; with ``records`` a ``records`` list of offset, timestamp, key,
+    value, headers, sequence, and ``key_size``/``value_size``: the stored byte lengths, -1 for
+    None; a control batch's records carry ``control_type``/``coordinator_epoch`` instead of key and value; ``decoder(key, value) -> (key text, value text)`` renders
     key and value instead of :func:`render_bytes`, e.g. kafka-dump-log's
     ``--offsets-decoder``). A corrupt batch — including one whose
     offsets fail FORMAT.md §2.4, judged from the file's name, its directory's next segment
@@ -128,6 +169,7 @@ def dump_segment(path: str, records: bool = False,
         if usable != len(data):
             yield {"position": usable, "error": f"{len(data) - usable} trailing bytes (not a whole entry)"}
         return
+    data_format.check_segment(path)
     batches = BatchIterator(data, where=path, **_offset_bounds(path))
     for pos, h in batches:
         d = _batch_dict(pos, h, True)
@@ -136,9 +178,11 @@ def dump_segment(path: str, records: bool = False,
                 render = decoder or (lambda k, v: (render_bytes(k), render_bytes(v)))
                 d["records"] = [
                     {"offset": r.offset, "timestamp": r.timestamp,
-                     **dict(zip(("key", "value"), render(r.key, r.value))),
+                     **(_control_record(r.key, r.value) if d["is_control"]
+                        else dict(zip(("key", "value"), render(r.key, r.value)))),
                      "key_size": -1 if r.key is None else len(r.key),
-                     "value_size": -1 if r.value is None else len(r.value), "sequence": r.sequence,
+                     "value_size": -1 if r.value is None else len(r.value),
+                     "sequence": _sequence_plus(h.base_sequence, r.offset - h.base_offset),
                      "headers": [[k, render_bytes(v)] for k, v in r.headers]}
                     for r in rb.iter_records(data, pos, h, where=path)]
             except CorruptRecordError as exc:
@@ -193,6 +237,7 @@ def verify_partition(path: str, stats: Optional[dict] = None) -> list[Problem]:
     for key in ("segments", "batches", "records"):
         stats.setdefault(key, 0)
     problems: list[Problem] = []
+    data_format.check_partition(path)
     with storage_errors("list", path):
         segments = layout.list_segments(path)
     contiguous_from = checkpoints.contiguous_from(path)

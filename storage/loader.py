@@ -6,7 +6,9 @@ in numbered steps:
 1. Leftovers of an interrupted delete/compaction/rename are removed; an interrupted
    compaction swap (``<base>.log.swap``) is completed; index files without their ``.log``
    are removed (FORMAT.md §1.1). A segment named past the offset range (a base offset
-   above 2^63 - 1, Java's ``Long.MAX_VALUE``) is refused: the open fails naming it.
+   above 2^63 - 1, Java's ``Long.MAX_VALUE``) is refused: the open fails naming it. A
+   directory written in the old record format (format version 1) is refused with
+   ``OldLogFormatError`` naming ``kafkasim upgrade-data-dir`` (:mod:`kafkasim.storage.data_format`).
 2. The clean-shutdown marker is read and deleted (from here on a crash is unclean).
 3. No segment: an empty active segment 0 is created.
 4. Every segment but the last is closed: only its size is taken (no read, no index). Each
@@ -39,7 +41,7 @@ from typing import Callable
 from kafkasim.clock import Clock
 from kafkasim.config import LogConfig
 from kafkasim.errors import KafkaStorageError
-from kafkasim.storage import checkpoints, layout
+from kafkasim.storage import checkpoints, data_format, layout
 from kafkasim.storage.files import fsync_dir, storage_errors
 from kafkasim.storage.recovery import open_clean, recover
 from kafkasim.storage.segment import LogSegment
@@ -70,6 +72,7 @@ def _load(directory: str, config: LogConfig, report: Callable[[str], None], cloc
             raise KafkaStorageError(
                 f"{path}: segment base offset {base} is past the offset range (at most {layout.MAX_BASE_OFFSET}); "
                 f"not a segment this log wrote: move it away to open the log")
+    data_format.check_partition(directory)
     bases = [b for b, _ in listed]
     if swapped:
         later = [b for b in bases if b > max(swapped)]

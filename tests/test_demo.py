@@ -95,3 +95,35 @@ def test_cli_prints_the_summary_as_json_and_refuses_a_foreign_dir(tmp_path, caps
     (tmp_path / "mine" / "notes.txt").write_text("x")
     assert main(["demo", "--data-dir", str(tmp_path / "mine"), "--no-spark"]) != 0
     assert "refusing to wipe" in capsys.readouterr().err
+
+
+def test_order_values_are_msgpack_maps_from_the_in_process_producers_and_kafka_python(tmp_path):
+    # value_serializer=msgpack.dumps, as kafka-python's README: the shop's and the cluster's
+    # orders, including those kafka-python sent through kafkasim serve, decode as maps
+    import msgpack
+
+    from kafkasim.broker import Broker
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.consumer import Consumer
+    from kafkasim.types import TopicPartition
+
+    s = run_demo(str(tmp_path / "demo"), seed=5, records=300, spark=False, echo=None)
+
+    def raw(node, topic, partitions):
+        c = Consumer(node, auto_offset_reset="earliest", enable_auto_commit=False)
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        out = [r.value for recs in c.poll(timeout_ms=0, max_records=100_000).values() for r in recs]
+        c.close()
+        return out
+
+    with Broker(str(tmp_path / "demo" / "shop")) as b:
+        shop = [msgpack.loads(v) for v in raw(b, "orders", 8)]
+    assert len(shop) == 300 and all(set(v) == {"order", "amount"} for v in shop)
+    with Cluster(str(tmp_path / "demo" / "cluster")) as c:
+        paid = [msgpack.loads(v) for v in raw(c, "payments", 6)]
+    web = [v for v in paid if set(v) == {"order", "channel"}]
+    assert len(web) == s["cluster"]["real_client"]["acked"] == 10 and all(v["channel"] == "web" for v in web)
+    assert len(paid) - len(web) == s["cluster"]["records"] and all(set(v) == {"order", "amount"}
+                                                                   for v in paid if v not in web)

@@ -38,7 +38,8 @@ from kafkasim.placement.reassign import plan_reassignment, replica_moves
 from kafkasim.producer import Producer
 from kafkasim.types import TopicPartition
 
-from kafkasim.demo.traffic import Merchants, group_member, owned_text, produce, scale_out
+from kafkasim.demo.traffic import (VALUE_DESERIALIZER, VALUE_SERIALIZER, Merchants, group_member, owned_text,
+                                   produce, scale_out)
 from kafkasim.demo.wire import send_through_serve
 
 __all__ = ["run_cluster", "TOPIC", "BROKERS"]
@@ -66,7 +67,8 @@ def run_cluster(path: str, *, seed: int, records: int, start_ms: int,
             "replication factor 3, min.insync.replicas 2; replicas (leader first): "
             + ", ".join(f"p{p}={_ids(r)}" for p, r in placed.items()))
 
-        producer = Producer(c, client_id="checkout", clock=clock, seed=seed, acks="all")
+        producer = Producer(c, client_id="checkout", clock=clock, seed=seed, acks="all",
+                            value_serializer=VALUE_SERIALIZER)
         first = records // 2
         with progress.phase("cluster traffic", f"{first} records, acks=all"):
             futures = produce([producer], TOPIC, merchants, clock, first)
@@ -167,7 +169,8 @@ def _readable(c: Cluster, clock: MockClock) -> set[tuple[int, int]]:
     """Every (partition, offset) a fresh consumer reads from the beginning up to the HW."""
     hw = {p["partition"]: p["high_watermark"] for p in c.describe_cluster()["partitions"]
           if p["topic"] == TOPIC}
-    reader = Consumer(c, clock=clock, enable_auto_commit=False, client_id="auditor")
+    reader = Consumer(c, clock=clock, enable_auto_commit=False, client_id="auditor",
+                      value_deserializer=VALUE_DESERIALIZER)
     tps = [TopicPartition(TOPIC, p) for p in sorted(hw)]
     reader.assign(tps)
     reader.seek_to_beginning(*tps)

@@ -39,7 +39,7 @@ from kafkasim.clock import MockClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 
-from kafkasim.demo.traffic import Merchants, group_member, owned_text, produce, scale_out
+from kafkasim.demo.traffic import VALUE_SERIALIZER, Merchants, group_member, owned_text, produce, scale_out
 
 __all__ = ["run_demo", "MARKER"]
 
@@ -105,7 +105,7 @@ def _shop(path: str, seed: int, n: int, say, prog) -> dict:
     with Broker(path, clock=clock) as broker:
         broker.create_topic(TOPIC, partitions=6, configs={"segment.bytes": str(256 * 1024)})
         producers = [Producer(broker, client_id=f"checkout-{i}", clock=clock, seed=seed + i,
-                              stamp_headers=True) for i in range(3)]
+                              value_serializer=VALUE_SERIALIZER, stamp_headers=True) for i in range(3)]
         group = [group_member(broker, clock, TOPIC, GROUP, "billing-a"),
                  group_member(broker, clock, TOPIC, GROUP, "billing-b")]
         first = int(n * 0.7)
@@ -125,7 +125,8 @@ def _shop(path: str, seed: int, n: int, say, prog) -> dict:
         clock.advance(300_000)   # past metadata.max.age.ms: the producers see 8 partitions
         late = n - first - n // 20
         rdkafka = Producer(broker, client_id="legacy-rdkafka", clock=clock, seed=seed,
-                           partitioner="consistent_random", stamp_headers=True)
+                           partitioner="consistent_random", value_serializer=VALUE_SERIALIZER,
+                           stamp_headers=True)
         with prog.phase("partition change", "6 → 8 partitions, a librdkafka-style producer"):
             produce(producers, TOPIC, merchants, clock, late)
             produce([rdkafka], TOPIC, merchants, clock, n // 20)

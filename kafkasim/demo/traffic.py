@@ -4,7 +4,10 @@
   rank-``r`` merchant ``1 / r**1.1``), shuffled by the demo's seeded ``random.Random`` so the
   hot merchants land anywhere; :meth:`Merchants.keys` draws ``n`` keys.
 - :func:`produce`: round-robins keys over in-process producers (any kafkasim broker or
-  cluster), advancing the MockClock 20 ms every 100 records, and returns the futures.
+  cluster), advancing the MockClock 20 ms every 100 records, and returns the futures. Each
+  value is an order, a structured value: ``{"order": n, "amount": cents}``, which the
+  producers serialize with ``value_serializer=msgpack.dumps`` as kafka-python's README does
+  (:data:`VALUE_SERIALIZER`; the group members read it back with :data:`VALUE_DESERIALIZER`).
 - :func:`settle` / :func:`consume`: poll a consumer group until it is stable and every
   partition is owned; poll and commit for a number of rounds.
 
@@ -18,10 +21,16 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional, Sequence
 
+import msgpack
+
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 
-__all__ = ["Merchants", "produce", "group_member", "settle", "consume", "owners", "owned_text", "scale_out", "Tick"]
+__all__ = ["Merchants", "produce", "group_member", "settle", "consume", "owners", "owned_text", "scale_out", "Tick",
+           "VALUE_SERIALIZER", "VALUE_DESERIALIZER"]
+
+VALUE_SERIALIZER = msgpack.dumps      # kafka-python's README: KafkaProducer(value_serializer=msgpack.dumps)
+VALUE_DESERIALIZER = msgpack.loads    # and KafkaConsumer(value_deserializer=msgpack.loads)
 
 Tick = Optional[Callable[[int], None]]   # called with the number of records sent so far
 
@@ -41,13 +50,14 @@ class Merchants:
 
 def produce(producers: Sequence, topic: str, merchants: Merchants, clock: MockClock, count: int,
             *, tick: Tick = None, between: Optional[Callable[[int], None]] = None) -> list:
-    """Send ``count`` orders; return their futures (``between(i)`` runs before record ``i``)."""
+    """Send ``count`` orders (dict values: the producers need ``value_serializer=VALUE_SERIALIZER``);
+    return their futures (``between(i)`` runs before record ``i``)."""
     rng = merchants.rng
     futures = []
     for i, key in enumerate(merchants.keys(count)):
         if between is not None:
             between(i)
-        value = b'{"order": %d, "amount": %d}' % (i, rng.randrange(1, 10_000))
+        value = {"order": i, "amount": rng.randrange(1, 10_000)}
         futures.append(producers[i % len(producers)].send(topic, key=key, value=value))
         if i % 100 == 99:
             clock.advance(20)
@@ -63,7 +73,7 @@ def produce(producers: Sequence, topic: str, merchants: Merchants, clock: MockCl
 def group_member(broker, clock: MockClock, topic: str, group: str, client_id: str) -> Consumer:
     """A cooperative-sticky member that commits by hand and starts from the earliest offset."""
     return Consumer(broker, topic, group_id=group, client_id=client_id, clock=clock,
-                    enable_auto_commit=False, auto_offset_reset="earliest",
+                    value_deserializer=VALUE_DESERIALIZER, enable_auto_commit=False, auto_offset_reset="earliest",
                     partition_assignment_strategy=["cooperative-sticky"])
 
 

@@ -4,9 +4,11 @@
 listener per broker (:class:`~kafkasim.server.listeners.ClusterListeners`), each on
 ``127.0.0.1`` and a free port — over the demo's open cluster, on an event loop in a thread
 of its own; a ``kafka.KafkaProducer`` (``acks=all``, Kafka's wire protocol, bootstrapped on
-every listener) sends the keys with timestamps taken from the demo's MockClock; then the
-listeners are closed and the thread joined. It checks every acknowledged record's partition against kafkasim's
-Java-default partitioner (murmur2): kafka-python's default partitioner is the same, so
+every listener; values serialized with msgpack, the way kafka-python's README serializes
+them: ``msgpack.dumps`` wrapped in kafka-python 3's ``Serializer`` interface, since 3.x
+deprecates a bare callable) sends the keys with structured values (``{"order": n, "channel": "web"}``) and timestamps taken from
+the demo's MockClock; then the listeners are closed and the thread joined. It checks every
+acknowledged record's partition against kafkasim's Java-default partitioner (murmur2): kafka-python's default partitioner is the same, so
 every key must land where an in-process Java-default producer puts it.
 
 The server runs on real time, so only counts are reported (they do not depend on timing).
@@ -21,6 +23,8 @@ import logging
 import threading
 from typing import Optional
 
+import msgpack
+
 from kafkasim.clock import MockClock
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.server.listeners import ClusterListeners
@@ -34,6 +38,7 @@ def send_through_serve(cluster, topic: str, keys: list[bytes], clock: MockClock,
     and the acknowledged ``(partition, offset)`` of every record."""
     try:
         from kafka import KafkaProducer
+        from kafka.serializer import Serializer
     except ImportError:
         return {"skipped": "kafka-python is not installed (pip install -e '.[dev]', which make demo runs)"}, []
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -46,10 +51,11 @@ def send_through_serve(cluster, topic: str, keys: list[bytes], clock: MockClock,
         listeners = asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
         bootstrap = [f"{a['host']}:{a['port']}" for a in listeners]
         producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, acks="all",
-                                 linger_ms=5, request_timeout_ms=30_000)
+                                 linger_ms=5, request_timeout_ms=30_000,
+                                 value_serializer=_msgpack_serializer(Serializer))
         futures = []
         for i, key in enumerate(keys):
-            value = b'{"order": %d, "channel": "web"}' % i
+            value = {"order": i, "channel": "web"}
             futures.append((key, producer.send(topic, key=key, value=value, timestamp_ms=clock.now_ms())))
             if i % 100 == 99:
                 clock.advance(20)
@@ -68,6 +74,15 @@ def send_through_serve(cluster, topic: str, keys: list[bytes], clock: MockClock,
         if producer is not None:
             producer.close(timeout=10)
         _stop(server, loop, thread)
+
+
+def _msgpack_serializer(base):
+    """``msgpack.dumps`` as a ``kafka.serializer.Serializer`` (kafka-python 3: a bare callable
+    still works but warns), None kept as None like kafka-python's ``JsonSerializer``."""
+    class MsgpackSerializer(base):
+        def serialize(self, topic, headers, data):
+            return None if data is None else msgpack.dumps(data)
+    return MsgpackSerializer()
 
 
 def _stop(server: ClusterListeners, loop: asyncio.AbstractEventLoop, thread: threading.Thread,

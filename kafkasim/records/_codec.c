@@ -244,7 +244,12 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
 typedef struct { const unsigned char *p, *end; const char *err; } Rd;
 
 /* varint (int32, at most 5 bytes); `what` names the field when the bytes run out */
-static int rd_varint(Rd *r, int32_t *out, const char *truncated) {
+static inline int rd_varint(Rd *r, int32_t *out, const char *truncated) {
+    if (r->p < r->end && *r->p < 0x80) {   /* the common one-byte varint */
+        uint32_t b = *r->p++;
+        *out = (int32_t)(b >> 1) ^ -(int32_t)(b & 1);
+        return 1;
+    }
     uint32_t v = 0;
     for (int i = 0; i < 5; i++) {
         if (r->p >= r->end) { r->err = truncated; return 0; }
@@ -260,7 +265,12 @@ static int rd_varint(Rd *r, int32_t *out, const char *truncated) {
     return 0;
 }
 
-static int rd_varlong(Rd *r, int64_t *out, const char *truncated) {
+static inline int rd_varlong(Rd *r, int64_t *out, const char *truncated) {
+    if (r->p < r->end && *r->p < 0x80) {   /* the common one-byte varlong */
+        uint64_t b = *r->p++;
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        return 1;
+    }
     uint64_t v = 0;
     for (int i = 0; i < 10; i++) {
         if (r->p >= r->end) { r->err = truncated; return 0; }

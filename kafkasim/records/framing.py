@@ -120,7 +120,9 @@ def _parse(buf, off: int, pos: int, where: str) -> BatchHeader:
     """The header at ``buf[off:]`` (61 bytes must be there), checked; messages name position ``pos``."""
     h = _make_header(_unpack_header(buf, off))
     if h.magic != MAGIC:
-        raise CorruptRecordError(f"{where}: unknown magic {h.magic} at position {pos} (expected {MAGIC})")
+        hint = ("; a segment of kafkasim before 0.2: convert its data dir once with "
+                "`kafkasim upgrade-data-dir DATA_DIR`") if h.magic == 1 else ""
+        raise CorruptRecordError(f"{where}: unknown magic {h.magic} at position {pos} (expected {MAGIC}){hint}")
     if h.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             f"{where}: batch length {h.batch_length} at position {pos} is below the minimum {MIN_BATCH_LENGTH}")

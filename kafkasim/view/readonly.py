@@ -8,7 +8,8 @@ with their fsyncs (448 for a data dir of one 6-partition topic and the 50 partit
 (``describe_group``, ``list_groups``, ``list_offsets``) from the files, the way the live
 view reads them: ``__consumer_offsets`` replayed with :class:`kafkasim.view.groups.GroupsModel`
 and each partition's offsets from :class:`kafkasim.view.tail.PartitionTail`. It takes no
-lock, opens no :class:`~kafkasim.storage.log.Log`, writes nothing and calls no fsync.
+lock, opens no :class:`~kafkasim.storage.log.Log`, writes nothing and calls no fsync. A data dir
+in the old record format is refused as the broker refuses it (``OldLogFormatError``).
 
 With no server running nobody is a member of a group (members live in a server or in one
 process's Broker), so every group with a record is ``Empty``, as the coordinator reloads
@@ -26,7 +27,7 @@ from typing import Any, Optional
 
 from kafkasim.errors import IllegalStateError, UnknownTopicOrPartitionError
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
-from kafkasim.storage import layout
+from kafkasim.storage import data_format, layout
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 from kafkasim.view.groups import GroupsModel
 from kafkasim.view.tail import PartitionTail
@@ -52,7 +53,10 @@ class ReadOnlyDataDir:
             for d, t, k, v in zip(deltas, tsds, keys, values):
                 apply(k, v, h.base_timestamp + t, h.base_offset + d)
 
-        for part, path in layout.list_partitions(self.data_dir):
+        partitions = layout.list_partitions(self.data_dir)
+        for _, path in partitions:   # an old-format data dir: the broker's error, naming upgrade-data-dir
+            data_format.check_partition(path)
+        for part, path in partitions:
             if part.topic == OFFSETS_TOPIC:
                 PartitionTail(path, budget=_ALL).poll(on_batch, decode=True)
 

@@ -62,11 +62,11 @@ from collections import deque
 from typing import Any, Optional
 
 from kafkasim.clock import Clock, SystemClock
-from kafkasim.errors import InvalidArgumentError
+from kafkasim.errors import InvalidArgumentError, OldLogFormatError
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.partitioning.hashing import fnv1a32
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
-from kafkasim.storage import layout
+from kafkasim.storage import data_format, layout
 from kafkasim.types import PRODUCER_HEADER
 from kafkasim.view.groups import GroupsModel
 from kafkasim.view.tail import DEFAULT_BUDGET, PartitionTail
@@ -200,6 +200,7 @@ class DataDirWatcher:
         self.rate_window_ms = rate_window_ms
         self.budget = budget
         self._tails: dict[tuple[int, str, int], PartitionTail] = {}
+        self._old_format: dict[tuple[int, str, int], str] = {}   # partitions refused: old record format
         self._samples: dict[tuple[str, int], deque] = {}
         self.recent_per_topic = recent
         self._recent: dict[str, deque] = {}     # topic -> its last records read (the page filters by topic)
@@ -341,6 +342,7 @@ class DataDirWatcher:
                 ident += (None,)
         if self._identity is not None and ident != self._identity:
             self._tails.clear()
+            self._old_format.clear()
             self._samples.clear()
             self._recent.clear()
             self._producers.clear()
@@ -389,8 +391,17 @@ class DataDirWatcher:
                 present[(broker_id, pd.topic, pd.partition)] = ppath
         decoded: set[tuple[str, int]] = set()     # records are decoded from one replica only
         for key in sorted(present):
+            if key in self._old_format:
+                problems.append(self._old_format[key])
+                continue
             tail = self._tails.get(key)
             if tail is None:
+                try:   # an old-format partition is named with the command that converts it, not read
+                    data_format.check_partition(present[key])
+                except OldLogFormatError as exc:
+                    self._old_format[key] = str(exc)
+                    problems.append(str(exc))
+                    continue
                 tail = self._tails[key] = PartitionTail(present[key], budget=self.budget)
             first = key[1:] not in decoded
             decoded.add(key[1:])

@@ -115,11 +115,13 @@ def test_blocking_calls_take_timeout_ms(broker, clock):
 
 def test_consumer_record_has_kafka_pythons_fields_and_serialized_sizes(broker, clock):
     broker.create_topic("t", 1)
-    p = KafkaProducer(broker, clock=clock, value_serializer=lambda v: json.dumps(v).encode())
+    # kafka-python calls (de)serializers on None too: None-safe ones keep the tombstone null
+    p = KafkaProducer(broker, clock=clock, value_serializer=lambda v: None if v is None else json.dumps(v).encode())
     p.send("t", key=b"abc", value={"n": 1}, headers=[("trace", b"12345"), ("\u00e9", None)])
     p.send("t", value=None)
     p.flush()
-    c = KafkaConsumer(broker, auto_offset_reset="earliest", value_deserializer=json.loads)
+    c = KafkaConsumer(broker, auto_offset_reset="earliest",
+                      value_deserializer=lambda b: None if b is None else json.loads(b))
     c.assign([TopicPartition("t", 0)])
     first, second = drain(c)
     assert first._fields == (
@@ -133,3 +135,31 @@ def test_consumer_record_has_kafka_pythons_fields_and_serialized_sizes(broker, c
     assert (first.checksum, first.leader_epoch, first.timestamp_type) == (None, -1, 0)
     assert (second.serialized_key_size, second.serialized_value_size,
             second.serialized_header_size) == (-1, -1, -1)
+
+
+def test_msgpack_serializers_as_kafka_pythons_readme_and_none_goes_through_them(broker, clock):
+    # README.rst: KafkaProducer(value_serializer=msgpack.dumps), KafkaConsumer(value_deserializer=msgpack.loads)
+    import msgpack
+
+    broker.create_topic("t", 1)
+    p = KafkaProducer(broker, clock=clock, value_serializer=msgpack.dumps)
+    p.send("t", key=b"a", value={"order": 7, "amount": 1250, "items": ["pen", "ink"]})
+    p.send("t", key=b"a", value=None)   # kafka-python calls the serializer on None: msgpack's nil
+    p.flush()
+    raw = KafkaConsumer(broker, auto_offset_reset="earliest")
+    raw.assign([TopicPartition("t", 0)])
+    first, second = drain(raw, polls=5)
+    assert first.value == msgpack.dumps({"order": 7, "amount": 1250, "items": ["pen", "ink"]})
+    assert second.value == b"\xc0"       # not a tombstone: as with kafka-python
+
+    # a None-safe serializer keeps the tombstone
+    p2 = KafkaProducer(broker, clock=clock, value_serializer=lambda v: None if v is None else msgpack.dumps(v))
+    p2.send("t", key=b"a", value=None)
+    p2.flush()
+    seen = []
+    c = KafkaConsumer(broker, auto_offset_reset="earliest",
+                      value_deserializer=lambda b: seen.append(b) or (None if b is None else msgpack.loads(b)))
+    c.assign([TopicPartition("t", 0)])
+    got = drain(c, polls=5)
+    assert [r.value for r in got] == [{"order": 7, "amount": 1250, "items": ["pen", "ink"]}, None, None]
+    assert seen[-1] is None and got[-1].serialized_value_size == -1   # called on the null value too

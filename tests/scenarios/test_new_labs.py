@@ -221,3 +221,33 @@ def test_python_dash_m_runs_a_new_lab(tmp_path):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["records"] == 30 and result["claim"] == scenario_module("partitions-basics").CLAIM
+
+
+def _raw_values(data_dir: str, topic: str) -> list:
+    """Every value of ``topic`` as stored (a consumer without a deserializer)."""
+    from kafkasim.broker import Broker
+    from kafkasim.consumer import Consumer
+    from kafkasim.types import TopicPartition
+
+    with Broker(data_dir) as b:
+        c = Consumer(b, auto_offset_reset="earliest", enable_auto_commit=False)
+        tps = [TopicPartition(topic, p) for p in range(len(b.describe_topic(topic)["partitions"]))]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        out = [r.value for recs in c.poll(timeout_ms=0, max_records=100_000).values() for r in recs]
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("name, topic, fields", [
+    ("partitions-basics", "clicks", {"send_no", "key_seq"}),
+    ("crash-recovery", "payments", {"payment", "amount", "currency"}),
+])
+def test_structured_lab_values_are_msgpack_maps_as_kafka_pythons_readme_serializes_them(name, topic, fields, tmp_path):
+    import msgpack
+
+    r, _ = _run(name, tmp_path)
+    values = _raw_values(str(tmp_path / "data-a"), topic)
+    assert values and len(values) == r.get("records", r.get("records_read"))
+    decoded = [msgpack.loads(v) for v in values]          # bytes as stored: value_serializer=msgpack.dumps
+    assert all(isinstance(d, dict) and set(d) == fields for d in decoded)
