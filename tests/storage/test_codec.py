@@ -60,7 +60,6 @@ def test_c_codec_is_built():
 # zigzag varint width boundaries, both sides, both signs (63/64: 1 -> 2 bytes, 8191/8192: 2 -> 3, ...)
 _EDGES = sorted({s * (2 ** (7 * k - 1) + d) for k in range(1, 10) for d in (-1, 0) for s in (1, -1)}
                 | {0, 1, -1, INT64_MAX, INT64_MIN})
-_int64 = st.one_of(st.sampled_from(_EDGES), st.integers(INT64_MIN, INT64_MAX))
 
 _BLOB_LENS = [0, 1, 63, 64, 65, 8191, 8192, 8193, 70000]
 _STR_LENS = [0, 1, 63, 64, 65, 8191, 8192]
@@ -592,7 +591,8 @@ _SCENARIOS = {
         [rb.encode_batch(0, _fixed_records(6, lambda i: None, lambda i: b"v" * i)),
          rb.encode_batch(6, _fixed_records(7, lambda i: b"k", lambda i: b"w", nh=3), last_offset_delta=9,
                          compression=4)],
-        [rb.encode_batch(20, _fixed_records(12, lambda i: None if i % 4 else b"a", lambda i: None if i % 5 else b"b"))]),
+        [rb.encode_batch(20, _fixed_records(12, lambda i: None if i % 4 else b"a",
+                                            lambda i: None if i % 5 else b"b"))]),
 }
 
 
