@@ -362,6 +362,11 @@ class FencedInstanceIdError(BrokerResponseError):
     """Raised when a second member claims a ``group_instance_id`` already held by another."""
 
 
+@_code(76, "The requesting client does not support the compression type of given partition.")
+class UnsupportedCompressionTypeError(BrokerResponseError):
+    """Raised for a zstd batch in a Produce request older than v7 (KIP-110), as Kafka does."""
+
+
 @_code(87, "This record has failed the validation on broker and hence will be rejected.")
 class InvalidRecordError(BrokerResponseError):
     """Raised for a record the broker rejects, e.g. a keyless record on a compacted topic."""

@@ -43,6 +43,7 @@ import time
 from kafkasim.errors import (
     CorruptRecordError, FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRecordError,
     InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
 )
 from kafkasim.records import framing
 from kafkasim.server.api import api, error_code, error_message
@@ -98,12 +99,24 @@ def _batches(records, where: str) -> list:
     return out
 
 
-def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None) -> dict:
-    """Append one partition's batches, each as sent; the result row (runs on the executor)."""
+def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None,
+                       version: int = 9) -> dict:
+    """Append one partition's batch, as sent; the result row (runs on the executor).
+
+    As Kafka's ``ProduceRequest.validateRecords`` (v3 and later, every version served): one
+    record batch per partition (INVALID_RECORD otherwise), and no zstd before v7
+    (UNSUPPORTED_COMPRESSION_TYPE)."""
     _check_partition(broker, topic, partition)
     first = None
     appended = 0
-    for header, batch in _batches(records if records is not None else b"", f"produce to {topic}-{partition}"):
+    batches = _batches(records if records is not None else b"", f"produce to {topic}-{partition}")
+    if len(batches) > 1:
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                 f"exactly one record batch per partition")
+    if version < 7 and batches[0][0].attributes & framing.ATTR_COMPRESSION_MASK == 4:
+        raise UnsupportedCompressionTypeError(
+            f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    for header, batch in batches:
         result = broker.produce(topic, partition, batch, acks, **_at(node))
         first = first or result
         if not result.duplicate:
@@ -112,7 +125,7 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
             "log_start_offset": first.log_start_offset, "_appended": appended}
 
 
-def _produce_all(broker, topic_data, acks: int, node=None) -> list:
+def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9) -> list:
     """Every partition of a Produce request in one executor call: the response topics, and
     per appended partition ``(topic, partition, batch bytes, records)`` for the metrics."""
     responses, appended = [], []
@@ -122,7 +135,7 @@ def _produce_all(broker, topic_data, acks: int, node=None) -> list:
             row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
                    "log_start_offset": -1, "error_message": None}
             try:
-                result = _produce_partition(broker, topic.name, p.index, p.records, acks, node)
+                result = _produce_partition(broker, topic.name, p.index, p.records, acks, node, version)
                 n = result.pop("_appended")
                 row.update(result, error_code=0)
                 appended.append((topic.name, p.index, len(p.records), n))
@@ -146,7 +159,8 @@ async def produce(ctx, req):
              "error_code": error_code(exc), "error_message": error_message(exc)}
             for p in t.partition_data]} for t in body.topic_data]
         return None if acks == 0 else {"responses": responses}
-    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id)
+    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id,
+                                         req.api_version)
     if appended:
         ctx.data_waker.notify()
         if ctx.metrics is not None:

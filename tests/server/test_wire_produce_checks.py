@@ -95,6 +95,8 @@ GOOD = rb.encode_batch(0, [(0, T0, b"k", b"v", (("h", b"1"),))])
     ("a second batch cut short", GOOD + GOOD[:30], CORRUPT),
     ("a transactional batch", rebuilt(GOOD, attributes=0x10), INVALID),
     ("a control batch", rebuilt(GOOD, attributes=0x20), INVALID),
+    # Kafka's ProduceRequest.validateRecords (v3+): exactly one batch per partition
+    ("two whole batches", GOOD + GOOD, INVALID),
 ])
 def test_malformed_records_are_answered_with_kafkas_error_code(sock, what, records, code):
     before = log_end(sock, "checks")
@@ -103,6 +105,16 @@ def test_malformed_records_are_answered_with_kafkas_error_code(sock, what, recor
     assert row.base_offset == -1
     assert log_end(sock, "checks") == before, f"{what}: something was appended"
     assert int(produce(sock, "checks", GOOD).error_code) == 0      # the connection still serves
+
+
+def test_zstd_before_produce_v7_is_unsupported_compression_type(sock):
+    zstd = rb.encode_batch(0, [(0, T0, b"k", b"v" * 40, ())], compression=4)
+    before = log_end(sock, "checks")
+    for version, code in [(6, 76), (7, 0)]:
+        answer = raw.call(sock, 0, version, {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "checks", "partition_data": [{"index": 0, "records": zstd}]}]})
+        assert int(answer.responses[0].partition_responses[0].error_code) == code, version
+    assert log_end(sock, "checks") == before + 1
 
 
 @pytest.mark.parametrize("codec", CODECS)
