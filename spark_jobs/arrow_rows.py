@@ -87,8 +87,9 @@ class _Columns:
 
 
 def _sequences(base_sequence: np.ndarray, deltas: np.ndarray) -> pa.Array:
-    """Per-record producer sequence: base + delta, or -1 where the batch has none."""
-    return pa.array(np.where(base_sequence >= 0, base_sequence + deltas, -1).astype(np.int32))
+    """Per-record producer sequence: base + delta (wrapping past 2**31 - 1 to 0, as Kafka's
+    ``DefaultRecordBatch.incrementSequence``), or -1 where the batch has none."""
+    return pa.array(np.where(base_sequence >= 0, (base_sequence + deltas) & 0x7FFFFFFF, -1).astype(np.int32))
 
 
 def _blob_array(typ: pa.DataType, n: int, buffers: tuple) -> pa.Array:

@@ -165,52 +165,59 @@ static PyObject *pack_records(PyObject *self, PyObject *args) {
     PyObject **recs = PySequence_Fast_ITEMS(records);
     const Py_ssize_t width = with_deltas ? 5 : 4, ts_at = with_deltas ? 1 : 0;
 
-    /* pass 1: shapes, types and the exact size */
+    /* pass 1: shapes, types and the exact size; each record's timestamp delta, offset delta
+     * and body size are kept for pass 2 (one int64 conversion and one size walk per record) */
+    typedef struct { int64_t tsd, delta; Py_ssize_t body; } Plan;
+    Plan *plan = PyMem_Malloc((size_t)n * sizeof(Plan));
+    if (plan == NULL) return PyErr_NoMemory();
     int64_t first_ts = 0, min_ts = 0, max_ts = 0;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = recs[i];
         if ((!PyTuple_CheckExact(r) && !PyList_CheckExact(r)) || PySequence_Fast_GET_SIZE(r) != width)
-            Py_RETURN_NONE;
+            goto decline;
         PyObject **f = PySequence_Fast_ITEMS(r);
         int64_t ts, delta = i;
-        if (!exact_int64(f[ts_at], &ts)) Py_RETURN_NONE;
+        if (!exact_int64(f[ts_at], &ts)) goto decline;
         if (with_deltas && (!exact_int64(f[0], &delta) || delta < INT32_MIN || delta > INT32_MAX))
-            Py_RETURN_NONE;
+            goto decline;
         if (i == 0) { first_ts = min_ts = max_ts = ts; }
         if (ts < min_ts) min_ts = ts;
         if (ts > max_ts) max_ts = ts;
         int64_t tsd;
-        if (__builtin_sub_overflow(ts, first_ts, &tsd)) Py_RETURN_NONE;
+        if (__builtin_sub_overflow(ts, first_ts, &tsd)) goto decline;
         Py_ssize_t body = body_size(f, ts_at, delta, tsd, with_deltas);
-        if (body < 0 || body > INT32_MAX) Py_RETURN_NONE;
+        if (body < 0 || body > INT32_MAX) goto decline;
+        plan[i].tsd = tsd;
+        plan[i].delta = delta;
+        plan[i].body = body;
         total += varint_size(body) + body;
     }
 
     /* pass 2: write (every record passed pass 1, so nothing below can decline) */
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
-    if (out == NULL) return NULL;
+    if (out == NULL) { PyMem_Free(plan); return NULL; }
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = PySequence_Fast_ITEMS(recs[i]);
-        int64_t ts, delta = i;
-        exact_int64(f[ts_at], &ts);
-        if (with_deltas) exact_int64(f[0], &delta);
-        int64_t tsd = ts - first_ts;
-        p = put_varint(p, body_size(f, ts_at, delta, tsd, with_deltas));
+        p = put_varint(p, plan[i].body);
         *p++ = 0;   /* attributes */
-        p = put_varint(p, tsd);
-        p = put_varint(p, delta);
+        p = put_varint(p, plan[i].tsd);
+        p = put_varint(p, plan[i].delta);
         p = put_blob(p, f[ts_at + 1]);
         p = put_blob(p, f[ts_at + 2]);
         p = put_headers(p, f[ts_at + 3]);
     }
+    PyMem_Free(plan);
     if ((Py_ssize_t)(p - (unsigned char *)PyBytes_AS_STRING(out)) != total) {
         Py_DECREF(out);
         PyErr_SetString(PyExc_SystemError, "kafkasim.records._codec.pack_records: size mismatch");
         return NULL;
     }
     return Py_BuildValue("(NLL)", out, (long long)min_ts, (long long)max_ts);
+decline:
+    PyMem_Free(plan);
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------ the record reader */
