@@ -76,3 +76,35 @@ def test_well_formed_batch_decodes_and_sizes_follow_the_producer():
     headers, size = rv.check_headers([pair])
     pair[1] = "changed later"
     assert (headers, size) == ((("h", b"x"),), 2)
+
+
+@pytest.mark.parametrize("topic_codec, sent, stored", [
+    ("producer", 0, 0), ("producer", 3, 3),          # the default keeps the producer's codec
+    ("gzip", 0, 1), ("zstd", 2, 4), ("lz4", 3, 3),   # another codec: re-encoded, as Kafka's LogValidator
+    ("uncompressed", 4, 0),
+])
+def test_compression_type_keeps_or_reencodes_the_batch_as_kafka_does(tmp_path, clock, topic_codec, sent, stored):
+    log = Log(str(tmp_path / "c-0"), LogConfig.from_overrides({"compression.type": topic_codec}), clock)
+    recs = [(i, T0 + i, b"k%d" % i, b"value-%d" % i * 20, (("h", b"x"),)) for i in range(5)]
+    batch = rb.encode_batch(0, recs, producer_id=7, producer_epoch=1, base_sequence=3, compression=sent)
+    h = log.append_batch(batch)
+    (got, raw), = log.read_batches(0)
+    assert got.attributes & rb.ATTR_COMPRESSION_MASK == stored == h.attributes & rb.ATTR_COMPRESSION_MASK
+    if stored == sent:
+        assert raw[16:] == batch[16:]        # the bytes as sent, past base offset and leader epoch
+    assert (got.producer_id, got.producer_epoch, got.base_sequence, got.record_count) == (7, 1, 3, 5)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers, r.sequence) for r in log.read(0)] == \
+        [(d, ts, k, v, hd, 3 + d) for d, ts, k, v, hd in recs]
+    log.close()
+
+
+def test_log_append_time_rewrites_only_the_header(tmp_path, clock):
+    log = Log(str(tmp_path / "l-0"), LogConfig.from_overrides({"message.timestamp.type": "LogAppendTime"}), clock)
+    batch = rb.encode_batch(0, [(0, 5, b"k", b"v", ()), (1, 9, b"k", b"w", ())])
+    log.append_batch(batch)
+    (h, raw), = log.read_batches(0)
+    assert h.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND and h.max_timestamp == clock.now_ms()
+    assert raw[61:] == batch[61:] and raw[27:35] == batch[27:35]   # records and base timestamp untouched
+    rb.verify(raw, 0, h)                                           # the CRC recomputed
+    assert [r.timestamp for r in log.read(0)] == [clock.now_ms()] * 2
+    log.close()
