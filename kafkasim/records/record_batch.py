@@ -83,7 +83,12 @@ __all__ = [
 MAX_UNCOMPRESSED = 256 * 1024 * 1024
 """The most bytes a compressed records section may inflate to (a bound on decompression bombs)."""
 
-_ATTR_WRITABLE = ATTR_COMPRESSION_MASK | ATTR_TIMESTAMP_TYPE_LOG_APPEND | ATTR_DELETE_HORIZON
+_ATTR_WRITABLE = (ATTR_COMPRESSION_MASK | ATTR_TIMESTAMP_TYPE_LOG_APPEND | ATTR_TRANSACTIONAL | ATTR_CONTROL
+                  | ATTR_DELETE_HORIZON)
+"""The attribute bits an encoder may set (FORMAT.md §2.1): every bit Kafka defines. Whether a
+produced batch may carry the transactional or control bit is the broker's check
+(storage/validation.py), not the encoder's; control batches are written by
+:mod:`kafkasim.records.control`."""
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 if os.environ.get("KAFKASIM_PURE_PYTHON"):
