@@ -2,7 +2,8 @@
 
 Modules, bottom up (an import-linter ``layers`` contract in pyproject.toml keeps every
 import pointing down): ``files`` (OSError translation, atomic writes), ``layout`` (names
-on disk), ``index`` (offset and time indexes), ``segment`` (one .log + its indexes),
+on disk), ``index`` (offset and time indexes), ``txn_index`` (the aborted-transaction
+index) and ``producer_snapshot`` (producer state snapshots), ``segment`` (one .log + its indexes),
 ``segments`` (the map of segments by base offset), ``checkpoints`` (recovery point,
 shutdown marker, cleaner checkpoint) and ``recovery`` (opening the active segment), then
 ``loader`` (opening a directory),

@@ -1,7 +1,7 @@
-"""Names on disk, in one place (FORMAT.md §1): partition directories, segment files, leftovers.
+"""Names on disk, in one place (FORMAT.md §1): partition directories, segment files, producer snapshots, leftovers.
 
-Pure functions over names and paths; no I/O except :func:`list_partitions` and
-:func:`list_segments`, which only list directories. Thread-safe.
+Pure functions over names and paths; no I/O except :func:`list_partitions`,
+:func:`list_segments` and :func:`list_snapshots`, which only list directories. Thread-safe.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ __all__ = [
     "validate_topic", "partition_dir_name", "parse_partition_dir", "segment_name",
     "parse_segment_name", "list_partitions", "list_segments", "PartitionDir",
     "DELETED_SUFFIX", "CLEANED_SUFFIX", "SWAP_SUFFIX", "TMP_SUFFIX", "LEFTOVER_SUFFIXES", "MAX_BASE_OFFSET",
+    "TXN_INDEX_SUFFIX", "SNAPSHOT_SUFFIX", "snapshot_name", "parse_snapshot_name", "list_snapshots",
 ]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"   # a segment's aborted-transaction index (storage/txn_index.py)
+SNAPSHOT_SUFFIX = ".snapshot"    # a producer state snapshot (storage/producer_snapshot.py)
 META_DIR = "meta"
 # leftovers of an interrupted delete / compaction / atomic write (FORMAT.md §1.1)
 DELETED_SUFFIX = ".deleted"
@@ -36,6 +39,7 @@ MAX_BASE_OFFSET = (1 << 63) - 1
 ``.log`` named past it (20 digits allow up to 10^20 - 1) is not a segment: opening refuses it."""
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
 
 
 def validate_topic(name: object) -> str:
@@ -93,6 +97,18 @@ def parse_segment_name(name: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
+def snapshot_name(offset: int) -> str:
+    """4711 → ``00000000000000004711.snapshot``: the producer state as of log end offset ``offset``
+    (Kafka's ``LogFileUtils.producerSnapshotFile``)."""
+    return segment_name(offset, SNAPSHOT_SUFFIX)
+
+
+def parse_snapshot_name(name: str) -> Optional[int]:
+    """``00000000000000004711.snapshot`` → 4711; None for anything else."""
+    m = _SNAPSHOT.match(name)
+    return int(m.group(1)) if m else None
+
+
 def list_partitions(data_dir: str) -> list[tuple[PartitionDir, str]]:
     """Every partition directory under ``data_dir``, sorted by (topic, partition)."""
     out = []
@@ -111,4 +127,14 @@ def list_segments(partition_path: str) -> list[tuple[int, str]]:
         base = parse_segment_name(entry.name)
         if base is not None:
             out.append((base, entry.path))
+    return sorted(out)
+
+
+def list_snapshots(partition_path: str) -> list[tuple[int, str]]:
+    """``(offset, path)`` of every producer snapshot in a partition directory, oldest first."""
+    out = []
+    for entry in os.scandir(partition_path):
+        offset = parse_snapshot_name(entry.name)
+        if offset is not None and entry.is_file():
+            out.append((offset, entry.path))
     return sorted(out)
