@@ -107,13 +107,14 @@ class TransactionIndex:
     Example::
 
         >>> import tempfile, os
-        >>> d = tempfile.mkdtemp()
-        >>> idx = TransactionIndex(os.path.join(d, "00000000000000000000.txnindex"))
+        >>> d = tempfile.TemporaryDirectory()
+        >>> idx = TransactionIndex(os.path.join(d.name, "00000000000000000000.txnindex"))
         >>> idx.append(AbortedTxn(producer_id=7, first_offset=0, last_offset=10, last_stable_offset=11))
         >>> idx.collect(0, 100)
         TxnIndexSearchResult(aborted_transactions=[AbortedTxn(producer_id=7, first_offset=0, last_offset=10, last_stable_offset=11)], is_complete=False)
         >>> idx.collect(5, 11).is_complete   # the LSO after the abort (11) reaches the bound
         True
+        >>> d.cleanup()
     """
 
     def __init__(self, path: str, start_offset: int = 0) -> None:

@@ -163,3 +163,10 @@ def test_round_trip(entries):
     data = encode_snapshot(entries)
     assert len(data) == 10 + 46 * len(entries)
     assert decode_snapshot(data) == entries
+
+
+def test_docstring_examples_hold():
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module("kafkasim.storage.producer_snapshot"))
+    assert result.failed == 0 and result.attempted > 0

@@ -224,3 +224,10 @@ def test_encode_batch_writes_transactional_and_control_bits():
     assert kafka_default.DefaultRecordBatch(b).is_transactional
     with pytest.raises(InvalidRecordError, match="unsupported batch attributes"):
         rb.encode_batch(0, [(0, 1, b"k", b"v", ())], attributes=0x80)
+
+
+def test_docstring_examples_hold():
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module("kafkasim.records.control"))
+    assert result.failed == 0 and result.attempted > 0

@@ -219,3 +219,10 @@ def test_collect_is_kafkas_rule_and_survives_a_reopen(tmp_path_factory, specs, f
             break
     assert index.collect(fetch, bound) == (expected, complete)
     assert TransactionIndex(path).collect(fetch, bound) == (expected, complete)
+
+
+def test_docstring_examples_hold():
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module("kafkasim.storage.txn_index"))
+    assert result.failed == 0 and result.attempted > 0
