@@ -81,12 +81,25 @@ PRODUCER_FENCED (90) to INVALID_PRODUCER_EPOCH (47): InitProducerId < 4, AddPart
 (KIP-890 TV2, EndTxn v5: every EndTxn bumps the epoch, an abort is valid from Empty and
 Complete*, a retry is recognised by epoch − 1, and an exhausted epoch rolls over to a new
 producer id at Complete*). ``transaction_version`` (constructor) is the server's finalized
-level, used for the aborts the coordinator starts itself (fence, timeout).
+level, used for the aborts the coordinator starts itself (fence, timeout); it becomes the
+id's transaction version and that of the markers, as in Kafka. It defaults to 1 because
+kafkasim does not advertise TV2 to clients yet.
+
+Markers in flight. As in Kafka, once a Prepare* record is written the coordinator prepares
+Complete* at once (``persisted`` hands out the markers with Complete* pending), so every
+EndTxn for the id gets CONCURRENT_TRANSACTIONS until ``complete`` is persisted, whatever its
+result: the pending check comes before the state check. Kafka's own unit tests for
+"PrepareCommit + ABORT → INVALID_TXN_STATE" use a Prepare* state with nothing pending, which
+in Kafka exists only between the append callback and the marker callback; ``persisted``
+does both under one lock, so here that window does not exist.
 
 Differences from Kafka: one coordinator epoch for all ids (``coordinator_epoch``, set by the
 owner); no loading/ownership checks (COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR are the
 owner's); a TV2 fence of an epoch bumped to Short.MaxValue aborts without a second bump
-(Kafka would overflow the int16).
+(Kafka would overflow the int16); the fence and the abort it starts (InitProducerId on an
+Ongoing id, the timeout abort) run under one lock, so Kafka's re-read between them — where
+its ``endTransaction`` answers PRODUCER_FENCED if the epoch moved past the fenced one — has
+nothing to catch here (the check is kept).
 
 Determinism: time comes only from the injected clock, producer ids only from
 ``producer_ids``; ids are visited in sorted order.
@@ -314,7 +327,7 @@ class TransactionCoordinator:
                  transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
                  abort_timed_out_interval_ms: int = DEFAULT_ABORT_TIMED_OUT_INTERVAL_MS,
                  remove_expired_interval_ms: int = DEFAULT_REMOVE_EXPIRED_INTERVAL_MS,
-                 transaction_version: int = 2, coordinator_epoch: int = 0) -> None:
+                 transaction_version: int = 1, coordinator_epoch: int = 0) -> None:
         if transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
         self.clock = clock
