@@ -3,7 +3,10 @@
 Modules: ``group`` (group/member data), ``offsets_store`` (persistence on storage
 logs), ``coordinator`` (``GroupCoordinator``: the state and shared checks; its docstring
 is the protocol), and the requests by job: ``rebalance`` (join/sync/heartbeat/leave, the
-state machine), ``commits`` (offset commit/fetch), ``admin`` (list/describe/delete). The pure
+state machine), ``commits`` (offset commit/fetch), ``admin`` (list/describe/delete); and the
+transaction coordinator: ``txn_metadata`` (one transactional id's states and transitions) and
+``transactions`` (``TransactionCoordinator``, pure: it returns the records to persist and the
+markers to write). The pure
 parts it shares with clients live below it: the message shapes in
 :mod:`kafkasim.protocol.group`, the ``__consumer_offsets`` schema in
 :mod:`kafkasim.protocol.offsets`, the assignors in :mod:`kafkasim.assignors`.
@@ -16,5 +19,10 @@ _EXPORTS = {name: "kafkasim.coordinator.coordinator" for name in (
     "GroupCoordinator", "GroupState", "JoinResult", "SyncResult", "PENDING", "COMPLETE",
     "NO_GENERATION", "NO_MEMBER_ID")}
 _EXPORTS["OffsetsStore"] = "kafkasim.coordinator.offsets_store"
+_EXPORTS.update({name: "kafkasim.coordinator.transactions" for name in (
+    "TransactionCoordinator", "Persist", "WriteMarkers", "InitProducerIdResult", "AddPartitionsResult",
+    "EndTxnResult", "TxnStep")})
+_EXPORTS.update({name: "kafkasim.coordinator.txn_metadata" for name in (
+    "TxnState", "TransactionMetadata", "TxnTransitMetadata")})
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

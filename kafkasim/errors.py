@@ -16,7 +16,13 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── RecordTooLargeError (10)             ├── OutOfOrderSequenceNumberError (45)
     │   ├── NetworkError (13)                    ├── DuplicateSequenceNumberError (46)
     │   ├── CoordinatorLoadInProgressError (14)  ├── InvalidProducerEpochError (47)
+    │   │                                        ├── InvalidTxnStateError (48)
+    │   │                                        ├── InvalidProducerIdMappingError (49)
+    │   │                                        ├── InvalidTransactionTimeoutError (50)
+    │   │                                        ├── ConcurrentTransactionsError (51)
+    │   │                                        ├── TransactionCoordinatorFencedError (52)
     │   │                                        ├── TransactionalIdAuthorizationFailedError (53)
+    │   │                                        ├── OperationNotAttemptedError (55)
     │   ├── CoordinatorNotAvailableError (15)    ├── KafkaStorageError (56)
     │   │                                        │   └── OldLogFormatError
     │   ├── NotCoordinatorError (16)             ├── UnknownProducerIdError (59)
@@ -35,7 +41,10 @@ so ``except KafkaSimError`` catches everything of ours::
     │   ├── PolicyViolationError (44)            ├── ElectionNotNeededError (84)
     │   │                                        ├── NoReassignmentInProgressError (85)
     │   │                                        ├── GroupSubscribedToTopicError (86)
+    │   │                                        ├── ProducerFencedError (90)
+    │   │                                        ├── TransactionalIdNotFoundError (105)
     │   │                                        ├── MismatchedEndpointTypeError (114)
+    │   │                                        ├── TransactionAbortableError (120)
     │   │                                        └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
@@ -83,6 +92,9 @@ __all__ = [
     "PolicyViolationError", "PreferredLeaderNotAvailableError", "EligibleLeadersNotAvailableError",
     "ElectionNotNeededError", "NoReassignmentInProgressError", "GroupSubscribedToTopicError",
     "MismatchedEndpointTypeError",
+    "InvalidTxnStateError", "InvalidProducerIdMappingError", "InvalidTransactionTimeoutError",
+    "ConcurrentTransactionsError", "TransactionCoordinatorFencedError", "OperationNotAttemptedError",
+    "ProducerFencedError", "TransactionalIdNotFoundError", "TransactionAbortableError",
 ]
 
 
@@ -303,10 +315,48 @@ class InvalidProducerEpochError(BrokerResponseError):
     """Raised when a producer id writes with an epoch older than the latest seen."""
 
 
+@_code(48, "The producer attempted a transactional operation in an invalid state.")
+class InvalidTxnStateError(BrokerResponseError):
+    """Raised when a transactional request does not fit the transaction's state (e.g. a commit
+    after the transaction was aborted, or an EndTxn with nothing begun)."""
+
+
+@_code(49, "The producer attempted to use a producer id which is not currently assigned to its transactional id.")
+class InvalidProducerIdMappingError(BrokerResponseError):
+    """Raised when a transactional request names an unknown transactional id, or a producer id
+    that is not the one the coordinator assigned to it."""
+
+
+@_code(50, "The transaction timeout is larger than the maximum value allowed by the broker "
+           "(as configured by transaction.max.timeout.ms).")
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    """Raised by InitProducerId for a ``transaction.timeout.ms`` that is not in (0, transaction.max.timeout.ms]."""
+
+
+@_code(51, "The producer attempted to update a transaction while another concurrent operation on the "
+           "same transaction was ongoing.", True)
+class ConcurrentTransactionsError(BrokerResponseError):
+    """Raised while the coordinator is still completing a transition of the same transactional
+    id (a write pending, or markers being written); the client backs off and retries."""
+
+
+@_code(52, "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current "
+           "coordinator for a given producer.")
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """Raised when transaction markers carry a coordinator epoch older than one the partition has seen."""
+
+
 @_code(53, "Transactional Id authorization failed.")
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
     """A transactional id was refused; kafkasim answers so to every transactional request
     (it serves idempotent producers, not transactions), which makes clients stop at once."""
+
+
+@_code(55, "The broker did not attempt to execute this operation. This may happen for batched RPCs where "
+           "some operations in the batch failed, causing the broker to respond without trying the rest.")
+class OperationNotAttemptedError(BrokerResponseError):
+    """Raised for the partitions of a batched request that were not tried because others failed
+    (AddPartitionsToTxn)."""
 
 
 @_code(56, "Disk error when trying to access log file on the disk.")
@@ -397,9 +447,27 @@ class GroupSubscribedToTopicError(BrokerResponseError):
     """Raised when deleting a group's offsets for a topic one of its live members subscribes to."""
 
 
+@_code(90, "There is a newer producer with the same transactionalId which fences the current one.")
+class ProducerFencedError(BrokerResponseError):
+    """Raised when a transactional request carries an epoch older than the coordinator's: another
+    producer with the same transactional id initialised since (or the transaction timed out)."""
+
+
+@_code(105, "The transactionalId could not be found.")
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """Raised by DescribeTransactions for a transactional id the coordinator does not know (or is expiring)."""
+
+
 @_code(114, "The request was sent to an endpoint of the wrong type.")
 class MismatchedEndpointTypeError(BrokerResponseError):
     """Raised for a DescribeCluster asking a broker listener for the controllers' endpoints."""
+
+
+@_code(120, "The server encountered an error with the transaction. The client can abort the transaction "
+            "to continue using this transactional ID.")
+class TransactionAbortableError(BrokerResponseError):
+    """Raised when a partition written in a transaction was never added to it (verification);
+    the client can abort and go on."""
 
 
 class CommitFailedError(KafkaSimError):

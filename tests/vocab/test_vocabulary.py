@@ -24,6 +24,11 @@ KAFKA_CODES = {
     "NonEmptyGroupError": 68, "GroupIdNotFoundError": 69, "MemberIdRequiredError": 79,
     "GroupMaxSizeReachedError": 81, "FencedInstanceIdError": 82, "InvalidRecordError": 87,
     "UnknownServerError": -1,
+    # transactions
+    "InvalidTxnStateError": 48, "InvalidProducerIdMappingError": 49, "InvalidTransactionTimeoutError": 50,
+    "ConcurrentTransactionsError": 51, "TransactionCoordinatorFencedError": 52,
+    "TransactionalIdAuthorizationFailedError": 53, "OperationNotAttemptedError": 55,
+    "ProducerFencedError": 90, "TransactionalIdNotFoundError": 105, "TransactionAbortableError": 120,
 }
 
 
