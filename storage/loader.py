@@ -142,7 +142,7 @@ def remove_leftovers(directory: str, report: Callable[[str], None]) -> list[int]
         names = os.listdir(directory)
     logs = {n[:-len(layout.LOG_SUFFIX)] for n in names if n.endswith(layout.LOG_SUFFIX)}
     for name in names:
-        for suffix in (layout.INDEX_SUFFIX, layout.TIMEINDEX_SUFFIX):
+        for suffix in (layout.INDEX_SUFFIX, layout.TIMEINDEX_SUFFIX, layout.TXN_INDEX_SUFFIX):
             if name.endswith(suffix) and name[:-len(suffix)] not in logs:
                 with storage_errors("remove orphan index", os.path.join(directory, name)):
                     os.unlink(os.path.join(directory, name))

@@ -35,6 +35,14 @@ Invariants:
 - Every ``OSError`` becomes :class:`KafkaStorageError` (chained), via
   :func:`kafkasim.storage.files.storage_errors`.
 
+Transactions (txn facts §3–§4): the log tracks the transactions open in it
+(:mod:`~kafkasim.storage.transactions`, built on first use from the ``.snapshot`` a clean
+close writes, else by walking the batch headers), writes the coordinator's markers
+(:meth:`Log.append_control`), appends each aborted transaction's entry to the active
+segment's ``.txnindex`` and answers :attr:`Log.first_unstable_offset` and
+:meth:`Log.collect_aborted_txns`. The module is over 500 lines because these, like appends,
+reads and retention, are one owner's work on the same segments under the same lock.
+
 Thread-safety: thread-safe. One re-entrant lock per log serialises appends, the
 segment map and file positions; reads decode outside the lock. Retention and
 compaction also hold a second lock so only one of them runs at a time, and
@@ -43,6 +51,7 @@ compaction reads and rewrites closed segments without blocking appends.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -55,8 +64,9 @@ from kafkasim.clock import Clock, SystemClock
 from kafkasim.config import LogConfig
 from kafkasim.errors import IllegalStateError, KafkaStorageError, OffsetOutOfRangeError
 from kafkasim.records import record_batch as rb
+from kafkasim.records.control import encode_control_batch, read_control_batch
 from kafkasim.records.framing import BatchHeader
-from kafkasim.storage import checkpoints, compaction
+from kafkasim.storage import checkpoints, compaction, layout
 from kafkasim.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, RECOVERY_POINT_FILE, CleanShutdown, RecoveryPoint,
 )
@@ -69,6 +79,9 @@ from kafkasim.storage.log_start import LogStartOps
 from kafkasim.storage.replica_log import ReplicaLogOps
 from kafkasim.storage.segment import LogSegment
 from kafkasim.storage.segments import MAX_OPEN_CLOSED_SEGMENTS, SegmentInfo
+from kafkasim.storage.producer_snapshot import ProducerSnapshotEntry, read_snapshot, write_snapshot
+from kafkasim.storage.transactions import TxnTracker, rebuild as rebuild_transactions
+from kafkasim.storage.txn_index import AbortedTxn
 from kafkasim.storage.validation import encode_for_append, stamp_log_append_time, validate_batch
 from kafkasim.types import Record
 
@@ -94,6 +107,7 @@ class Log(ReplicaLogOps, LogStartOps):
         self._closed = False
         self._unflushed_messages = 0
         self._first_unflushed_ms: Optional[int] = None
+        self._txns: Optional[TxnTracker] = None    # open transactions: built on first use (_transactions)
         with storage_errors("create log directory", self.directory):
             make_dirs(self.directory)
         self._max_open = MAX_OPEN_CLOSED_SEGMENTS   # read from this module at open (tests lower it)
@@ -193,7 +207,7 @@ class Log(ReplicaLogOps, LogStartOps):
         return f"Log({self.directory!r})"
 
     # -- appending -----------------------------------------------------------------------
-    def append_batch(self, batch: bytes) -> BatchHeader:
+    def append_batch(self, batch: bytes, *, in_transaction: bool = False) -> BatchHeader:
         """Append one encoded batch (any base offset); return its header as written.
 
         Checks, in order: the header and CRC (``CorruptRecordError``), the size against
@@ -201,9 +215,13 @@ class Log(ReplicaLogOps, LogStartOps):
         (``RecordBatchTooLargeError``), the records payload, and on a compacted topic
         that every record has a key (``InvalidRecordError``). With
         ``message.timestamp.type=LogAppendTime`` every record's timestamp becomes the
-        clock's time (payload and CRC rewritten). Then stamps base offset = LEO.
+        clock's time (header and CRC rewritten). Then stamps base offset = LEO.
+        ``in_transaction``: the broker verified that the producer's open transaction includes
+        this partition (KIP-890's verification), so a transactional batch is accepted; without
+        it a transactional batch is refused. A control batch is never accepted here
+        (:meth:`append_control` writes markers).
         """
-        batch, h, cols = validate_batch(batch, self._config, self._name)
+        batch, h, cols = validate_batch(batch, self._config, self._name, in_transaction=in_transaction)
         return self._append_verified(batch, h, cols)
 
     def append(self, records: Sequence[tuple], *, producer_id: int = rb.NO_PRODUCER_ID,
@@ -220,6 +238,8 @@ class Log(ReplicaLogOps, LogStartOps):
         whose header is ``h``; ``cols`` is its ``decode_columns`` result when known."""
         with self._lock:
             self._check_open()
+            if h.producer_id >= 0:
+                self._transactions().check_data_batch(h, self._name)
             now = self._clock.now_ms()
             if self._config.message_timestamp_type == "LogAppendTime":
                 batch, h = stamp_log_append_time(batch, h, cols, now)
@@ -458,6 +478,116 @@ class Log(ReplicaLogOps, LogStartOps):
             cp = self.cleaner_checkpoint()
             return sum(s.size for s in closed if s.base_offset >= cp) / total
 
+    # -- transactions (storage/transactions.py) ----------------------------------------------
+    def _transactions(self) -> TxnTracker:
+        """Under the lock: the open transactions, built on first use from the producer snapshot
+        taken at the log end offset (a clean close), else by walking every batch header."""
+        if self._txns is None:
+            leo = self._segments.active.next_offset
+            snaps = dict(layout.list_snapshots(self.directory))
+            if leo in snaps:
+                tracker = TxnTracker()
+                tracker.ongoing = {e.producer_id: e.current_txn_first_offset for e in read_snapshot(snaps[leo])
+                                   if e.current_txn_first_offset >= 0}
+            else:
+                tracker, _ = rebuild_transactions(self._all_batches(), self._name)
+            self._txns = tracker
+        return self._txns
+
+    def _all_batches(self):
+        """``(bytes of a control batch or None, 0, header)`` of every batch from the log start."""
+        segs = list(self._segments)
+        for seg in segs:
+            upper = self._segments.end_offset(seg.base_offset)
+            for pos, h in seg.walk(0, seg.base_offset, upper):
+                yield (seg.read(pos, h.size) if h.attributes & rb.ATTR_CONTROL else None), 0, h
+
+    def _reset_transactions(self) -> None:
+        """Forget the open transactions (after a truncation): rebuilt on next use."""
+        self._txns = None
+        for _, path in layout.list_snapshots(self.directory):
+            with storage_errors("remove producer snapshot", path), contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def _track_written(self, batch, h: BatchHeader) -> None:
+        """Under the lock, after ``batch`` was written at ``h.base_offset``: note it in the open
+        transactions (when they are known or the batch may matter) and, for an ABORT marker that
+        completed a transaction, add its ``.txnindex`` entry to the active segment."""
+        if h.producer_id < 0 or (self._txns is None and not h.attributes & rb.ATTR_TRANSACTIONAL):
+            return
+        txns = self._transactions()
+        if not h.attributes & rb.ATTR_CONTROL:
+            txns.on_data_batch(h)
+            return
+        raw = b"".join(batch) if type(batch) is tuple else batch
+        control = read_control_batch(raw, 0, h, where=self._name)
+        if control is None:
+            return
+        done = txns.on_marker(h.producer_id, h.base_offset, control[0].type)
+        if done is not None and done.aborted:
+            self._segments.active.txn_index.append(done.aborted_entry)
+
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0,
+                       partition_leader_epoch: int = -1) -> BatchHeader:
+        """Append a transaction marker (COMMIT or ABORT control batch, txn facts §3.2) for
+        ``producer_id`` at the log end: the transaction coordinator's write (a client may not
+        write control batches). Returns its header as written."""
+        batch = encode_control_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                     self._clock.now_ms(), partition_leader_epoch)
+        h = rb.decode_header(batch)
+        with self._lock:
+            self._check_open()
+            self._transactions()          # known before the marker is written
+            h = h._replace(base_offset=self._segments.active.next_offset)
+            return self._write_locked(batch, h, self._clock.now_ms())
+
+    @property
+    def first_unstable_offset(self) -> Optional[int]:
+        """The first offset of the earliest open transaction (at least the log start), or None."""
+        with self._lock:
+            self._check_open()
+            first = self._transactions().first_unstable_offset()
+            return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def open_transactions(self) -> dict[int, int]:
+        """``producer id -> first offset`` of the transactions open in this log."""
+        with self._lock:
+            self._check_open()
+            return dict(self._transactions().ongoing)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of ``[fetch_offset, upper_bound)`` must tell a
+        read_committed reader about (Fetch's ``AbortedTransactions``, Kafka's
+        ``LocalLog.collectAbortedTransactions``): from the segment holding ``fetch_offset`` on,
+        entries with ``last_offset >= fetch_offset`` and ``first_offset < upper_bound``, until a
+        segment's search is complete."""
+        with self._lock:
+            self._check_open()
+            out: list[AbortedTxn] = []
+            for seg in self._segments:
+                if self._segments.end_offset(seg.base_offset) <= fetch_offset:
+                    continue
+                found = seg.txn_index.collect(fetch_offset, upper_bound)
+                out.extend(found.aborted_transactions)
+                if found.is_complete:
+                    break
+            return out
+
+    def _write_txn_snapshot(self) -> None:
+        """At a clean close: the open transactions as a producer snapshot at the log end offset
+        (Kafka's ``.snapshot`` format), so the next open need not walk the log; older ones removed."""
+        if self._txns is None:
+            return
+        leo = self._segments.active.next_offset
+        entries = [ProducerSnapshotEntry(pid, -1, -1, -1, 0, -1, 0, first)
+                   for pid, first in sorted(self._txns.ongoing.items())]
+        write_snapshot(os.path.join(self.directory, layout.snapshot_name(leo)), entries)
+        for offset, path in layout.list_snapshots(self.directory):
+            if offset != leo:
+                with storage_errors("remove producer snapshot", path), contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
     # -- configuration and lifecycle ----------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
         """Apply a new config (alter-configs); takes effect from the next append/pass."""
@@ -474,6 +604,7 @@ class Log(ReplicaLogOps, LogStartOps):
             act = self._segments.active
             act.close_for_append()
             self._write_recovery_point()
+            self._write_txn_snapshot()
             checkpoints.write_clean_shutdown(self.directory, CleanShutdown(act.next_offset, act.base_offset, act.size))
             self._segments.close_all()
             self._closed = True

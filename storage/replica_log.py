@@ -60,6 +60,7 @@ class ReplicaLogOps:
         it for ``flush.messages``/``flush.ms`` (the one write path of producer and follower appends)."""
         self._maybe_roll(h.size, h, now)
         self._segments.active.append(batch, h, now)
+        self._track_written(batch, h)
         self._unflushed_messages += h.record_count
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
@@ -107,6 +108,8 @@ class ReplicaLogOps:
         elif cut is not None:
             keep.truncate(cut)
             keep.close()
+        if keep is not None:
+            keep.txn_index.truncate_to(offset)      # aborted transactions whose marker was cut
         for name in (RECOVERY_POINT_FILE, CLEAN_SHUTDOWN_FILE):
             with storage_errors("remove", os.path.join(self.directory, name)):
                 with contextlib.suppress(FileNotFoundError):
@@ -118,4 +121,5 @@ class ReplicaLogOps:
         self._first_unflushed_ms = None
         self._clamp_start()          # a DeleteRecords start past the new end (log_start.py)
         self._write_recovery_point()
+        self._reset_transactions()   # rebuilt from what is left on next use
         return self._segments.active.next_offset

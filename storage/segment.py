@@ -45,6 +45,7 @@ from kafkasim.records.record_batch import iter_records
 from kafkasim.storage import layout
 from kafkasim.storage.files import storage_errors
 from kafkasim.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from kafkasim.storage.txn_index import TransactionIndex
 
 __all__ = ["LogSegment"]
 
@@ -70,6 +71,9 @@ class LogSegment:
                                  base_offset)
         self.time_index = TimeIndex(
             os.path.join(directory, layout.segment_name(base_offset, layout.TIMEINDEX_SUFFIX)), base_offset)
+        # aborted transactions whose ABORT marker is in this segment (Kafka's .txnindex; absent: none)
+        self.txn_index = TransactionIndex(
+            os.path.join(directory, layout.segment_name(base_offset, layout.TXN_INDEX_SUFFIX)), base_offset)
         self.index_interval = max(1, index_interval_bytes)
         self.report = on_report        # report(line): the log's recovery report and a warning
         self.fd = -1
@@ -426,13 +430,14 @@ class LogSegment:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
+        self.txn_index.close()
         if self.fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
 
     def file_paths(self) -> list[str]:
-        return [self.path, self.index.path, self.time_index.path]
+        return [self.path, self.index.path, self.time_index.path, self.txn_index.path]
 
     def delete(self) -> None:
         """Close and remove the segment's files (retention, FORMAT.md §6): each is renamed to

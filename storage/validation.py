@@ -53,7 +53,8 @@ def check_size(size: int, config: LogConfig, partition: str) -> None:
             f"which exceeds the maximum configured segment size of {config.segment_bytes} (segment.bytes).")
 
 
-def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, BatchHeader, None]:
+def validate_batch(batch, config: LogConfig, partition: str, *,
+                   in_transaction: bool = False) -> tuple[bytes, BatchHeader, None]:
     """``(batch bytes, its header, None)`` of a producer's v2 batch, checked in order: header
     and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes, record count,
     the records (``CorruptRecordError`` for malformed ones, ``InvalidRecordError`` for offset
@@ -70,10 +71,15 @@ def validate_batch(batch, config: LogConfig, partition: str) -> tuple[bytes, Bat
             f"appended batch: length field says {h.size} bytes, the batch has {len(batch)}")
     rb.verify(batch, 0, h, where="appended batch")
     check_size(len(batch), config, partition)
-    if h.attributes & (rb.ATTR_TRANSACTIONAL | rb.ATTR_CONTROL):
+    if h.attributes & rb.ATTR_CONTROL:
+        raise InvalidRecordError(f"{partition}: clients are not allowed to write control batches (transaction markers)")
+    if h.attributes & rb.ATTR_TRANSACTIONAL and not in_transaction:
         raise InvalidRecordError(
-            f"transactional and control batches are not supported by kafkasim yet (attributes 0x{h.attributes:x})")
-    if h.attributes & ~(rb.ATTR_COMPRESSION_MASK | rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND):
+            f"{partition}: a transactional batch needs its producer's transaction to include this partition "
+            f"(transactions are not served by kafkasim yet)")
+    if h.attributes & rb.ATTR_TRANSACTIONAL and h.producer_id < 0:
+        raise InvalidRecordError(f"{partition}: a transactional batch needs a producer id")
+    if h.attributes & ~(rb.ATTR_COMPRESSION_MASK | rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND | rb.ATTR_TRANSACTIONAL):
         raise InvalidRecordError(f"unsupported batch attributes 0x{h.attributes:x}")
     if h.attributes & rb.ATTR_COMPRESSION_MASK > 4:
         raise InvalidRecordError(f"unknown compression codec {h.attributes & rb.ATTR_COMPRESSION_MASK}")
