@@ -785,6 +785,48 @@ static PyObject *decode_columns(PyObject *module, PyObject *args, PyObject *kw) 
     return res;
 }
 
+/* The common case of scan_records in one tight loop: records without headers whose varints
+ * are at most 2 bytes (10 for the timestamp delta). 1: done, results set; 0: something
+ * unusual or wrong, the caller walks the section the careful way (which names any problem). */
+static inline int fast_varint2(const unsigned char **pp, const unsigned char *end, int32_t *out) {
+    const unsigned char *p = *pp;
+    if (p < end && p[0] < 0x80) { uint32_t u = p[0]; *out = (int32_t)(u >> 1) ^ -(int32_t)(u & 1); *pp = p + 1; return 1; }
+    if (end - p >= 2 && p[1] < 0x80) {
+        uint32_t u = (uint32_t)(p[0] & 0x7f) | ((uint32_t)p[1] << 7);
+        *out = (int32_t)(u >> 1) ^ -(int32_t)(u & 1); *pp = p + 2; return 1;
+    }
+    return 0;
+}
+
+static int scan_fast(const Section *s, int64_t *min_tsd, int64_t *max_tsd, Py_ssize_t *null_keys, int64_t *last) {
+    const unsigned char *p = s->base + s->start, *end = s->base + s->end;
+    int64_t lo = 0, hi = 0, prev = -1;
+    Py_ssize_t nulls = 0;
+    for (Py_ssize_t i = 0; i < s->count; i++) {
+        int32_t len, delta, kn, vn;
+        if (!fast_varint2(&p, end, &len) || len < 6 || end - p < len) return 0;
+        const unsigned char *rend = p + len;
+        p++;                                         /* attributes */
+        Rd r = {p, rend, NULL};
+        int64_t tsd;
+        if (!rd_varlong(&r, &tsd, "")) return 0;
+        p = r.p;
+        if (!fast_varint2(&p, rend, &delta) || delta <= prev || delta > s->last_delta) return 0;
+        if (!fast_varint2(&p, rend, &kn) || kn < -1 || rend - p < (kn > 0 ? kn : 0)) return 0;
+        if (kn < 0) nulls++; else p += kn;
+        if (!fast_varint2(&p, rend, &vn) || vn < -1 || rend - p < (vn > 0 ? vn : 0)) return 0;
+        if (vn > 0) p += vn;
+        if (rend - p != 1 || *p != 0) return 0;     /* a header, or bytes left inside the record */
+        p = rend;
+        if (i == 0 || tsd < lo) lo = tsd;
+        if (i == 0 || tsd > hi) hi = tsd;
+        prev = delta;
+    }
+    if (p != end) return 0;
+    *min_tsd = lo; *max_tsd = hi; *null_keys = nulls; *last = prev;
+    return 1;
+}
+
 static PyObject *scan_records(PyObject *module, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buf", "start", "end", "record_count", "last_offset_delta", NULL};
     Py_buffer view;
@@ -795,8 +837,14 @@ static PyObject *scan_records(PyObject *module, PyObject *args, PyObject *kw) {
     Walk w;
     Rec rec;
     int rc;
-    int64_t min_tsd = 0, max_tsd = 0;
+    int64_t min_tsd = 0, max_tsd = 0, last = -1;
     Py_ssize_t null_keys = 0;
+    if (scan_fast(&s, &min_tsd, &max_tsd, &null_keys, &last)) {
+        PyBuffer_Release(&view);
+        int contiguous = s.count == 0 || last == s.count - 1;
+        return Py_BuildValue("(LLnO)", (long long)min_tsd, (long long)max_tsd, null_keys,
+                             contiguous ? Py_True : Py_False);
+    }
     walk_init(&w, &s);
     while ((rc = walk_next(&w, &rec)) == 1) {
         if (w.i == 1 || rec.tsd < min_tsd) min_tsd = rec.tsd;
