@@ -114,6 +114,15 @@ _PARTITIONER_NAMES = ("murmur2 (Kafka's default)", "crc32 (librdkafka)",
                       "fnv1a (Sarama)")
 
 
+def _recent_row(r: tuple) -> dict[str, Any]:
+    """One "recent records" row from what the tail kept: ``(topic, partition, offset, timestamp,
+    key, partitions, producer, identified)``."""
+    topic, partition, offset, timestamp, key, n, producer, identified = r
+    return {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
+            "key": _text(key), "partitions": n, "producer": producer,
+            **_routing(key, n, partition, identified=identified)}
+
+
 def _routing(key: Optional[bytes], n: Optional[int], partition: int, identified: bool) -> dict[str, Any]:
     """How a record came to be in ``partition``, as far as the log can tell (see the module docstring)."""
     if key is None or not n:
@@ -358,7 +367,7 @@ class DataDirWatcher:
         starts on 2023-11-14) or timestamps more than a day from the view's clock are simulated."""
         if os.path.exists(os.path.join(self.data_dir, LAB_MARKER)):
             return {"simulated": True, "why": "a lab's data dir: its clock is simulated"}
-        stamps = [r["timestamp"] for rs in self._recent.values() for r in rs] + [g for g in self._groups.updated.values()]
+        stamps = [r[3] for rs in self._recent.values() for r in rs] + [g for g in self._groups.updated.values()]
         newest = max(stamps, default=None)
         if newest is not None and abs(newest - now) > SIMULATED_SKEW_MS:
             return {"simulated": True, "why": "the records' timestamps are more than a day from this clock"}
@@ -454,13 +463,11 @@ class DataDirWatcher:
             if recent is None:
                 recent = self._recent[topic] = deque(maxlen=self.recent_per_topic)
             for i in range(max(0, count - self.recent_per_topic), count):   # only what the list keeps
-                k = keys[i]
                 client = idents[i] if idents else None
-                recent.append({
-                    "topic": topic, "partition": partition, "offset": h.base_offset + deltas[i],
-                    "timestamp": h.base_timestamp + tsds[i], "key": _text(k), "partitions": n,
-                    "producer": client or fallback,
-                    **_routing(k, n, partition, identified=client is not None or pid is not None)})
+                # the row is rendered when a snapshot shows it (_recent_row): while catching up, most
+                # rows are pushed out by later batches before any snapshot is taken
+                recent.append((topic, partition, h.base_offset + deltas[i], h.base_timestamp + tsds[i],
+                               keys[i], n, client or fallback, client is not None or pid is not None))
         tail.poll(on_batch, decode=True)
 
     def _count_producer(self, ident: str, client: Optional[str], pid: Optional[int], topic: str,
@@ -550,7 +557,7 @@ class DataDirWatcher:
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],
-            "recent": sorted((r for name in sorted(self._recent) if name in leo_topics
+            "recent": sorted((_recent_row(r) for name in sorted(self._recent) if name in leo_topics
                               for r in reversed(self._recent[name])), key=lambda r: r["timestamp"], reverse=True),
             "groups": groups,
             "active": active,
