@@ -201,35 +201,53 @@ def build(cls: type, data: dict) -> Any:
     """An instance of the kio dataclass ``cls`` from ``data`` (see the module docstring).
 
     Nested entities are given as dicts (or lists of dicts); ``error_code`` fields as ints;
-    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null).
+    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null). The fields'
+    shapes are classified once per class (:func:`_plan`), not per response.
     """
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        kafka_type = f.metadata.get("kafka_type")
-        if f.name in data:
-            kwargs[f.name] = _convert(f, kafka_type, data[f.name])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            kwargs[f.name] = _zero(f, kafka_type)
+    for name, convert, zero in _plan(cls):
+        if name in data:
+            kwargs[name] = convert(data[name])
+        elif zero is not None:
+            kwargs[name] = zero()
     return cls(**kwargs)
 
 
-def _convert(f: dataclasses.Field, kafka_type, value):
+@functools.lru_cache(maxsize=None)
+def _plan(cls: type) -> tuple:
+    """Per field of ``cls``: ``(name, convert(value), zero() or None when the field has a
+    default)`` — what :func:`build` does with it, decided once per class."""
+    plan = []
+    for f in dataclasses.fields(cls):
+        kafka_type = f.metadata.get("kafka_type")
+        has_default = not (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        plan.append((f.name, _converter(f, kafka_type),
+                     None if has_default else functools.partial(_zero, f, kafka_type)))
+    return tuple(plan)
+
+
+def _identity(value):
+    return value
+
+
+def _converter(f: dataclasses.Field, kafka_type):
+    """The function :func:`build` applies to a value given for field ``f``."""
     shape = classify_field(f)
     if isinstance(shape, EntityTupleField):
-        return None if value is None else tuple(build(shape.type_, v) for v in value)
+        sub = shape.type_
+        return lambda value: None if value is None else tuple(build(sub, v) for v in value)
     if isinstance(shape, EntityField):
-        return None if value is None else build(shape.type_, value)
+        sub = shape.type_
+        return lambda value: None if value is None else build(sub, value)
     if shape.is_array:
-        return None if value is None else tuple(value)
+        return lambda value: None if value is None else tuple(value)
     if kafka_type == "error_code":
-        return ErrorCode(value)
+        return ErrorCode
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
-        return datetime.timedelta(milliseconds=value)
+        return lambda value: datetime.timedelta(milliseconds=value)
     if kafka_type == "datetime_i64":
-        if value is None or value < 0:
-            return None
-        return _EPOCH + datetime.timedelta(milliseconds=value)
-    return value
+        return lambda value: None if value is None or value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
+    return _identity
 
 
 def _zero(f: dataclasses.Field, kafka_type):
