@@ -128,12 +128,13 @@ class DataPlane(BrokerCore):
                 if original is not None:
                     return ProduceResult(original, -1, log.log_start_offset, True)
 
-                def append(b: bytes):
-                    written = log.append_batch(b)
+                def append(b: bytes, epoch: int):
+                    written = log.append_batch(b, partition_leader_epoch=epoch)
                     table.update(written)   # before any acks=all wait: a retry is then a duplicate
                     return written
             else:
-                append = log.append_batch
+                def append(b: bytes, epoch: int):
+                    return log.append_batch(b, partition_leader_epoch=epoch)
             written = part.append_as_leader(batch, header, required, log.config.min_insync_replicas, append)
         append_time = (written.max_timestamp if written.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND
                        else -1)

@@ -49,7 +49,6 @@ from kafkasim.errors import (
     LeaderNotAvailableError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
     NotLeaderOrFollowerError, OffsetOutOfRangeError, RequestTimedOutError,
 )
-from kafkasim.records.framing import set_base_offset
 from kafkasim.storage.epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from kafkasim.storage.log import Log
 
@@ -156,16 +155,15 @@ class PartitionState:
 
     # -- leader append ----------------------------------------------------------------------
     def append_as_leader(self, batch: bytes, header, acks: int, min_isr: int, append) -> object:
-        """Append ``batch`` through ``append`` (the leader log's ``append_batch``, or the
-        idempotence-checked path) with the rules of steps 1, 2 and 5; returns its header."""
+        """Append ``batch`` through ``append(batch, leader_epoch)`` (the leader log's
+        ``append_batch``, or the idempotence-checked path) with the rules of steps 1, 2 and 5;
+        returns its header."""
         self.leader_log()
         if acks == -1 and len(self.isr) < min_isr:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {self.isr} of {self.name} is insufficient to satisfy "
                 f"the min.isr requirement of {min_isr}")
-        if header.partition_leader_epoch != self.leader_epoch:
-            batch = set_base_offset(batch, 0, self.leader_epoch)
-        written = append(batch)
+        written = append(batch, self.leader_epoch)     # the epoch is stamped as the batch is written
         self.hosted[self.leader].epochs.assign(self.leader_epoch, written.base_offset)
         if len(self.replicas) > 1:
             self.replicate(self.clock.now_ms())

@@ -207,7 +207,8 @@ class Log(ReplicaLogOps, LogStartOps):
         return f"Log({self.directory!r})"
 
     # -- appending -----------------------------------------------------------------------
-    def append_batch(self, batch: bytes, *, in_transaction: bool = False) -> BatchHeader:
+    def append_batch(self, batch: bytes, *, in_transaction: bool = False,
+                     partition_leader_epoch: Optional[int] = None) -> BatchHeader:
         """Append one encoded batch (any base offset); return its header as written.
 
         Checks, in order: the header and CRC (``CorruptRecordError``), the size against
@@ -219,9 +220,12 @@ class Log(ReplicaLogOps, LogStartOps):
         ``in_transaction``: the broker verified that the producer's open transaction includes
         this partition (KIP-890's verification), so a transactional batch is accepted; without
         it a transactional batch is refused. A control batch is never accepted here
-        (:meth:`append_control` writes markers).
+        (:meth:`append_control` writes markers). ``partition_leader_epoch``: the leader's epoch,
+        written into the batch as it is stored (outside the CRC; no copy of the batch).
         """
         batch, h, cols = validate_batch(batch, self._config, self._name, in_transaction=in_transaction)
+        if partition_leader_epoch is not None:      # stamped by the segment write, as the base offset
+            h = h._replace(partition_leader_epoch=partition_leader_epoch)
         return self._append_verified(batch, h, cols)
 
     def append(self, records: Sequence[tuple], *, producer_id: int = rb.NO_PRODUCER_ID,

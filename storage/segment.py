@@ -51,7 +51,7 @@ __all__ = ["LogSegment"]
 
 _UINT32_MAX = 0xFFFFFFFF
 _LOOKUP_CHUNK = 4096    # a lookup walks at most one index interval (and a batch) of headers
-_BASE_OFFSET = struct.Struct(">q")
+_STAMP = struct.Struct(">qii")      # base_offset, batch_length, partition_leader_epoch: outside the CRC
 
 
 def _pread(fd: int, n: int, pos: int, path: str) -> bytes:
@@ -304,16 +304,17 @@ class LogSegment:
     # -- appending ---------------------------------------------------------------------------
     def append(self, batch, h: BatchHeader, now_ms: int) -> None:
         """Write one verified batch at the end (active segment only), stamped with
-        ``h.base_offset``: the 8-byte base offset and the rest go out in one ``pwritev``.
+        ``h.base_offset`` and ``h.partition_leader_epoch`` (both outside the CRC): the stamped
+        first 16 bytes and the rest go out in one ``pwritev``, the batch's bytes never copied.
 
-        ``batch`` is the batch's bytes, or a tuple of byte parts (the first at least 8
+        ``batch`` is the batch's bytes, or a tuple of byte parts (the first at least 16
         bytes long) that join to them (``kafkasim.records.record_batch.encode_records_parts``)."""
         pos = self.size
-        stamp = _BASE_OFFSET.pack(h.base_offset)
+        stamp = _STAMP.pack(h.base_offset, h.batch_length, h.partition_leader_epoch)
         if type(batch) is tuple:
-            bufs = [stamp, memoryview(batch[0])[8:], *batch[1:]]
+            bufs = [stamp, memoryview(batch[0])[16:], *batch[1:]]
         else:
-            bufs = [stamp, memoryview(batch)[8:]]
+            bufs = [stamp, memoryview(batch)[16:]]
         size = BATCH_OVERHEAD + h.batch_length
         with storage_errors(f"write {size} bytes at position {pos} to", self.path):
             try:
