@@ -44,7 +44,7 @@ Every partition is a :class:`kafkasim.broker.replica.PartitionState`; here it ha
 replica (this broker leads every partition, epoch 0), and
 :class:`kafkasim.broker.cluster.Cluster` runs the same code with several. Deliberate
 differences from Kafka: the replication factor is validated (≥ 1) and stored, but one
-broker holds one copy; there are no ACLs, quotas or transactions.
+broker holds one copy; there are no ACLs or quotas. Transactions: :mod:`kafkasim.broker.txn_api`.
 """
 
 from __future__ import annotations
@@ -63,12 +63,13 @@ from kafkasim.broker.elections import Elections
 from kafkasim.broker.group_api import GroupApi
 from kafkasim.broker.lifecycle import Lifecycle
 from kafkasim.broker.reassignments import PartitionReassignments
+from kafkasim.broker.txn_api import TxnApi
 
 __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "MAX_TIMESTAMP",
            "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, Elections, PartitionReassignments):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, Elections, PartitionReassignments):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.

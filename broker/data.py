@@ -29,7 +29,7 @@ from kafkasim.errors import (
     FencedLeaderEpochError, InvalidRequiredAcksError, NotLeaderOrFollowerError, UnknownLeaderEpochError,
 )
 from kafkasim.records import record_batch as rb
-from kafkasim.records.framing import BatchHeader
+from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.records.validation import check_records
 from kafkasim.storage.epoch_cache import UNDEFINED_EPOCH
 from kafkasim.storage.log import Log, RecordColumns
@@ -91,6 +91,8 @@ class BatchFetchResult(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    aborted_transactions: Optional[list] = None   # read_committed: [AbortedTxn] in the range read
 
 
 class DataPlane(BrokerCore):
@@ -120,6 +122,7 @@ class DataPlane(BrokerCore):
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
         if node is not None:
             self._check_node(node)
+        in_txn = header.attributes & ATTR_TRANSACTIONAL and self._verify_transactional(header, topic, partition)
         with part.lock:
             log = part.leader_log(node)
             if header.producer_id >= 0:
@@ -129,12 +132,12 @@ class DataPlane(BrokerCore):
                     return ProduceResult(original, -1, log.log_start_offset, True)
 
                 def append(b: bytes, epoch: int):
-                    written = log.append_batch(b, partition_leader_epoch=epoch)
+                    written = log.append_batch(b, partition_leader_epoch=epoch, in_transaction=in_txn)
                     table.update(written)   # before any acks=all wait: a retry is then a duplicate
                     return written
             else:
                 def append(b: bytes, epoch: int):
-                    return log.append_batch(b, partition_leader_epoch=epoch)
+                    return log.append_batch(b, partition_leader_epoch=epoch, in_transaction=in_txn)
             written = part.append_as_leader(batch, header, required, log.config.min_insync_replicas, append)
         append_time = (written.max_timestamp if written.attributes & rb.ATTR_TIMESTAMP_TYPE_LOG_APPEND
                        else -1)
@@ -211,32 +214,42 @@ class DataPlane(BrokerCore):
         return ColumnFetchResult(columns, hw, log.log_start_offset, log.log_end_offset, next_offset)
 
     def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576, *,
-                      node: Optional[int] = None) -> BatchFetchResult:
+                      node: Optional[int] = None, isolation_level: int = 0) -> BatchFetchResult:
         """:meth:`fetch` as stored batches, not records: whole batches from the one holding
         ``offset`` (at least one, up to ``max_bytes``), each with its header as the leader
         wrote it (base offset, partition leader epoch, producer fields, timestamps), as
-        Kafka's fetch returns them. Batches from ``offset`` on, below the high watermark;
-        a batch holding no record (compaction) is stepped over. Same errors as :meth:`fetch`."""
+        Kafka's fetch returns them. Batches from ``offset`` on, below the high watermark
+        (``isolation_level`` 0, read_uncommitted) or the last stable offset (1,
+        read_committed: then ``aborted_transactions`` lists the aborted transactions the
+        range read overlaps, from the ``.txnindex`` files, as Kafka's Fetch does); a batch
+        holding no record (compaction) is stepped over. Same errors as :meth:`fetch`."""
         part = self._checked_partition(topic, partition)
         log = self._read_log(part, node)
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
         hw = min(part.high_watermark, log.log_end_offset)
+        unstable = log.first_unstable_offset
+        lso = hw if unstable is None else min(unstable, hw)
+        bound = lso if isolation_level == 1 else hw
         out: list[tuple[BatchHeader, bytes]] = []
         at = offset
         while True:
             read = log.read_batches(at, max_bytes)     # OffsetOutOfRangeError outside the log
-            if at >= hw or not read:
+            if at >= bound or not read:
                 break
             for h, raw in read:
-                if h.base_offset >= hw:
+                if h.base_offset >= bound:
                     break
                 if h.record_count:
                     out.append((h, raw))
-            if out or read[-1][0].next_offset >= hw:
+            if out or read[-1][0].next_offset >= bound:
                 break
             at = read[-1][0].next_offset               # only empty batches: a compaction gap
-        return BatchFetchResult(out, hw, log.log_start_offset, log.log_end_offset)
+        aborted = None
+        if isolation_level == 1:
+            upper = out[-1][0].next_offset if out else bound
+            aborted = log.collect_aborted_txns(offset, upper) if out else []
+        return BatchFetchResult(out, hw, log.log_start_offset, log.log_end_offset, lso, aborted)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""

@@ -1,0 +1,234 @@
+"""The broker's transaction API: the transaction coordinator, its state topic, and the markers.
+
+:class:`TxnApi` is one of the parts of :class:`kafkasim.broker.broker.Broker` (state and
+lookups in :class:`~kafkasim.broker.core.BrokerCore`). The coordinator
+(:mod:`kafkasim.coordinator.transactions`) is a pure state machine; this part does what it
+asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docstring):
+
+- **state**: each transition is written to ``__transaction_state`` (50 partitions,
+  compacted, as Kafka; Kafka's record bytes, :mod:`kafkasim.coordinator.txn_store`) before
+  the call answers; on first use the topic is replayed and the markers of transactions
+  found in PrepareCommit/PrepareAbort are written again, so a transaction the coordinator
+  decided completes after a restart;
+- **markers**: a COMMIT or ABORT control batch (:meth:`kafkasim.storage.log.Log.append_control`)
+  on every partition of the transaction, stamped with the partition's leader epoch; on
+  ``__consumer_offsets`` partitions the group offsets the transaction committed
+  (TxnOffsetCommit) are applied on COMMIT and dropped on ABORT;
+- **produce**: a transactional batch is accepted only from the producer id and epoch of an
+  Ongoing transaction that added the partition (Kafka's verification, KIP-890 part 1;
+  INVALID_TXN_STATE otherwise);
+- **time**: :meth:`TxnApi.tick_transactions` runs the coordinator's periodic tasks (abort
+  transactions past ``transaction.timeout.ms``, expire idle transactional ids) on the
+  broker's clock; the broker's maintenance calls it.
+
+Thread-safety: every call runs under the coordinator's own lock (``_txn_lock``); marker
+writes take each partition's lock as produce does.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable, Optional
+
+from kafkasim.arguments import check_arg, check_commit_offsets
+from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
+from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
+from kafkasim.types import TopicPartition
+
+from kafkasim.broker.core import BrokerCore
+
+__all__ = ["TxnApi"]
+
+
+class TxnApi(BrokerCore):
+    """InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+    TxnOffsetCommit, DescribeTransactions, ListTransactions (see the module docstring)."""
+
+    @property
+    def transaction_coordinator(self):
+        """The transaction coordinator, created on first use: creates ``__transaction_state``
+        if missing, replays it and completes the transactions it finds prepared."""
+        coord = self.__dict__.get("_txn_coordinator")
+        if coord is not None:
+            return coord
+        from kafkasim.coordinator.transactions import TransactionCoordinator
+        from kafkasim.coordinator.txn_store import TxnStateStore
+        from kafkasim.protocol.txn_log import (
+            TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_CONFIGS, TRANSACTION_STATE_TOPIC_PARTITIONS)
+        with self._lock:
+            if self._closed:
+                raise CoordinatorNotAvailableError(f"broker over {self.data_dir} is closed")
+            coord = self.__dict__.get("_txn_coordinator")
+            if coord is None:
+                if TRANSACTION_STATE_TOPIC not in self._topics:
+                    self.create_topic(TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_TOPIC_PARTITIONS, 1,
+                                      TRANSACTION_STATE_TOPIC_CONFIGS)
+                n = self._topics[TRANSACTION_STATE_TOPIC].partitions
+                store = TxnStateStore([self.log(TRANSACTION_STATE_TOPIC, p) for p in range(n)])
+                coord = TransactionCoordinator(self.clock, lambda: self.init_producer_id()[0])
+                self._txn_store = store
+                self._txn_lock = threading.RLock()
+                self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
+                resend = coord.load(store.load())
+                self._txn_coordinator = coord
+                for markers in resend:
+                    self._write_markers(markers)
+        return coord
+
+    # -- the effects loop (coordinator/transactions.py's docstring) ---------------------------
+    def _drive(self, result):
+        """Persist what ``result`` asks, answer with the final result, write its markers."""
+        coord = self.transaction_coordinator
+        while result.persist is not None:
+            p = result.persist
+            try:
+                self._txn_store.write(p.transactional_id, p.value, self.clock.now_ms())
+            except KafkaSimError as exc:
+                result = coord.persisted(p, exc)
+            else:
+                result = coord.persisted(p)
+        if result.markers is not None:
+            self._write_markers(result.markers)
+        return result
+
+    def _write_markers(self, markers) -> None:
+        """A marker on every partition of the transaction, then Complete* persisted."""
+        coord = self.transaction_coordinator
+        offsets = self._txn_offsets.pop(markers.transactional_id, {})
+        for tp in sorted(markers.partitions):
+            part = self._partition(tp.topic, tp.partition) if tp.topic in self._topics else None
+            if part is None:
+                continue                              # the topic was deleted meanwhile
+            with part.lock:
+                part.leader_log(None).append_control(markers.producer_id, markers.producer_epoch, markers.commit,
+                                                     markers.coordinator_epoch, part.leader_epoch)
+        if markers.commit:
+            for group_id, committed in sorted(offsets.items()):
+                self._txn_commit_offsets(group_id, committed)
+        step = coord.complete(markers.transactional_id)
+        self._drive(step)
+
+    def _txn_commit_offsets(self, group_id: str, committed: dict) -> None:
+        """Apply a committed transaction's group offsets (written as the group's own commit)."""
+        gc = self.group_coordinator
+        with gc._lock:
+            now = self.clock.now_ms()
+            g = gc._group(group_id)
+            if g is None:
+                from kafkasim.coordinator.group import Group
+                g = gc._groups[group_id] = Group(group_id, state_timestamp_ms=now)
+            gc._store.store_offsets(group_id, committed, now)
+            for tp, om in committed.items():
+                g.offsets[tp] = (om, now)
+
+    # -- requests ------------------------------------------------------------------------------
+    def init_transactional_producer_id(self, transactional_id: str, transaction_timeout_ms: int = 60_000, *,
+                                       producer_id: int = -1, producer_epoch: int = -1,
+                                       version: Optional[int] = None) -> tuple[int, int]:
+        """InitProducerId with a transactional id: ``(producer id, epoch)``, fencing any
+        earlier producer of the id (and aborting its open transaction: the first call then
+        raises CONCURRENT_TRANSACTIONS, a retry succeeds, as in Kafka)."""
+        check_arg("transactional_id", transactional_id, "str")
+        check_arg("transaction_timeout_ms", transaction_timeout_ms, "int")
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.init_producer_id(transactional_id, transaction_timeout_ms, producer_id,
+                                                   producer_epoch, version=version))
+        if r.error is not None:
+            raise r.error
+        return r.producer_id, r.producer_epoch
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Iterable, *, version: Optional[int] = None) -> None:
+        """AddPartitionsToTxn: the partitions (``TopicPartition`` or ``(topic, partition)``)
+        join the producer's transaction (it becomes Ongoing)."""
+        tps = []
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            self._checked_partition(tp.topic, tp.partition)
+            tps.append(tp)
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, tps,
+                                                 version=version))
+        if r.error is not None:
+            raise r.error
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
+                           version: Optional[int] = None) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+        from kafkasim.protocol.offsets import OFFSETS_TOPIC
+        gc = self.group_coordinator
+        tp = TopicPartition(OFFSETS_TOPIC, gc._store.partition_for(group_id))
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, [tp],
+                                                 version=version))
+        if r.error is not None:
+            raise r.error
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          offsets: dict) -> None:
+        """TxnOffsetCommit: ``offsets`` ({TopicPartition: OffsetAndMetadata | int}) become the
+        group's committed offsets when the transaction commits, and are dropped if it aborts.
+        The group's partition must be in the transaction (AddOffsetsToTxn first)."""
+        from kafkasim.protocol.offsets import OFFSETS_TOPIC
+        norm = check_commit_offsets(offsets)
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            md = coord.metadata(transactional_id)
+            tp = TopicPartition(OFFSETS_TOPIC, self.group_coordinator._store.partition_for(group_id))
+            if md is None or md.producer_id != producer_id or md.producer_epoch != producer_epoch \
+                    or tp not in md.topic_partitions:
+                raise InvalidTxnStateError(
+                    f"transactional id {transactional_id!r}: TxnOffsetCommit for group {group_id!r} before "
+                    f"AddOffsetsToTxn, or from producer {producer_id} epoch {producer_epoch} that is not current")
+            self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                version: Optional[int] = None) -> None:
+        """EndTxn: commit or abort the transaction; its markers are written before this returns."""
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.end_txn(transactional_id, producer_id, producer_epoch, bool(commit),
+                                          version=version))
+        if r.error is not None:
+            raise r.error
+
+    def tick_transactions(self) -> int:
+        """The coordinator's periodic tasks on the broker's clock (abort transactions past their
+        timeout, expire idle ids); returns how many transactional ids they changed."""
+        if "_txn_coordinator" not in self.__dict__:
+            return 0
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            steps = coord.tick()
+            for step in steps:
+                self._drive(step)
+        return len(steps)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]):
+        return self.transaction_coordinator.describe(list(transactional_ids))
+
+    def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
+                          duration_filter_ms: int = -1):
+        return self.transaction_coordinator.list(states_filter, producer_id_filter, duration_filter_ms)
+
+    # -- produce-side verification ---------------------------------------------------------------
+    def _verify_transactional(self, h: BatchHeader, topic: str, partition: int) -> bool:
+        """True for a transactional batch whose producer id and epoch run an Ongoing transaction
+        that added this partition; INVALID_TXN_STATE for any other transactional batch; False
+        for a batch that is not transactional."""
+        if not h.attributes & ATTR_TRANSACTIONAL:
+            return False
+        coord = self.transaction_coordinator
+        tp = TopicPartition(topic, partition)
+        with self._txn_lock:
+            for tid in sorted(coord._txns):
+                md = coord._txns[tid]
+                if md.producer_id == h.producer_id and md.producer_epoch == h.producer_epoch \
+                        and md.state.name == "ONGOING" and tp in md.topic_partitions:
+                    return True
+        raise InvalidTxnStateError(
+            f"{topic}-{partition}: transactional batch of producer {h.producer_id} epoch {h.producer_epoch} "
+            f"is not part of an ongoing transaction that added this partition")
