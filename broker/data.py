@@ -228,8 +228,7 @@ class DataPlane(BrokerCore):
         check_arg("offset", offset, "int")
         check_arg("max_bytes", max_bytes, "int", min=0)
         hw = min(part.high_watermark, log.log_end_offset)
-        unstable = log.first_unstable_offset
-        lso = hw if unstable is None else min(unstable, hw)
+        lso = self._lso(log, hw)
         bound = lso if isolation_level == 1 else hw
         out: list[tuple[BatchHeader, bytes]] = []
         at = offset
@@ -250,6 +249,21 @@ class DataPlane(BrokerCore):
             upper = out[-1][0].next_offset if out else bound
             aborted = log.collect_aborted_txns(offset, upper) if out else []
         return BatchFetchResult(out, hw, log.log_start_offset, log.log_end_offset, lso, aborted)
+
+    @staticmethod
+    def _lso(log: Log, hw: int) -> int:
+        """Kafka's last stable offset: the first offset of the earliest open transaction,
+        bounded by the high watermark ``hw`` (``hw`` itself when none is open)."""
+        unstable = log.first_unstable_offset
+        return hw if unstable is None else min(unstable, hw)
+
+    def last_stable_offset(self, topic: str, partition: int, *, node: Optional[int] = None) -> int:
+        """The partition's last stable offset (LSO): what a read_committed consumer may read
+        up to, and what ListOffsets LATEST answers it; the high watermark when no
+        transaction is open on the partition."""
+        part = self._checked_partition(topic, partition)
+        log = self._read_log(part, node)
+        return self._lso(log, min(part.high_watermark, log.log_end_offset))
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""

@@ -15,10 +15,11 @@ import shutil
 from kafkasim.config import LogConfig
 from kafkasim.errors import (
     CoordinatorNotAvailableError, InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError,
-    TopicAlreadyExistsError, TransactionalIdAuthorizationFailedError, UnknownTopicOrPartitionError,
+    TopicAlreadyExistsError, UnknownTopicOrPartitionError,
 )
 from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
+from kafkasim.server.codec import ms
 
 __all__ = ["advertised_versions"]
 
@@ -63,40 +64,35 @@ async def metadata(ctx, req):
                           names, create, ctx.topology)
 
 
-def _no_transactions(ctx, key_type: int, key: str) -> Exception:
-    """The answer to a request kafkasim cannot serve yet: transactions (key type 1) and
-    any other coordinator kind. Kafka answers a transactional id it will not serve with
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal: it stops
-    at once with this message instead of retrying a retriable error forever."""
-    if key_type == KEY_TYPE_TRANSACTION:
-        exc = TransactionalIdAuthorizationFailedError(
-            f"transactional id {key!r}: kafkasim serves idempotent producers but not "
-            "transactions yet (docs/differences.md)")
-    else:
-        exc = InvalidRequestError(f"coordinator key type {key_type} is not one kafkasim serves")
+def _unserved_key_type(ctx, key_type: int) -> Exception:
+    """The answer to a coordinator kind kafkasim does not serve (share groups, key type 2)."""
+    exc = InvalidRequestError(f"coordinator key type {key_type} is not one kafkasim serves")
     ctx.refused(str(exc))
     return exc
 
 
 @api(10, "FindCoordinator", 0, 4)
 async def find_coordinator(ctx, req):
+    """Groups (key type 0) and transactional ids (1) have one coordinator: this broker, or on
+    a served cluster the cluster's group coordinator (the controller; not the leader of the
+    id's ``__transaction_state`` partition as in Kafka, see docs/differences.md)."""
     body = req.body
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = body.coordinator_keys if req.api_version >= 4 else (body.key,)
     out = []
     coordinator = ctx.node if ctx.topology is None else await ctx.call(ctx.topology.coordinator)
     for key in keys:
-        if key_type == KEY_TYPE_GROUP and coordinator is None:
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            exc = _unserved_key_type(ctx, key_type)
+            out.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": error_code(exc), "error_message": str(exc)})
+        elif coordinator is None:
             exc = CoordinatorNotAvailableError("no broker of the cluster is up")
             out.append({"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": error_code(exc), "error_message": error_message(exc)})
-        elif key_type == KEY_TYPE_GROUP:
+        else:
             out.append({"key": key, "node_id": coordinator.node_id, "host": coordinator.host,
                         "port": coordinator.port, "error_code": 0, "error_message": None})
-        else:
-            exc = _no_transactions(ctx, key_type, key)
-            out.append({"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": error_code(exc), "error_message": str(exc)})
     if req.api_version >= 4:
         return {"coordinators": out}
     first = out[0]
@@ -105,10 +101,17 @@ async def find_coordinator(ctx, req):
 
 @api(22, "InitProducerId", 0, 4)
 async def init_producer_id(ctx, req):
-    if req.body.transactional_id is not None:
-        exc = _no_transactions(ctx, KEY_TYPE_TRANSACTION, req.body.transactional_id)
-        return {"error_code": error_code(exc), "producer_id": -1, "producer_epoch": -1}
-    result, code, _ = await ctx.attempt(ctx.broker.init_producer_id)
+    """Without a transactional id: a new idempotent producer id. With one: the transaction
+    coordinator's (``Broker.init_transactional_producer_id``), fencing the id's earlier
+    producer; the version decides PRODUCER_FENCED (v4) or INVALID_PRODUCER_EPOCH."""
+    body = req.body
+    if body.transactional_id is not None:
+        result, code, _ = await ctx.attempt(
+            ctx.broker.init_transactional_producer_id, body.transactional_id, ms(body.transaction_timeout),
+            producer_id=getattr(body, "producer_id", -1), producer_epoch=getattr(body, "producer_epoch", -1),
+            version=req.api_version)
+    else:
+        result, code, _ = await ctx.attempt(ctx.broker.init_producer_id)
     if code:
         return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
     pid, epoch = result

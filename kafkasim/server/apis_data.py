@@ -42,8 +42,8 @@ import time
 
 from kafkasim.errors import (
     CorruptRecordError, FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRecordError,
-    InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError,
-    UnsupportedCompressionTypeError,
+    InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, TransactionalIdAuthorizationFailedError,
+    UnknownTopicOrPartitionError, UnsupportedCompressionTypeError,
 )
 from kafkasim.records import framing
 from kafkasim.server.api import api, error_code, error_message
@@ -100,12 +100,15 @@ def _batches(records, where: str) -> list:
 
 
 def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None,
-                       version: int = 9) -> dict:
+                       version: int = 9, transactional_id=None) -> dict:
     """Append one partition's batch, as sent; the result row (runs on the executor).
 
     As Kafka's ``ProduceRequest.validateRecords`` (v3 and later, every version served): one
     record batch per partition (INVALID_RECORD otherwise), and no zstd before v7
-    (UNSUPPORTED_COMPRESSION_TYPE)."""
+    (UNSUPPORTED_COMPRESSION_TYPE); as ``KafkaApis.handleProduceRequest``, a transactional
+    batch in a request without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (Kafka answers it for the whole request; here for that partition). Whether the batch
+    belongs to an ongoing transaction is the broker's check (INVALID_TXN_STATE)."""
     _check_partition(broker, topic, partition)
     first = None
     appended = 0
@@ -113,6 +116,9 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
     if len(batches) > 1:
         raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
                                  f"exactly one record batch per partition")
+    if transactional_id is None and batches[0][0].attributes & framing.ATTR_TRANSACTIONAL:
+        raise TransactionalIdAuthorizationFailedError(
+            f"produce to {topic}-{partition}: a transactional batch in a request without a transactional id")
     if version < 7 and batches[0][0].attributes & framing.ATTR_COMPRESSION_MASK == 4:
         raise UnsupportedCompressionTypeError(
             f"Produce requests with version {version} are not allowed to use ZStandard compression")
@@ -125,7 +131,7 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
             "log_start_offset": first.log_start_offset, "_appended": appended}
 
 
-def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9) -> list:
+def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9, transactional_id=None) -> list:
     """Every partition of a Produce request in one executor call: the response topics, and
     per appended partition ``(topic, partition, batch bytes, records)`` for the metrics."""
     responses, appended = [], []
@@ -135,7 +141,8 @@ def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9) -> 
             row = {"index": p.index, "base_offset": -1, "log_append_time": -1,
                    "log_start_offset": -1, "error_message": None}
             try:
-                result = _produce_partition(broker, topic.name, p.index, p.records, acks, node, version)
+                result = _produce_partition(broker, topic.name, p.index, p.records, acks, node, version,
+                                            transactional_id)
                 n = result.pop("_appended")
                 row.update(result, error_code=0)
                 appended.append((topic.name, p.index, len(p.records), n))
@@ -160,7 +167,7 @@ async def produce(ctx, req):
             for p in t.partition_data]} for t in body.topic_data]
         return None if acks == 0 else {"responses": responses}
     responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id,
-                                         req.api_version)
+                                         req.api_version, body.transactional_id)
     if appended:
         ctx.data_waker.notify()
         if ctx.metrics is not None:
@@ -173,12 +180,15 @@ async def produce(ctx, req):
 
 
 def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
-               follower_ok: bool = False, rack: str = "") -> tuple[list, int]:
+               follower_ok: bool = False, rack: str = "", isolation_level: int = 0) -> tuple[list, int]:
     """One pass over every requested partition ``(partition, fetch offset, max bytes, current
     leader epoch)``: the response topics and their byte total. ``node``: the broker asked (a
     cluster); ``follower_ok``: a follower may answer (v11+); ``rack``: the client's rack when
-    the rack-aware replica selector is on. Checks in Kafka's order: the partition exists, the
-    client's leader epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), then leadership."""
+    the rack-aware replica selector is on; ``isolation_level`` 1 (read_committed) reads up to
+    the last stable offset and lists the aborted transactions of the range read (null under
+    read_uncommitted); every row carries the LSO, as Kafka's Fetch v4+ does. Checks in Kafka's
+    order: the partition exists, the client's leader epoch (FENCED_LEADER_EPOCH /
+    UNKNOWN_LEADER_EPOCH), then leadership."""
     total = 0
     topics = []
     for topic, partitions in wanted:
@@ -197,19 +207,26 @@ def _fetch_all(broker, wanted: list, response_max_bytes: int, node=None,
                     if preferred != node and preferred >= 0:
                         result = broker.fetch(topic, partition, offset, 1, **_at(node))
                         row.update(error_code=0, high_watermark=result.high_watermark,
-                                   last_stable_offset=result.high_watermark,
+                                   last_stable_offset=broker.last_stable_offset(topic, partition, **_at(node)),
                                    log_start_offset=result.log_start_offset, preferred_read_replica=preferred)
                         rows.append(row)
                         continue
                 if budget <= 0 and total > 0:
                     result = broker.fetch(topic, partition, offset, 1, **_at(node))
                     records = b""
+                    lso = broker.last_stable_offset(topic, partition, **_at(node))
+                    aborted = [] if isolation_level == 1 else None
                 else:
-                    result = broker.fetch_batches(topic, partition, offset, max(1, budget), **_at(node))
+                    result = broker.fetch_batches(topic, partition, offset, max(1, budget), **_at(node),
+                                                  isolation_level=isolation_level)
                     records = b"".join([raw for _, raw in result.batches])   # as stored: Kafka v2
-                row.update(error_code=0, high_watermark=result.high_watermark,
-                           last_stable_offset=result.high_watermark,
-                           log_start_offset=result.log_start_offset, records=records)
+                    lso = result.last_stable_offset
+                    aborted = None if result.aborted_transactions is None else [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in result.aborted_transactions]
+                row.update(error_code=0, high_watermark=result.high_watermark, last_stable_offset=lso,
+                           log_start_offset=result.log_start_offset, records=records,
+                           aborted_transactions=aborted)
                 total += len(records)
             except Exception as exc:
                 if not isinstance(exc, KafkaSimError):
@@ -257,6 +274,7 @@ async def fetch(ctx, req):
         return {"error_code": error_code(exc), "session_id": INVALID_SESSION_ID, "responses": []}
     if ctx.positions is not None:                  # for the live view: this client's fetch offsets
         ctx.positions.fetched(ctx.client_id, ctx.client_host, wanted)
+    isolation = 1 if getattr(body, "isolation_level", 0) == 1 else 0
     max_wait = max(0, ms(body.max_wait)) / 1000.0
     deadline = time.monotonic() + max_wait
     response_max = getattr(body, "max_bytes", 2**31 - 1)
@@ -265,7 +283,7 @@ async def fetch(ctx, req):
         rack = getattr(body, "rack_id", "") or ""
     while True:
         topics, total = await ctx.call(_fetch_all, ctx.broker, wanted, response_max, ctx.node_id,
-                                       req.api_version >= 11, rack)
+                                       req.api_version >= 11, rack, isolation)
         failed = any(p["error_code"] or p.get("preferred_read_replica", -1) >= 0
                      for t in topics for p in t["partitions"])
         remaining = deadline - time.monotonic()
@@ -280,12 +298,14 @@ async def fetch(ctx, req):
 
 @api(2, "ListOffsets", 1, 7)     # v7: MAX_TIMESTAMP (-3, KIP-734), Broker.list_offsets
 async def list_offsets(ctx, req):
+    isolation = 1 if getattr(req.body, "isolation_level", 0) == 1 else 0     # v2+
     out = []
     for t in req.body.topics:
         rows = []
         for p in t.partitions:
             result, code, _ = await ctx.attempt(_list_offset, ctx.broker, t.name, p.partition_index,
-                                                p.timestamp, ctx.node_id, getattr(p, "current_leader_epoch", -1))
+                                                p.timestamp, ctx.node_id, getattr(p, "current_leader_epoch", -1),
+                                                isolation)
             row = {"partition_index": p.partition_index, "error_code": code,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if not code:
@@ -295,12 +315,18 @@ async def list_offsets(ctx, req):
     return {"topics": out}
 
 
-def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None, current_epoch: int = -1):
-    """``(offset, timestamp, leader epoch)`` as Kafka's ListOffsets answers them."""
+def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None, current_epoch: int = -1,
+                 isolation_level: int = 0):
+    """``(offset, timestamp, leader epoch)`` as Kafka's ListOffsets answers them; LATEST is
+    the last stable offset for read_committed (``isolation_level`` 1), the high watermark
+    otherwise."""
     _check_partition(broker, topic, partition)
     broker.check_leader_epoch(topic, partition, current_epoch, **_at(node))
     _check_leader(broker, topic, partition, node)
-    offset, found_ts = broker.list_offsets(topic, partition, timestamp)
+    if timestamp == -1 and isolation_level == 1:
+        offset, found_ts = broker.last_stable_offset(topic, partition), -1
+    else:
+        offset, found_ts = broker.list_offsets(topic, partition, timestamp)
     return offset, found_ts, broker.offset_leader_epoch(topic, partition, timestamp, offset)
 
 

@@ -201,7 +201,8 @@ def build(cls: type, data: dict) -> Any:
     """An instance of the kio dataclass ``cls`` from ``data`` (see the module docstring).
 
     Nested entities are given as dicts (or lists of dicts); ``error_code`` fields as ints;
-    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null). The fields'
+    ``timedelta``/``datetime`` fields as milliseconds (``datetime`` -1 = null where the field
+    is nullable, else written as -1). The fields'
     shapes are classified once per class (:func:`_plan`), not per response.
     """
     kwargs = {}
@@ -246,6 +247,8 @@ def _converter(f: dataclasses.Field, kafka_type):
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
         return lambda value: datetime.timedelta(milliseconds=value)
     if kafka_type == "datetime_i64":
+        if not is_optional(f):      # -1 written as -1 (DescribeTransactions' start time when none)
+            return lambda value: _EPOCH + datetime.timedelta(milliseconds=value)
         return lambda value: None if value is None or value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
     return _identity
 

@@ -71,10 +71,22 @@ def minimal_request(key: int, version: int) -> dict:
         46: {"timeout": 5000, "topics": None},
         47: {"group_id": "nosuchgroup", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": True},
+        # the transaction APIs for an id never initialised: Kafka's errors for it
+        24: {"v3_and_below_transactional_id": "nosuchtx", "v3_and_below_producer_id": 1,
+             "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "t", "partitions": [0]}]},
+        25: {"transactional_id": "nosuchtx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+        26: {"transactional_id": "nosuchtx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+        28: {"transactional_id": "nosuchtx", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                 {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+        65: {"transactional_ids": []},
+        66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
     }[key]
 
 
-EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69}   # errors a minimal request must get
+EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69,
+                 24: 49, 25: 49, 26: 49, 28: 48}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
@@ -85,7 +97,7 @@ def _codes(obj) -> list[int]:
     if dataclasses.is_dataclass(obj):
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            if f.name == "error_code":
+            if f.name in ("error_code", "partition_error_code"):
                 out.append(int(value))
             else:
                 out.extend(_codes(value))

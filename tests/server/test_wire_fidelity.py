@@ -160,29 +160,14 @@ def test_sentinel_offsets_are_stored_and_read_back_as_kafka_does(server):
     assert sorted(values) == [b"v0", b"v1", b"v2", b"v3"]
 
 
-def test_transactional_clients_stop_at_once_with_a_clear_error_and_the_server_says_why(server):
-    """A transactional producer is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which
-    librdkafka and kafka-python treat as fatal: each stops within seconds, naming the
-    missing feature (before: INVALID_REQUEST, retried ~89 times in 45 s). The server logs
-    the refusal at WARNING with the client id and the API."""
-    from confluent_kafka import KafkaException, Producer
-    from kafka import KafkaProducer
-    from kafka.errors import TransactionalIdAuthorizationFailedError
+def test_an_unserved_coordinator_kind_is_refused_and_the_server_says_why(server):
+    """FindCoordinator for a key type kafkasim does not serve (2, share groups) answers
+    INVALID_REQUEST, and the server logs the refusal at WARNING with the client id and the
+    API. (Transactions, key type 1, are served: tests/server/test_transactions_wire.py.)"""
+    from tests.server import raw
 
-    started = time.monotonic()
-    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "tx-c"})
-    with pytest.raises(KafkaException) as caught:
-        producer.init_transactions(30)
-    err = caught.value.args[0]
-    assert err.code() == 53 and err.fatal() and not err.retriable()
-    assert "not transactions" in err.str()
-    assert time.monotonic() - started < 10
-    started = time.monotonic()
-    kp = KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="tx-k")
-    with pytest.raises(TransactionalIdAuthorizationFailedError):
-        kp.init_transactions()
-    assert time.monotonic() - started < 10
-    kp.close(timeout=5)
-    wait_until(lambda: "refused FindCoordinator from client 'rdkafka'" in server.log_text(), 10,
-               what="the refusal in the server log")
+    with raw.connect(server.host, server.port) as sock:
+        r = raw.call(sock, 10, 4, {"key_type": 2, "coordinator_keys": ["share-g"]})
+    assert [int(c.error_code) for c in r.coordinators] == [42]
+    wait_until(lambda: "refused FindCoordinator" in server.log_text(), 10, what="the refusal in the server log")
     assert "WARNING" in server.log_text()

@@ -4,8 +4,9 @@ malformed ones are answered with Kafka's error codes and leave nothing in the lo
 
 - CORRUPT_MESSAGE (2): a header cut short, an unknown magic, a length past the end, a CRC
   that does not match, records that do not parse;
-- INVALID_RECORD (87): no batch at all; transactional and control batches (kafkasim has
-  no transactions yet);
+- INVALID_RECORD (87): no batch at all; control batches (only the broker writes them);
+- TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): a transactional batch in a request without a
+  transactional id (KafkaApis' check; transactional produce itself: test_transactions_wire.py);
 - hostile bytes (mutated, truncated, random) get an error code, never a dropped connection,
   and the server keeps answering.
 """
@@ -18,7 +19,9 @@ import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kafkasim.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
+from kafkasim.errors import (
+    CorruptRecordError, InvalidRecordError, InvalidTimestampError, TransactionalIdAuthorizationFailedError,
+)
 from kafkasim.records import record_batch as rb
 from tests.server import raw
 from tests.server.conftest import start_server
@@ -27,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 CODECS = [0, 1, 2, 3, 4]          # none, gzip, snappy, lz4, zstd
 CORRUPT, INVALID = CorruptRecordError.errno, InvalidRecordError.errno
+TXN_ID_AUTH_FAILED = TransactionalIdAuthorizationFailedError.errno
 T0 = 1_700_000_000_000
 
 
@@ -93,7 +97,8 @@ GOOD = rb.encode_batch(0, [(0, T0, b"k", b"v", (("h", b"1"),))])
     ("a CRC that does not match", GOOD[:-1] + bytes([GOOD[-1] ^ 1]), CORRUPT),
     ("magic 1", rebuilt(GOOD, magic=1), CORRUPT),
     ("a second batch cut short", GOOD + GOOD[:30], CORRUPT),
-    ("a transactional batch", rebuilt(GOOD, attributes=0x10), INVALID),
+    # KafkaApis.handleProduceRequest: a transactional batch needs the request's transactional id
+    ("a transactional batch", rebuilt(GOOD, attributes=0x10), TXN_ID_AUTH_FAILED),
     ("a control batch", rebuilt(GOOD, attributes=0x20), INVALID),
     # Kafka's ProduceRequest.validateRecords (v3+): exactly one batch per partition
     ("two whole batches", GOOD + GOOD, INVALID),
@@ -172,7 +177,7 @@ def test_hostile_bytes_get_an_error_code_and_the_server_keeps_answering(sock, da
             struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
         buf = bytes(buf)
     row = produce(sock, "hostile", buf)
-    assert int(row.error_code) in (0, CORRUPT, INVALID, InvalidTimestampError.errno), row
+    assert int(row.error_code) in (0, CORRUPT, INVALID, InvalidTimestampError.errno, TXN_ID_AUTH_FAILED), row
     if int(row.error_code) == 0:
         assert fetch_records(sock, "hostile", row.base_offset)
 

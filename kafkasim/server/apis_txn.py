@@ -1,0 +1,123 @@
+"""Handlers for the transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit, DescribeTransactions, ListTransactions (InitProducerId and FindCoordinator,
+which serve idempotent producers and groups too, are in :mod:`kafkasim.server.apis_admin`).
+
+Each is one call into the broker's transaction API (:mod:`kafkasim.broker.txn_api`), whose
+errors carry Kafka's codes; the request's version is passed on where Kafka's answer depends
+on it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for older clients). The versions served
+are the ones the Python clients send without KIP-890's transaction version 2 (no client here
+reads ``transaction.version``, and kafkasim does not advertise it): AddPartitionsToTxn 0–3
+(the client form; v4+ is broker to broker), AddOffsetsToTxn 0–3, EndTxn 0–3,
+TxnOffsetCommit 0–3, DescribeTransactions 0, ListTransactions 0–1.
+
+Loop-thread coroutines; the broker calls run on the executor.
+"""
+
+from __future__ import annotations
+
+from kafkasim.errors import KafkaSimError, OperationNotAttemptedError, UnknownTopicOrPartitionError
+from kafkasim.server.api import api, error_code
+from kafkasim.types import OffsetAndMetadata, TopicPartition
+
+__all__: list[str] = []
+
+
+def _partition_errors(broker, topics) -> dict:
+    """``{(topic, partition): error}`` for the partitions a transaction cannot add (unknown
+    topic or partition); empty when every one exists."""
+    bad = {}
+    for t in topics:
+        for p in t.partitions:
+            try:
+                if not 0 <= p < broker.partition_count(t.name):
+                    raise UnknownTopicOrPartitionError(f"{t.name}-{p}: no such partition")
+            except KafkaSimError as exc:
+                bad[(t.name, p)] = exc
+    return bad
+
+
+@api(24, "AddPartitionsToTxn", 0, 3)
+async def add_partitions_to_txn(ctx, req):
+    """One answer for every partition, as Kafka's coordinator gives; when some partition is
+    unknown, those get UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED."""
+    body = req.body
+    topics = body.v3_and_below_topics
+    bad = await ctx.call(_partition_errors, ctx.broker, topics)
+    codes: dict = {}
+    if bad:
+        skipped = error_code(OperationNotAttemptedError("another partition of the request is unknown"))
+        codes = {key: error_code(exc) for key, exc in bad.items()}
+        default = skipped
+    else:
+        tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+        _, default, _ = await ctx.attempt(ctx.broker.add_partitions_to_txn, body.v3_and_below_transactional_id,
+                                          body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, tps,
+                                          version=req.api_version)
+    return {"results_by_topic_v3_and_below": [
+        {"name": t.name, "results_by_partition": [
+            {"partition_index": p, "partition_error_code": codes.get((t.name, p), default)}
+            for p in t.partitions]} for t in topics]}
+
+
+@api(25, "AddOffsetsToTxn", 0, 3)
+async def add_offsets_to_txn(ctx, req):
+    body = req.body
+    _, code, _ = await ctx.attempt(ctx.broker.add_offsets_to_txn, body.transactional_id, body.producer_id,
+                                   body.producer_epoch, body.group_id, version=req.api_version)
+    return {"error_code": code}
+
+
+@api(26, "EndTxn", 0, 3)
+async def end_txn(ctx, req):
+    body = req.body
+    _, code, _ = await ctx.attempt(ctx.broker.end_txn, body.transactional_id, body.producer_id,
+                                   body.producer_epoch, bool(body.committed), version=req.api_version)
+    if not code:
+        ctx.data_waker.notify()                # the markers moved the LSO: wake read_committed fetches
+    return {"error_code": code}
+
+
+@api(28, "TxnOffsetCommit", 0, 3)
+async def txn_offset_commit(ctx, req):
+    """The offsets become the group's when the transaction commits. The KIP-447 member and
+    generation fields (v3) are read but not checked against the group (docs/differences.md)."""
+    body = req.body
+    offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+        p.committed_offset, p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1))
+        for t in body.topics for p in t.partitions}
+    _, code, _ = await ctx.attempt(ctx.broker.txn_offset_commit, body.transactional_id, body.group_id,
+                                   body.producer_id, body.producer_epoch, offsets)
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
+        for t in body.topics]}
+
+
+def _by_topic(partitions) -> list:
+    topics: dict = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(topics.items())]
+
+
+@api(65, "DescribeTransactions", 0, 0)
+async def describe_transactions(ctx, req):
+    rows = await ctx.call(ctx.broker.describe_transactions, list(req.body.transactional_ids))
+    return {"transaction_states": [
+        {"error_code": d.error_code, "transactional_id": d.transactional_id, "transaction_state": d.state,
+         "transaction_timeout": d.transaction_timeout_ms, "transaction_start_time": d.transaction_start_time_ms,
+         "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+         "topics": _by_topic(d.topic_partitions)} for d in rows]}
+
+
+@api(66, "ListTransactions", 0, 1)
+async def list_transactions(ctx, req):
+    body = req.body
+    result, code, _ = await ctx.attempt(ctx.broker.list_transactions, list(body.state_filters),
+                                        [int(p) for p in body.producer_id_filters],
+                                        int(getattr(body, "duration_filter", -1)))
+    if code:
+        return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
+    return {"error_code": 0, "unknown_state_filters": list(result.unknown_state_filters),
+            "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                                    "transaction_state": t.state} for t in result.transactions]}
+
