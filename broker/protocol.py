@@ -26,7 +26,7 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ServedBrokerAPI"]
+__all__ = ["BrokerAPI", "ServedBrokerAPI", "TransactionalBrokerAPI"]
 
 
 @runtime_checkable
@@ -84,6 +84,24 @@ class BrokerAPI(Protocol):
     def flush(self) -> None: ...
     def tick(self) -> Any: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TransactionalBrokerAPI(BrokerAPI, Protocol):
+    """What a transactional producer and a ``read_committed`` consumer call beyond
+    :class:`BrokerAPI` (the in-process Broker and Cluster; not yet RemoteBroker)."""
+
+    def init_transactional_producer_id(self, transactional_id: str,
+                                       transaction_timeout_ms: int = 60_000) -> tuple[int, int]: ...
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: Iterable) -> None: ...
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group_id: str) -> None: ...
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          offsets: dict) -> None: ...
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None: ...
+    def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *,
+                      isolation_level: int = 0) -> Any: ...
 
 
 @runtime_checkable

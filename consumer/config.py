@@ -9,7 +9,7 @@ validates a constructor's configs against it once, at construction:
   Kafka 3.x);
 - kafkasim's own (``clock``, ``heartbeat_thread``);
 - the consumer's entries of :data:`kafkasim.config.KAFKA_PYTHON_UNAPPLIED`
-  (``fetch_min_bytes``, ``fetch_max_wait_ms``, ``isolation_level``, network, security,
+  (``fetch_min_bytes``, ``fetch_max_wait_ms``, network, security,
   ...): accepted with ``applied=False``; the constructor emits one
   :class:`~kafkasim.config.IgnoredConfigWarning` naming those it was given.
 
@@ -51,6 +51,8 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("metadata_max_age_ms", "long", 300_000, min=0, doc="how often the leader checks partition counts"),
     _D("allow_auto_create_topics", "boolean", True,
        doc="subscribing to a missing topic creates it when the broker's auto.create.topics.enable allows"),
+    _D("isolation_level", "string", "read_uncommitted", choices=("read_uncommitted", "read_committed"),
+       doc="read_committed: up to the last stable offset, aborted transactions dropped; markers never returned"),
     # kafkasim-only
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("heartbeat_thread", "boolean", None,

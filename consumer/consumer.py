@@ -17,9 +17,12 @@ re-delivers the uncommitted records to whoever owns the partition next.
 Configs use Kafka's names and defaults (underscored, as kafka-python), defined and
 validated once at construction by ``consumer/config.py`` (:data:`DEFAULT_CONFIG`); an
 unknown name is an InvalidConfigurationError naming its close matches, and configs
-kafka-python accepts that mean nothing in-process (``fetch_min_bytes``,
-``isolation_level``, network and security settings) are accepted with one
-:class:`~kafkasim.config.IgnoredConfigWarning`. kafkasim additions: ``clock`` (injected
+kafka-python accepts that mean nothing in-process (``fetch_min_bytes``, network and
+security settings) are accepted with one :class:`~kafkasim.config.IgnoredConfigWarning`.
+``isolation_level`` is applied (``consumer/fetcher.py``): ``read_committed`` reads up to the
+last stable offset and drops aborted transactions; neither level returns transaction
+markers. :meth:`Consumer.group_metadata` is what a transactional producer's
+``send_offsets_to_transaction`` takes. kafkasim additions: ``clock`` (injected
 Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default on with
 the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
 instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
@@ -62,7 +65,7 @@ import threading
 from collections import deque
 from typing import Any, Iterable, Iterator, Optional
 
-from kafkasim.consumer.fetcher import ConsumerRecord, Fetcher
+from kafkasim.consumer.fetcher import READ_COMMITTED, READ_UNCOMMITTED, ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
@@ -73,9 +76,21 @@ from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets
 from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import IllegalStateError, InvalidConfigurationError, KafkaSimError, UnknownTopicOrPartitionError
-from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "KafkaConsumer", "DEFAULT_CONFIG", "ConsumerRecord", "ConsumerRebalanceListener"]
+
+
+def _isolation_level(broker: Any, name: str) -> int:
+    """Kafka's isolation level number for the config; read_committed needs the stored
+    batches with their aborted transactions (``fetch_batches``)."""
+    if name != "read_committed":
+        return READ_UNCOMMITTED
+    if not callable(getattr(broker, "fetch_batches", None)):
+        raise InvalidConfigurationError(
+            f"isolation_level='read_committed' needs a broker that returns stored batches (fetch_batches); "
+            f"{type(broker).__name__} does not")
+    return READ_COMMITTED
 
 
 class Consumer(Positions, OffsetLookups):
@@ -107,7 +122,8 @@ class Consumer(Positions, OffsetLookups):
                                 value_deserializer=cfg["value_deserializer"],
                                 on_out_of_range=self._reset_out_of_range,
                                 client_rack=cfg["client_rack"],
-                                retry_backoff_ms=cfg["retry_backoff_ms"])
+                                retry_backoff_ms=cfg["retry_backoff_ms"],
+                                isolation_level=_isolation_level(broker, cfg["isolation_level"]))
         self._member: Optional[GroupMember] = None
         if cfg["group_id"] is not None:
             self._member = GroupMember(
@@ -411,6 +427,15 @@ class Consumer(Positions, OffsetLookups):
     @property
     def generation_id(self) -> Optional[int]:
         return None if self._member is None else self._member.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group membership (kafka-python's, KIP-447), to pass to
+        ``Producer.send_offsets_to_transaction()``: the group id, generation, member id and
+        group instance id; ``group_id`` None without a group."""
+        if self._member is None:
+            return ConsumerGroupMetadata(None)
+        return ConsumerGroupMetadata(self.config["group_id"], self._member.generation_id, self._member.member_id,
+                                     self.config["group_instance_id"])
 
     @property
     def member_state(self) -> Optional[MemberState]:

@@ -2,18 +2,27 @@
 
 Each :meth:`Fetcher.fetch` walks the fetchable partitions (assigned, not paused,
 position known) round robin, starting after the partition it served last, so no
-partition starves; it serves buffered records first and asks the broker
-(``kafkasim.broker.fetch_columns``: columns, so each record becomes one tuple) for at most ``max_partition_fetch_bytes`` per partition and
-``fetch_max_bytes`` per call when a buffer runs dry.
+partition starves; it serves buffered records first and asks the broker for at most
+``max_partition_fetch_bytes`` per partition and ``fetch_max_bytes`` per call when a buffer
+runs dry. The records become columns, so each record becomes one tuple:
+
+- from a broker with the stored batches (``fetch_batches``: the in-process Broker and
+  Cluster), the fetcher decodes each batch (:func:`kafkasim.records.record_batch.decode_columns`,
+  as the log's own column read does) and applies the isolation level, as Kafka's clients
+  do (txn facts §4.3, :func:`batches_to_columns`): **control batches (transaction markers)
+  are never returned**, under either level; ``read_committed`` reads up to the last stable
+  offset and drops the batches of aborted transactions by the fetch's aborted list;
+- from a broker without them (``kafkasim.server.remote.RemoteBroker``), through
+  ``fetch_columns`` (read_uncommitted only).
 
 Invariants:
 - records are returned in offset order per partition, each exactly once per
   position: after returning records up to offset ``o`` the position is ``o + 1``;
 - a buffer is valid only for the position it was filled at; :meth:`invalidate`
   drops it (seek, reassignment);
-- compaction gaps never stall a position: the broker's fetch steps over them, and a
-  fetch that finds no record below the log end moves the position to its
-  ``next_offset`` (the end of the batches it read), as Kafka's consumer does;
+- compaction gaps, markers and aborted batches never stall a position: a fetch that
+  returns no record moves the position to its ``next_offset`` (the end of the batches it
+  read, past the markers), as Kafka's consumer does;
 - with a broker or cluster that answers ``leader_for``, each fetch goes to the partition's
   leader, or with ``client_rack`` to the replica the cluster prefers in that rack (KIP-392:
   a follower serves records below the high watermark); a failover
@@ -30,13 +39,20 @@ from __future__ import annotations
 import gc
 from bisect import bisect_left
 from itertools import repeat
+from operator import add
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkasim.consumer.subscription import SubscriptionState
 from kafkasim.errors import LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkasim.records.control import CONTROL_ABORT, read_control_batch
+from kafkasim.records.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_columns
 from kafkasim.types import TopicPartition
 
-__all__ = ["Fetcher", "ConsumerRecord", "CREATE_TIME", "LOG_APPEND_TIME"]
+__all__ = ["Fetcher", "ConsumerRecord", "CREATE_TIME", "LOG_APPEND_TIME", "READ_UNCOMMITTED", "READ_COMMITTED",
+           "batches_to_columns"]
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -68,12 +84,81 @@ class ConsumerRecord(NamedTuple):
 
 _tuple_new = tuple.__new__
 _CR = ConsumerRecord
-_NO_BUFFER = (None, 0)
+_NO_BUFFER = (None, 0, 0)
 _NO_EPOCH = -1
 
 
 def _header_size(headers) -> int:
     return sum(len(k.encode("utf-8")) + (0 if v is None else len(v)) for k, v in headers)
+
+
+class _Columns(NamedTuple):
+    """What :meth:`Fetcher.fetch` reads of a fetch: the fields of ``ColumnFetchResult`` it uses."""
+
+    columns: tuple
+    high_watermark: int
+    next_offset: int
+
+
+def batches_to_columns(batches, read_committed: bool, aborted_transactions=None) -> tuple[tuple, Optional[int]]:
+    """The records of fetched ``batches`` (``[(BatchHeader, bytes)]``, in offset order) as
+    columns ``(offsets, timestamps, keys, values, headers)``, and the offset after the last
+    batch (None without batches). Kafka's clients' rule (``CompletedFetch``; txn facts §4.3):
+
+    1. the aborted transactions (``[AbortedTxn]``, read_committed only) are sorted by first
+       offset; a set holds the producer ids whose aborted transaction is open here;
+    2. for each batch with a producer id, read_committed: every aborted transaction with
+       ``first_offset <= batch last offset`` puts its producer id in the set; an ABORT marker
+       takes its producer id out; a transactional data batch whose producer id is in the
+       set is skipped whole;
+    3. control batches are never returned, under either level.
+
+    Example: ``[data(pid 7, offsets 0-1), ABORT(pid 7, offset 2), data(offset 3)]`` with the
+    aborted list ``[AbortedTxn(7, 0, 2, 3)]`` gives offset 3 only (read_committed), and 0, 1,
+    3 (read_uncommitted).
+    """
+    offs: list = []
+    tss: list = []
+    keys: list = []
+    values: list = []
+    headers: list = []
+    aborted = sorted(aborted_transactions or (), key=lambda a: a.first_offset) if read_committed else ()
+    next_aborted = 0
+    aborted_pids: set = set()
+    h = None
+    for h, raw in batches:
+        attrs = h.attributes
+        if attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL):
+            if read_committed and h.producer_id >= 0:
+                last = h.base_offset + h.last_offset_delta
+                while next_aborted < len(aborted) and aborted[next_aborted].first_offset <= last:
+                    aborted_pids.add(aborted[next_aborted].producer_id)
+                    next_aborted += 1
+                if attrs & ATTR_CONTROL:
+                    ctrl = read_control_batch(raw, 0, h)
+                    if ctrl is not None and ctrl[0].type == CONTROL_ABORT:
+                        aborted_pids.discard(h.producer_id)
+                    continue
+                if h.producer_id in aborted_pids:
+                    continue
+            elif attrs & ATTR_CONTROL:
+                continue
+        deltas, tsds, k, v, hd = decode_columns(raw, 0, h)
+        n = len(deltas)
+        if not n:
+            continue
+        base = h.base_offset
+        if deltas[-1] == n - 1:     # decode_columns checked the deltas increase: 0..n-1
+            offs.extend(range(base, base + n))
+        else:
+            offs.extend(map(add, deltas, repeat(base)))
+        tss.extend(map(add, tsds, repeat(h.base_timestamp)))
+        keys.extend(k)
+        values.extend(v)
+        headers.extend(hd)
+    return (offs, tss, keys, values, headers), (None if h is None else h.next_offset)
+
+
 _MOVED = (NotLeaderOrFollowerError, LeaderNotAvailableError, NetworkError)
 
 
@@ -85,15 +170,19 @@ class Fetcher:
                  key_deserializer: Optional[Callable] = None,
                  value_deserializer: Optional[Callable] = None,
                  on_out_of_range: Optional[Callable[[TopicPartition], None]] = None,
-                 client_rack: str = "", retry_backoff_ms: int = 100) -> None:
+                 client_rack: str = "", retry_backoff_ms: int = 100,
+                 isolation_level: int = READ_UNCOMMITTED) -> None:
         self._broker = broker
+        self.isolation_level = isolation_level
+        # the stored batches when the broker has them (markers dropped, isolation applied)
+        self._batches = callable(getattr(broker, "fetch_batches", None))
         self._subs = subscriptions
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.fetch_max_bytes = fetch_max_bytes
         self._kd = key_deserializer
         self._vd = value_deserializer
         self._on_out_of_range = on_out_of_range
-        self._buffers: dict[TopicPartition, tuple] = {}   # tp -> (RecordColumns, next row)
+        self._buffers: dict[TopicPartition, tuple] = {}   # tp -> (RecordColumns, next row, fetch's next offset)
         self._ts_type: dict[str, int] = {}
         self._next = 0
         # leader / closest-replica routing (a broker or cluster answering leader_for)
@@ -112,6 +201,9 @@ class Fetcher:
         """One fetch, sent to the partition's leader, or with ``client_rack`` to the replica
         the cluster prefers for that rack (KIP-392); without routing, to the broker as is."""
         if not self._routed:
+            if self._batches:
+                return self._columns(self._broker.fetch_batches(tp.topic, tp.partition, position, want,
+                                                                isolation_level=self.isolation_level), position)
             return self._broker.fetch_columns(tp.topic, tp.partition, position, want)
         node = self._replica.get(tp)
         if node is None:
@@ -119,7 +211,21 @@ class Fetcher:
             node = (prefer(tp.topic, tp.partition, self.client_rack) if prefer is not None and self.client_rack
                     else self._broker.leader_for(tp.topic, tp.partition))
             self._replica[tp] = node
+        if self._batches:
+            return self._columns(self._broker.fetch_batches(tp.topic, tp.partition, position, want, node=node,
+                                                            isolation_level=self.isolation_level), position)
         return self._broker.fetch_columns(tp.topic, tp.partition, position, want, node=node)
+
+    def _columns(self, res, position: int) -> _Columns:
+        """A ``fetch_batches`` answer as the columns :meth:`fetch` reads. With no batch, nothing
+        below the bound (high watermark, or the last stable offset for read_committed) but
+        record-less batches lies after ``position``: the next offset is the bound."""
+        committed = self.isolation_level == READ_COMMITTED
+        cols, next_offset = batches_to_columns(res.batches, committed, res.aborted_transactions)
+        if next_offset is None:
+            bound = res.last_stable_offset if committed else res.high_watermark
+            next_offset = max(position, bound)
+        return _Columns(cols, res.high_watermark, next_offset)
 
     def _timestamp_type(self, topic: str) -> int:
         t = self._ts_type.get(topic)
@@ -145,7 +251,7 @@ class Fetcher:
                 break
             tp = tps[(start + i) % n]
             state = assignment[tp]
-            cols, idx = self._buffers.get(tp, _NO_BUFFER)
+            cols, idx, next_offset = self._buffers.get(tp, _NO_BUFFER)
             if cols is None or idx >= len(cols[0]):
                 if bytes_left <= 0:
                     continue
@@ -166,6 +272,7 @@ class Fetcher:
                         clock.sleep(self.retry_backoff_ms)
                     continue
                 cols = res.columns
+                next_offset = res.next_offset
                 state.highwater = res.high_watermark     # Consumer.highwater()
                 idx = bisect_left(cols[0], state.position)   # offsets increase: skip those below
                 if idx >= len(cols[0]):
@@ -176,13 +283,15 @@ class Fetcher:
             end = idx + budget
             offsets = cols[0]
             n_buf = len(offsets)
+            out[tp] = self._convert(tp, cols, idx, min(end, n_buf))
             if end < n_buf:
-                self._buffers[tp] = (cols, end)
+                self._buffers[tp] = (cols, end, next_offset)
+                state.position = offsets[end - 1] + 1
             else:
                 end = n_buf
                 self._buffers.pop(tp, None)
-            out[tp] = self._convert(tp, cols, idx, end)
-            state.position = offsets[end - 1] + 1
+                # past the batches read: markers and aborted batches after the last record too
+                state.position = max(offsets[end - 1] + 1, next_offset)
             budget -= end - idx
             self._next = (start + i + 1) % n
         return out

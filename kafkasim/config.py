@@ -297,8 +297,6 @@ KAFKA_PYTHON_UNAPPLIED: tuple[tuple[ConfigDef, tuple[str, ...]], ...] = tuple(
         ("request_timeout_ms", "int", 305_000, None, "a fetch returns at once (no network wait)", _CONSUMER),
         ("fetch_min_bytes", "int", 1, None, "a fetch returns what the log has, at once", _CONSUMER),
         ("fetch_max_wait_ms", "int", 500, None, "a fetch never waits on the broker", _CONSUMER),
-        ("isolation_level", "string", "read_uncommitted", ("read_uncommitted", "read_committed"),
-         "no transactions, so both levels read the same records", _CONSUMER),
         ("client_rack", "string", "", None, "one broker: no follower fetching (KIP-392)", _CONSUMER),
         ("check_crcs", "boolean", True, None, "the log always verifies CRCs", _CONSUMER),
         ("exclude_internal_topics", "boolean", True, None, "subscriptions name topics explicitly", _CONSUMER),

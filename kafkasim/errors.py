@@ -50,6 +50,7 @@ so ``except KafkaSimError`` catches everything of ours::
         ├── CommitFailedError          a commit after the member lost its partitions
         ├── NoOffsetForPartitionError  auto_offset_reset=none and no committed offset
         ├── IllegalStateError          an API called in a state that forbids it
+        ├── TransactionAbortedError    a record not yet sent when its failed transaction was aborted
         ├── KafkaTimeoutError          a bounded wait ran out
         ├── InvalidArgumentError       a bad argument with no Kafka code (CLI input, options)
         ├── SerializationError         a key or value not bytes and no serializer (also a TypeError)
@@ -83,7 +84,7 @@ __all__ = [
     "InvalidProducerEpochError", "KafkaStorageError", "OldLogFormatError", "UnknownProducerIdError",
     "NonEmptyGroupError", "GroupIdNotFoundError", "MemberIdRequiredError",
     "GroupMaxSizeReachedError", "FencedInstanceIdError", "InvalidRecordError",
-    "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError",
+    "CommitFailedError", "NoOffsetForPartitionError", "IllegalStateError", "TransactionAbortedError",
     "KafkaTimeoutError", "InvalidArgumentError", "SerializationError", "RecordDeserializationError",
     "NetworkError", "UnsupportedVersionError",
     "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "LeaderNotAvailableError", "NotLeaderOrFollowerError",
@@ -486,6 +487,13 @@ class IllegalStateError(KafkaSimError):
     """Raised when an API is called in a state that forbids it (e.g. a closed producer)."""
 
     description = "Illegal state."
+
+
+class TransactionAbortedError(KafkaSimError):
+    """Raised on the future of a record still unsent when the producer aborts a transaction that
+    had already failed (kafka-python's and Java's name, KIP-654); the producer stays usable."""
+
+    description = "Failing batch since transaction was aborted"
 
 
 class KafkaTimeoutError(KafkaSimError):

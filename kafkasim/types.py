@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-__all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "Record", "Header"]
+__all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "Record", "Header",
+           "ConsumerGroupMetadata"]
 
 Header = tuple  # (key: str, value: bytes | None)
 
@@ -39,6 +40,16 @@ class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership (kafka-python's fields, KIP-447), as ``Consumer.group_metadata()``
+    returns it for ``Producer.send_offsets_to_transaction()``; ``group_id`` None without a group."""
+
+    group_id: Optional[str] = None
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
 
 
 class Record(NamedTuple):

@@ -6,7 +6,7 @@ constructor's configs against it once, at construction (never per record):
 
 - kafka-python's configs the producer acts on, with the defaults of Kafka's Java producer
   (4.x: ``acks=all``, ``linger.ms=5`` per KIP-1030, idempotence on unless other configs
-  conflict);
+  conflict; a ``transactional_id`` makes it idempotent, and a conflicting config then raises);
 - kafkasim's own (``clock``, ``seed``, ``stamp_headers``, fault injection,
   ``background_sender``);
 - the producer's entries of :data:`kafkasim.config.KAFKA_PYTHON_UNAPPLIED` (network,
@@ -54,6 +54,10 @@ PRODUCER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("metadata_max_age_ms", "long", 300_000, min=0, doc="how long a topic's partition count is cached"),
     _D("allow_auto_create_topics", "boolean", True,
        doc="a send to a missing topic creates it when the broker's auto.create.topics.enable allows"),
+    _D("transactional_id", "string", None,
+       doc="None: no transactions; else init_transactions() and the transaction methods (implies idempotence)"),
+    _D("transaction_timeout_ms", "int", 60_000, min=1,
+       doc="the coordinator aborts a transaction open longer than this (transaction.timeout.ms)"),
     # kafkasim-only
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("seed", "object", 0, doc="seeds the partitioner's RNG and fault injection"),

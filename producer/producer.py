@@ -59,7 +59,7 @@ from kafkasim.clock import Clock, MockClock, SystemClock
 from kafkasim.config import parse_configs, warn_ignored
 from kafkasim.errors import (
     IllegalStateError, InvalidArgumentError, InvalidConfigurationError, KafkaTimeoutError,
-    RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError,
+    RecordTooLargeError, SerializationError, TransactionAbortedError, UnknownTopicOrPartitionError,
 )
 from kafkasim.records.compression import codec_id
 from kafkasim.records.validation import RECORD_OVERHEAD, check_headers, check_timestamp
@@ -69,6 +69,7 @@ from kafkasim.producer.batch import FutureRecordMetadata, ProducerBatch
 from kafkasim.producer.config import DEFAULT_CONFIG, PRODUCER_CONFIGS
 from kafkasim.producer.faults import LOST_REQUEST, LOST_RESPONSE, FaultInjector
 from kafkasim.producer.sender import Sender
+from kafkasim.producer.transactions import TransactionManager
 from kafkasim.partitioning.hashing import murmur2
 from kafkasim.partitioning.partitioners import DefaultPartitioner, make_partitioner
 
@@ -97,6 +98,11 @@ class Producer:
         self._max_request_size = cfg["max_request_size"]
         self._metadata_max_age_ms = cfg["metadata_max_age_ms"]
         self._idempotent = self._resolve_idempotence(cfg)
+        self._txn: Optional[TransactionManager] = None
+        if cfg["transactional_id"] is not None:
+            _check_transactional_broker(broker)
+            self._txn = TransactionManager(broker, cfg["transactional_id"], cfg["transaction_timeout_ms"],
+                                           self._clock, cfg["retry_backoff_ms"])
         seed = cfg["seed"]
 
         self.partitioner = make_partitioner(cfg["partitioner"]).bind(
@@ -118,7 +124,7 @@ class Producer:
         self._key_seq: dict = {}
         self._closed = False
         self._sends = 0
-        self._checks = self._key_ser is not None or self._value_ser is not None
+        self._checks = self._key_ser is not None or self._value_ser is not None or self._txn is not None
         self._m = {"record-send-total": 0, "record-retry-total": 0, "record-error-total": 0,
                    "batch-total": 0, "request-total": 0, "duplicate-batch-total": 0,
                    "injected-fault-total": 0, "byte-total": 0, "batch-split-total": 0}
@@ -129,7 +135,7 @@ class Producer:
                               retry_backoff_ms=cfg["retry_backoff_ms"],
                               delivery_timeout_ms=cfg["delivery_timeout_ms"], faults=faults,
                               metrics=self._m,
-                              compression=codec_id(cfg["compression_type"] or "none"))
+                              compression=codec_id(cfg["compression_type"] or "none"), txn=self._txn)
         self._deliver = self._sender.deliver
 
         bg = cfg["background_sender"]
@@ -143,6 +149,15 @@ class Producer:
 
     @staticmethod
     def _resolve_idempotence(cfg: dict) -> bool:
+        explicit = cfg["enable_idempotence"]
+        if cfg["transactional_id"] is not None:
+            # kafka-python: a transactional producer is idempotent, and strict about conflicts
+            if explicit is False:
+                raise InvalidConfigurationError("Cannot set transactional_id without enable_idempotence.")
+            if cfg["transactional_id"] == "":
+                raise InvalidConfigurationError("Invalid value '' for configuration transactional_id: "
+                                                "a transactional id cannot be empty")
+            explicit = True
         conflicts = []
         if cfg["max_in_flight_requests_per_connection"] > 5:
             conflicts.append("Must set max.in.flight.requests.per.connection to at most 5 "
@@ -152,7 +167,6 @@ class Producer:
         if cfg["acks"] not in ("all", "-1"):
             conflicts.append("Must set acks to all in order to use the idempotent producer. "
                              "Otherwise we cannot guarantee idempotence.")
-        explicit = cfg["enable_idempotence"]
         if explicit is None:           # Kafka: silently off when other configs conflict
             return not conflicts
         if explicit and conflicts:
@@ -179,6 +193,8 @@ class Producer:
         if self._checks:        # closed, or serializers configured
             if self._closed:
                 raise IllegalStateError("Cannot perform operation after producer has been closed")
+            if self._txn is not None:
+                self._txn.check_send()        # only inside a transaction (kafka-python)
             # kafka-python calls a serializer on None too (its SerializeWrapper): a tombstone
             # sent through value_serializer=msgpack.dumps stores msgpack's nil, b"\xc0"
             if self._key_ser is not None:
@@ -303,6 +319,62 @@ class Producer:
         self._checks = True
         self._sender.stop(timeout)
 
+    # ------------------------------------------------------------------ transactions
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError(f"Cannot {what} without setting a transactional_id.")
+        if self._closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Needs to be called before any other transactional method (kafka-python's). Fences
+        every earlier producer with the same ``transactional_id`` (aborting its open
+        transaction) and takes the producer id and epoch used from then on. Calling it again
+        after a success does nothing.
+
+        Raises IllegalStateError without a ``transactional_id``; ProducerFencedError or the
+        broker's error otherwise."""
+        pid, epoch = self._transactions("call init_transactions").initialize()
+        self._sender.set_producer(pid, epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (no request is sent until the first record or offsets);
+        IllegalStateError unless :meth:`init_transactions` succeeded and no transaction is open."""
+        self._transactions("use transactional methods").begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata: Any) -> None:
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata or int}: the next offsets to
+        read) for the consumer group of ``group_metadata`` (``Consumer.group_metadata()``, or
+        a group id str) as part of the open transaction: they become the group's committed
+        offsets only if the transaction commits (kafka-python's; AddOffsetsToTxn then
+        TxnOffsetCommit). IllegalStateError outside a transaction."""
+        self._transactions("use transactional methods").send_offsets(offsets, group_metadata)
+
+    def commit_transaction(self) -> None:
+        """Flush every record sent in the transaction, then commit it (EndTxn). If a record
+        failed, its error is raised and the transaction can only be aborted; a fenced producer
+        raises ProducerFencedError."""
+        txn = self._transactions("commit transaction since transactions are not enabled and")
+        txn.begin_commit()
+        self.flush()
+        txn.end(commit=True)
+
+    def abort_transaction(self) -> None:
+        """Abort the open transaction: its records are never seen by ``read_committed``
+        consumers and its offsets are dropped. Records not yet sent are sent first (their
+        futures resolve), unless the transaction already failed (then they are failed)."""
+        txn = self._transactions("abort transaction since transactions are not enabled and")
+        if txn.begin_abort():
+            with self._lock:
+                self._acc.close_all()
+            self._sender.abort_pending(TransactionAbortedError(
+                "Failing batch since transaction was aborted"))
+        else:
+            self.flush()
+        txn.end(commit=False)
+
     def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of ``topic`` (refreshing the cached count)."""
         return set(range(self._refresh_metadata(topic, self._clock.now_ms())[0]))
@@ -359,6 +431,20 @@ def _check_broker(broker: Any) -> None:
     if not all(callable(getattr(broker, name, None))
                for name in ("produce", "partition_count", "init_producer_id")):
         raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
+
+
+_TXN_CALLS = ("init_transactional_producer_id", "add_partitions_to_txn", "add_offsets_to_txn",
+              "txn_offset_commit", "end_txn")
+
+
+def _check_transactional_broker(broker: Any) -> None:
+    """A transactional producer needs the broker's transaction API (broker/protocol.py's
+    TransactionalBrokerAPI)."""
+    missing = [n for n in _TXN_CALLS if not callable(getattr(broker, n, None))]
+    if missing:
+        raise InvalidConfigurationError(
+            f"transactional_id needs a broker with the transaction API; {type(broker).__name__} lacks "
+            + ", ".join(missing))
 
 
 def _to_bytes(what: str, v: Any) -> bytes:

@@ -76,7 +76,7 @@ from kafkasim.errors import (
     KafkaSimError, KafkaTimeoutError, LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError,
     OutOfOrderSequenceNumberError, RecordTooLargeError,
 )
-from kafkasim.records.record_batch import encode_trusted_batch
+from kafkasim.records.record_batch import ATTR_TRANSACTIONAL, encode_trusted_batch
 from kafkasim.types import TopicPartition
 
 from kafkasim.producer.accumulator import RecordAccumulator
@@ -96,7 +96,7 @@ class Sender:
     def __init__(self, broker, acc: RecordAccumulator, lock: threading.Lock, clock: Clock, *,
                  acks: int, idempotent: bool, retries: int, max_in_flight: int,
                  retry_backoff_ms: int, delivery_timeout_ms: int, faults: FaultInjector,
-                 metrics: dict, compression: int = 0) -> None:
+                 metrics: dict, compression: int = 0, txn=None) -> None:
         self._broker = broker
         self._acc = acc
         self._lock = lock                      # the producer's lock: guards the accumulator
@@ -110,6 +110,8 @@ class Sender:
         self._faults = faults
         self._m = metrics
         self._compression = compression        # the attributes codec of every batch (compression_type)
+        self._txn = txn                        # the TransactionManager of a transactional producer, or None
+        self._attributes = ATTR_TRANSACTIONAL if txn is not None else 0
         self._send_lock = threading.RLock()    # delivery to the broker, one thread at a time
         self._sending_thread: Optional[int] = None
         self.producer_id = -1
@@ -130,6 +132,15 @@ class Sender:
         if leader is None or leader < 0:
             leader = self._leaders[tp] = self._broker.leader_for(tp.topic, tp.partition)
         return leader
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """The id and epoch of a transactional producer (``init_transactions()``); a new
+        epoch restarts every partition's sequence at 0, as Kafka."""
+        with self._send_lock:
+            if (producer_id, producer_epoch) != (self.producer_id, self.producer_epoch):
+                self._next_seq.clear()
+                self._acked_once.clear()
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
     @property
     def pending_retries(self) -> int:
@@ -346,6 +357,8 @@ class Sender:
         if not b.done:
             self._m["record-error-total"] += len(b.records)
             b.complete(-1, error=err)
+            if self._txn is not None:
+                self._txn.on_batch_failed(err)     # the transaction can only be aborted now
 
     def _attempt(self, b: ProducerBatch) -> Optional[KafkaSimError]:
         """One produce request for ``b``; completes it on success, else returns the error."""
@@ -354,7 +367,7 @@ class Sender:
         if b.encoded is None:
             seq = b.base_sequence       # >= 0 already for a piece of a split or a re-sequenced batch
             if self._idempotent:
-                if self.producer_id < 0:
+                if self.producer_id < 0 and self._txn is None:
                     self.producer_id, self.producer_epoch = self._broker.init_producer_id()
                 if seq < 0:
                     seq = self._next_seq.get(tp, 0)
@@ -363,7 +376,7 @@ class Sender:
                 # every field checked in send()); the broker validates the batch anyway
                 b.encoded = encode_trusted_batch(b.records, producer_id=self.producer_id,
                                                  producer_epoch=self.producer_epoch, base_sequence=seq,
-                                                 compression=self._compression)
+                                                 compression=self._compression, attributes=self._attributes)
             except KafkaSimError as exc:
                 return exc              # no sequence number taken: the later batches keep theirs
             if self._idempotent and b.base_sequence < 0:
@@ -377,6 +390,8 @@ class Sender:
         fault = self._faults.fault_for(tp, b.batch_no, b.attempts)
         m["request-total"] += 1
         try:
+            if self._txn is not None:     # AddPartitionsToTxn before the transaction's first produce there
+                self._txn.ensure_partition_added(tp)
             if fault == LOST_REQUEST:
                 m["injected-fault-total"] += 1
                 raise self._faults.lost_request(tp, b.batch_no, b.attempts)

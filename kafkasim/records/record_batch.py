@@ -199,6 +199,7 @@ def encode_trusted_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     compression: int = COMPRESSION_NONE,
+    attributes: int = 0,
 ) -> bytes:
     """:func:`encode_batch` (base offset 0) for records that are well-formed by construction.
 
@@ -207,7 +208,8 @@ def encode_trusted_batch(
     accumulator builds them (``producer/accumulator.py``). Skips encode_batch's per-record
     Python checks; the bytes are identical. The broker still validates every batch it is
     given (``Log.append_batch``), so a caller that breaks the contract gets a rejected
-    batch, never a corrupt log.
+    batch, never a corrupt log. ``attributes``: as :func:`encode_batch`'s (the transactional
+    producer sets ``ATTR_TRANSACTIONAL``); the codec bits come from ``compression``.
 
     Example::
 
@@ -216,7 +218,7 @@ def encode_trusted_batch(
         True
     """
     return b"".join(_encode(0, records, "trusted", producer_id, producer_epoch, base_sequence,
-                            NO_PARTITION_LEADER_EPOCH, 0, None, compression)[1])
+                            NO_PARTITION_LEADER_EPOCH, attributes, None, compression)[1])
 
 
 def _encode(base_offset, records, shape, producer_id, producer_epoch, base_sequence, leader_epoch,

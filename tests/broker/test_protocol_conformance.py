@@ -15,7 +15,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
-from kafkasim.broker.protocol import BrokerAPI, ServedBrokerAPI
+from kafkasim.broker.protocol import BrokerAPI, ServedBrokerAPI, TransactionalBrokerAPI
 from kafkasim.server.remote import RemoteBroker
 
 P = inspect.Parameter
@@ -23,7 +23,7 @@ P = inspect.Parameter
 
 def _declared(protocol) -> list[str]:
     return sorted(n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")) + (
-        _declared(BrokerAPI) if protocol is ServedBrokerAPI else [])
+        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI) else [])
 
 
 def _problems(impl, protocol) -> list[str]:
@@ -76,6 +76,12 @@ def test_group_calls_forwarded_with_kwargs_match_the_coordinator():
 @pytest.mark.parametrize("impl", [Broker, Cluster], ids=lambda c: c.__name__)
 def test_in_process_brokers_serve_the_wire_front_end(impl):
     assert _problems(impl, ServedBrokerAPI) == []
+
+
+@pytest.mark.parametrize("impl", [Broker, Cluster], ids=lambda c: c.__name__)
+def test_in_process_brokers_serve_transactional_clients(impl):
+    """The calls the transactional producer and the read_committed consumer make."""
+    assert _problems(impl, TransactionalBrokerAPI) == []
 
 
 def test_the_check_catches_a_drifted_signature():

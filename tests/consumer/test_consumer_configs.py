@@ -14,7 +14,7 @@ from kafkasim.types import TopicPartition
 
 NETWORK_ONLY = {
     "bootstrap_servers": ["kafka-1:9092", "kafka-2:9092"], "fetch_min_bytes": 1024,
-    "fetch_max_wait_ms": 100, "isolation_level": "read_committed",
+    "fetch_max_wait_ms": 100,
     "request_timeout_ms": 305_000, "security_protocol": "SSL", "ssl_certfile": "/etc/c.pem",
     "sasl_mechanism": "SCRAM-SHA-512", "api_version": (2, 8), "check_crcs": False,
 }

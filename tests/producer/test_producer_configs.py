@@ -105,7 +105,9 @@ def test_compression_type_compresses_the_batches_sent(broker, clock, codec, attr
     assert broker.fetch("t", 0, 0).records[0].value == b"v" * 500
 
 
-def test_every_kafka_python_producer_config_is_known_but_transactions():
+def test_every_kafka_python_producer_config_is_known_and_applied_with_transactions():
     from kafkasim.producer.config import PRODUCER_CONFIGS
-    assert [n for n in KAFKA_PYTHON_PRODUCER_CONFIGS if n not in PRODUCER_CONFIGS] == []
-    assert "transactional_id" not in PRODUCER_CONFIGS     # no transactions: an unknown config
+    assert [n for n in KAFKA_PYTHON_PRODUCER_CONFIGS + ["transactional_id", "transaction_timeout_ms"]
+            if n not in PRODUCER_CONFIGS] == []
+    assert PRODUCER_CONFIGS["transactional_id"].applied and PRODUCER_CONFIGS["transactional_id"].default is None
+    assert PRODUCER_CONFIGS["transaction_timeout_ms"].default == 60_000
