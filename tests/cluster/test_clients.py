@@ -64,13 +64,13 @@ def test_a_consumer_with_client_rack_fetches_from_the_replica_in_its_rack(cluste
     subs.assign_from_user([TopicPartition("t", 0)])
     subs.state(TopicPartition("t", 0)).position = 0
     asked = []
-    real = cluster.fetch_columns
+    real = cluster.fetch_batches          # the in-process consumer reads stored batches
 
     def spy(*a, **kw):
         asked.append(kw.get("node"))
         return real(*a, **kw)
 
-    cluster.fetch_columns = spy
+    cluster.fetch_batches = spy
     f = Fetcher(cluster, subs, client_rack=rack)
     assert [r.key for r in f.fetch(10)[TopicPartition("t", 0)]] == [b"a"]
     assert asked == [near]
