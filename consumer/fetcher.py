@@ -39,13 +39,12 @@ from __future__ import annotations
 import gc
 from bisect import bisect_left
 from itertools import repeat
-from operator import add
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkasim.consumer.subscription import SubscriptionState
 from kafkasim.errors import LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError, OffsetOutOfRangeError
 from kafkasim.records.control import CONTROL_ABORT, read_control_batch
-from kafkasim.records.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, decode_columns
+from kafkasim.records.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, extend_columns
 from kafkasim.types import TopicPartition
 
 __all__ = ["Fetcher", "ConsumerRecord", "CREATE_TIME", "LOG_APPEND_TIME", "READ_UNCOMMITTED", "READ_COMMITTED",
@@ -117,11 +116,7 @@ def batches_to_columns(batches, read_committed: bool, aborted_transactions=None)
     aborted list ``[AbortedTxn(7, 0, 2, 3)]`` gives offset 3 only (read_committed), and 0, 1,
     3 (read_uncommitted).
     """
-    offs: list = []
-    tss: list = []
-    keys: list = []
-    values: list = []
-    headers: list = []
+    columns = offs, tss, keys, values, headers = [], [], [], [], []
     aborted = sorted(aborted_transactions or (), key=lambda a: a.first_offset) if read_committed else ()
     next_aborted = 0
     aborted_pids: set = set()
@@ -143,19 +138,7 @@ def batches_to_columns(batches, read_committed: bool, aborted_transactions=None)
                     continue
             elif attrs & ATTR_CONTROL:
                 continue
-        deltas, tsds, k, v, hd = decode_columns(raw, 0, h)
-        n = len(deltas)
-        if not n:
-            continue
-        base = h.base_offset
-        if deltas[-1] == n - 1:     # decode_columns checked the deltas increase: 0..n-1
-            offs.extend(range(base, base + n))
-        else:
-            offs.extend(map(add, deltas, repeat(base)))
-        tss.extend(map(add, tsds, repeat(h.base_timestamp)))
-        keys.extend(k)
-        values.extend(v)
-        headers.extend(hd)
+        extend_columns(columns, raw, 0, h)
     return (offs, tss, keys, values, headers), (None if h is None else h.next_offset)
 
 

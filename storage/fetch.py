@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_left
-from itertools import repeat
-from operator import add
 from typing import NamedTuple
 
 from kafkasim.records import record_batch as rb
@@ -140,11 +138,7 @@ def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> ReadResult:
     """:func:`chunk_records` column-wise, built without a Python-level loop per record
     (``decode_columns``); a CRC-valid batch whose records are malformed raises."""
     data, where, at = chunk.data, chunk.path, chunk.position
-    offs: list = []
-    tss: list = []
-    keys: list = []
-    values: list = []
-    headers: list = []
+    columns = offs, tss, keys, values, headers = [], [], [], [], []
     if not data:
         return ReadResult(RecordColumns(offs, tss, keys, values, headers), chunk.first_offset)
     batches = chunk_batches(chunk, max_bytes)
@@ -152,19 +146,7 @@ def chunk_columns(chunk: Chunk, offset: int, max_bytes: int) -> ReadResult:
     gc.disable()
     try:
         for pos, h in batches:
-            deltas, tsds, k, v, hd = rb.decode_columns(data, pos, h, where=f"{where} (batch at position {at + pos})")
-            n = len(deltas)
-            if not n:
-                continue
-            base = h.base_offset
-            if deltas[-1] == n - 1:     # decode_columns checked deltas == 0..n-1
-                offs.extend(range(base, base + n))
-            else:
-                offs.extend(map(add, deltas, repeat(base)))
-            tss.extend(map(add, tsds, repeat(h.base_timestamp)))
-            keys.extend(k)
-            values.extend(v)
-            headers.extend(hd)
+            rb.extend_columns(columns, data, pos, h, where=f"{where} (batch at position {at + pos})")
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -51,6 +51,7 @@ Thread-safety: pure functions over bytes; safe from any thread.
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import struct
 from itertools import repeat
@@ -77,7 +78,7 @@ __all__ = [
     "batch_size_of", "set_base_offset", "iter_batches", "MAX_UNCOMPRESSED",
     "encode_batch", "encode_records", "encode_records_parts", "encode_trusted_batch",
     "records_section", "timestamp_delta_override", "scan_records",
-    "decode_records", "decode_columns", "iter_records", "C_CODEC",
+    "decode_records", "decode_columns", "extend_columns", "iter_records", "C_CODEC",
 ]
 
 MAX_UNCOMPRESSED = 256 * 1024 * 1024
@@ -474,6 +475,28 @@ def scan_records(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>")
     n = len(deltas)
     return (min(tsds) if n else 0, max(tsds) if n else 0, keys.count(None),
             n == 0 or deltas[-1] == n - 1)
+
+
+def extend_columns(columns: tuple, buf, pos: int, header: BatchHeader, *, where: str = "<buffer>") -> int:
+    """Append the records of the verified batch at ``pos`` to ``columns`` — five lists
+    ``(offsets, timestamps, keys, values, headers)`` with absolute offsets and timestamps —
+    with C-level loops only (:func:`decode_columns`); returns how many were appended. The one
+    column builder of the log's column reads and the consumer's fetcher."""
+    deltas, tsds, k, v, hd = decode_columns(buf, pos, header, where=where)
+    n = len(deltas)
+    if not n:
+        return 0
+    offs, tss, keys, values, headers = columns
+    base = header.base_offset
+    if deltas[-1] == n - 1:     # decode_columns checked the deltas increase: 0..n-1
+        offs.extend(range(base, base + n))
+    else:
+        offs.extend(map(operator.add, deltas, repeat(base)))
+    tss.extend(map(operator.add, tsds, repeat(header.base_timestamp)))
+    keys.extend(k)
+    values.extend(v)
+    headers.extend(hd)
+    return n
 
 
 def iter_records(buf, pos: int, header: BatchHeader, *, where: str = "<buffer>",
