@@ -19,7 +19,17 @@ asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docst
   INVALID_TXN_STATE otherwise);
 - **time**: :meth:`TxnApi.tick_transactions` runs the coordinator's periodic tasks (abort
   transactions past ``transaction.timeout.ms``, expire idle transactional ids) on the
-  broker's clock; the broker's maintenance calls it.
+  broker's clock; the broker's maintenance calls it;
+- **transaction versions** (KIP-890): the ``transaction.version`` feature (supported 0–2,
+  finalized at 2 by default, as ``kafka-storage.sh format`` finalizes it for a new Kafka 4.0
+  cluster; :meth:`TxnApi.update_features` is ``kafka-features.sh upgrade/downgrade``) is what
+  ApiVersions tells clients, and the version of the aborts the coordinator starts itself
+  (fence, timeout). A client's own requests carry their version, as in Kafka: EndTxn v5 is
+  TV2 (the epoch is bumped on every commit and abort, and the answer carries the epoch to
+  use next), and a TV2 client's Produce v12+ / TxnOffsetCommit v5+ add their partition to
+  the transaction themselves (:meth:`TxnApi.add_partitions_on_append`, Kafka's
+  ``AddPartitionsToTxnManager`` with ``addPartition``) instead of AddPartitionsToTxn /
+  AddOffsetsToTxn.
 
 Thread-safety: every call runs under the coordinator's own lock (``_txn_lock``); marker
 writes take each partition's lock as produce does.
@@ -31,13 +41,23 @@ import threading
 from typing import Iterable, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
-from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, InvalidProducerEpochError, InvalidTxnStateError, InvalidUpdateVersionError,
+    KafkaSimError, ProducerFencedError,
+)
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["TxnApi"]
+__all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS"]
+
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+SUPPORTED_FEATURES = {TRANSACTION_VERSION_FEATURE: (0, 2)}
+"""Feature name → (min, max) level this broker supports (Kafka 4.0's TransactionVersion TV_0–TV_2)."""
+DEFAULT_FEATURE_LEVELS = {TRANSACTION_VERSION_FEATURE: 2}
+"""The finalized levels of a new broker: what ``kafka-storage.sh format`` gives a Kafka 4.0 cluster."""
+_TV2 = 2
 
 
 class TxnApi(BrokerCore):
@@ -65,7 +85,8 @@ class TxnApi(BrokerCore):
                                       TRANSACTION_STATE_TOPIC_CONFIGS)
                 n = self._topics[TRANSACTION_STATE_TOPIC].partitions
                 store = TxnStateStore([self.log(TRANSACTION_STATE_TOPIC, p) for p in range(n)])
-                coord = TransactionCoordinator(self.clock, lambda: self.init_producer_id()[0])
+                coord = TransactionCoordinator(self.clock, lambda: self.init_producer_id()[0],
+                                               transaction_version=self._feature_levels()[TRANSACTION_VERSION_FEATURE])
                 self._txn_store = store
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
@@ -74,6 +95,51 @@ class TxnApi(BrokerCore):
                 for markers in resend:
                     self._write_markers(markers)
         return coord
+
+    # -- features (KIP-584; transaction.version is KIP-890's) ---------------------------------------
+    def _feature_levels(self) -> dict:
+        levels = self.__dict__.get("_finalized_levels")
+        if levels is None:
+            levels = self.__dict__.setdefault("_finalized_levels", dict(DEFAULT_FEATURE_LEVELS))
+        return levels
+
+    @property
+    def supported_features(self) -> dict:
+        """``{feature: (min level, max level)}`` this broker supports (ApiVersions' SupportedFeatures)."""
+        return dict(SUPPORTED_FEATURES)
+
+    @property
+    def finalized_features(self) -> dict:
+        """``{feature: level}`` of the features finalized above level 0, as ApiVersions'
+        FinalizedFeatures lists them (a feature at level 0 is not listed, as in Kafka)."""
+        return {name: level for name, level in sorted(self._feature_levels().items()) if level > 0}
+
+    @property
+    def finalized_features_epoch(self) -> int:
+        """The epoch of the finalized features (0, then + 1 on every change); clients keep the
+        features of the highest epoch they have seen."""
+        return self.__dict__.get("_finalized_features_epoch", 0)
+
+    def update_features(self, levels: dict) -> None:
+        """Set finalized feature levels, as ``kafka-features.sh upgrade/downgrade --feature
+        transaction.version=1`` does; INVALID_UPDATE_VERSION for an unknown feature or a
+        level outside :data:`SUPPORTED_FEATURES`. Held in memory: a restarted broker starts
+        at :data:`DEFAULT_FEATURE_LEVELS` (``kafkasim serve --feature`` sets them at start)."""
+        check_arg("levels", levels, "mapping", what="a mapping of feature name to level")
+        for name, level in levels.items():
+            if name not in SUPPORTED_FEATURES:
+                raise InvalidUpdateVersionError(f"feature {name!r} is not supported (supported: "
+                                                f"{', '.join(sorted(SUPPORTED_FEATURES))})")
+            lo, hi = SUPPORTED_FEATURES[name]
+            if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
+                raise InvalidUpdateVersionError(f"feature {name}: level {level!r} is outside the supported "
+                                                f"range {lo}-{hi}")
+        with self._lock:
+            self._feature_levels().update(levels)
+            self.__dict__["_finalized_features_epoch"] = self.finalized_features_epoch + 1
+            coord = self.__dict__.get("_txn_coordinator")
+            if coord is not None:
+                coord.transaction_version = self._feature_levels()[TRANSACTION_VERSION_FEATURE]
 
     # -- the effects loop (coordinator/transactions.py's docstring) ---------------------------
     def _drive(self, result):
@@ -155,15 +221,38 @@ class TxnApi(BrokerCore):
             raise r.error
 
     def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
-                           version: Optional[int] = None) -> None:
-        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+                           version: Optional[int] = None, on_append: bool = False) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction.
+        ``on_append``: a TV2 client's TxnOffsetCommit v5+ adding it itself (see
+        :meth:`add_partitions_on_append`)."""
         from kafkasim.protocol.offsets import OFFSETS_TOPIC
         gc = self.group_coordinator
         tp = TopicPartition(OFFSETS_TOPIC, gc._store.partition_for(group_id))
+        if on_append:
+            self.add_partitions_on_append(transactional_id, producer_id, producer_epoch, [tp])
+            return
         coord = self.transaction_coordinator
         with self._txn_lock:
             r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, [tp],
                                                  version=version))
+        if r.error is not None:
+            raise r.error
+
+    def add_partitions_on_append(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 partitions: Iterable) -> None:
+        """KIP-890 TV2: a transactional Produce v12+ (or TxnOffsetCommit v5+) adds its partition
+        to the producer's transaction itself, before the append — Kafka's partition leader asks
+        the coordinator through ``AddPartitionsToTxnManager`` with ``addPartition``, and the
+        id's transaction version becomes 2. The coordinator's answer reaches the client as the
+        leader gives it: PRODUCER_FENCED (an epoch that is not the current one, e.g. the epoch
+        before the last EndTxn bumped it) as INVALID_PRODUCER_EPOCH, which Produce carries."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, tps,
+                                                 client_txn_version=_TV2))
+        if isinstance(r.error, ProducerFencedError):
+            raise InvalidProducerEpochError(str(r.error))
         if r.error is not None:
             raise r.error
 
@@ -186,14 +275,18 @@ class TxnApi(BrokerCore):
             self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
-                version: Optional[int] = None) -> None:
-        """EndTxn: commit or abort the transaction; its markers are written before this returns."""
+                version: Optional[int] = None, client_txn_version: int = 1) -> tuple[int, int]:
+        """EndTxn: commit or abort the transaction; its markers are written before this returns.
+        Returns ``(producer id, epoch)`` for the next transaction: with ``client_txn_version``
+        2 (EndTxn v5, KIP-890) the epoch is one higher (a new producer id at epoch 0 once the
+        epoch is exhausted), and the markers carry it; with 1 both stay."""
         coord = self.transaction_coordinator
         with self._txn_lock:
             r = self._drive(coord.end_txn(transactional_id, producer_id, producer_epoch, bool(commit),
-                                          version=version))
+                                          client_txn_version, version=version))
         if r.error is not None:
             raise r.error
+        return r.producer_id, r.producer_epoch
 
     def tick_transactions(self) -> int:
         """The coordinator's periodic tasks on the broker's clock (abort transactions past their

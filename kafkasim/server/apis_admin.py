@@ -21,7 +21,7 @@ from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
 from kafkasim.server.codec import ms
 
-__all__ = ["advertised_versions"]
+__all__ = ["advertised_versions", "advertised_features"]
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -37,9 +37,24 @@ def advertised_versions() -> list[dict]:
             for a in sorted(APIS.values(), key=lambda a: a.key)]
 
 
+def advertised_features(broker, version: int) -> dict:
+    """ApiVersions' feature fields (v3+, KIP-584), as a Kafka 4 broker fills them: every
+    supported feature with its level range — for v0–v3 requests without the features whose
+    range starts at 0 (Kafka's schema: older clients cannot read such a range) — and the
+    finalized levels (min = max = the level) with their epoch. ``transaction.version`` 2
+    finalized is what tells a client to use KIP-890's transactions (EndTxn v5, Produce v12,
+    TxnOffsetCommit v5)."""
+    supported = [{"name": name, "min_version": lo, "max_version": hi}
+                 for name, (lo, hi) in sorted(broker.supported_features.items()) if version >= 4 or lo > 0]
+    finalized = [{"name": name, "min_version_level": level, "max_version_level": level}
+                 for name, level in sorted(broker.finalized_features.items())]
+    return {"supported_features": supported, "finalized_features": finalized,
+            "finalized_features_epoch": broker.finalized_features_epoch}
+
+
 @api(18, "ApiVersions", 0, 4)
 async def api_versions(ctx, req):
-    return {"error_code": 0, "api_keys": advertised_versions()}
+    return {"error_code": 0, "api_keys": advertised_versions(), **advertised_features(ctx.broker, req.api_version)}
 
 
 @api(3, "Metadata", 0, 12)
@@ -99,11 +114,13 @@ async def find_coordinator(ctx, req):
     return {k: first[k] for k in ("node_id", "host", "port", "error_code", "error_message")}
 
 
-@api(22, "InitProducerId", 0, 4)
+@api(22, "InitProducerId", 0, 5)
 async def init_producer_id(ctx, req):
     """Without a transactional id: a new idempotent producer id. With one: the transaction
     coordinator's (``Broker.init_transactional_producer_id``), fencing the id's earlier
-    producer; the version decides PRODUCER_FENCED (v4) or INVALID_PRODUCER_EPOCH."""
+    producer; the version decides PRODUCER_FENCED (v4+) or INVALID_PRODUCER_EPOCH. v5 only
+    lets the answer carry TRANSACTION_ABORTABLE (KIP-890); v6 (KIP-939 two-phase commit) is
+    not served."""
     body = req.body
     if body.transactional_id is not None:
         result, code, _ = await ctx.attempt(

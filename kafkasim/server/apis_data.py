@@ -99,6 +99,9 @@ def _batches(records, where: str) -> list:
     return out
 
 
+_FIRST_TV2_PRODUCE = 12     # "Version 12 is the same as version 11 (KIP-890)": adds its partition itself
+
+
 def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None,
                        version: int = 9, transactional_id=None) -> dict:
     """Append one partition's batch, as sent; the result row (runs on the executor).
@@ -108,7 +111,10 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
     (UNSUPPORTED_COMPRESSION_TYPE); as ``KafkaApis.handleProduceRequest``, a transactional
     batch in a request without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     (Kafka answers it for the whole request; here for that partition). Whether the batch
-    belongs to an ongoing transaction is the broker's check (INVALID_TXN_STATE)."""
+    belongs to an ongoing transaction is the broker's check (INVALID_TXN_STATE). From v12
+    (KIP-890 TV2) a transactional batch first adds its partition to the transaction
+    (``Broker.add_partitions_on_append``; an epoch that is not the transaction's current one
+    is INVALID_PRODUCER_EPOCH)."""
     _check_partition(broker, topic, partition)
     first = None
     appended = 0
@@ -122,6 +128,11 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
     if version < 7 and batches[0][0].attributes & framing.ATTR_COMPRESSION_MASK == 4:
         raise UnsupportedCompressionTypeError(
             f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    h = batches[0][0]
+    if version >= _FIRST_TV2_PRODUCE and transactional_id is not None and h.attributes & framing.ATTR_TRANSACTIONAL:
+        # KIP-890 TV2: the partition joins the transaction here (Kafka's leader: addPartition)
+        _check_leader(broker, topic, partition, node)
+        broker.add_partitions_on_append(transactional_id, h.producer_id, h.producer_epoch, [(topic, partition)])
     for header, batch in batches:
         result = broker.produce(topic, partition, batch, acks, **_at(node))
         first = first or result
@@ -155,8 +166,11 @@ def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9, tra
     return responses, appended
 
 
-@api(0, "Produce", 3, 9)
+@api(0, "Produce", 3, 12)
 async def produce(ctx, req):
+    """v10 (KIP-951) and v11 add only optional answer fields and error codes: the leader hints
+    of a NOT_LEADER_OR_FOLLOWER answer are left out (the client asks Metadata instead), and
+    TRANSACTION_ABORTABLE is not given (INVALID_TXN_STATE is). v12 is KIP-890's TV2 produce."""
     body = req.body
     acks = body.acks
     if acks not in (0, 1, -1):

@@ -41,7 +41,8 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
           stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
-          brokers=None, broker_configs: Optional[Mapping[str, Any]] = None) -> None:
+          brokers=None, broker_configs: Optional[Mapping[str, Any]] = None,
+          features: Optional[Mapping[str, int]] = None) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
@@ -54,7 +55,10 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     ``broker_configs``: broker configs by their server.properties names (what
     ``kafka-server-start.sh --override name=value`` sets), e.g. a short
-    ``leader.imbalance.check.interval.seconds``; checked before anything is opened."""
+    ``leader.imbalance.check.interval.seconds``; checked before anything is opened.
+
+    ``features``: finalized feature levels (``{"transaction.version": 1}``, what
+    ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``)."""
     import os
 
     from kafkasim.broker import Broker
@@ -69,6 +73,12 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
         broker = Cluster(data_dir, brokers, clock=SystemClock(), broker_configs=broker_configs)
     else:
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
+    if features:
+        try:
+            broker.update_features(dict(features))
+        except BaseException:
+            broker.close()
+            raise
     metrics = None
     positions = FetchPositions(broker.data_dir)      # the live view's member positions
     try:
