@@ -42,7 +42,8 @@ import time
 
 from kafkasim.errors import (
     CorruptRecordError, FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRecordError,
-    InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, TransactionalIdAuthorizationFailedError,
+    InvalidRequiredAcksError, InvalidTxnStateError, KafkaSimError, NotLeaderOrFollowerError,
+    TransactionAbortableError, TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError, UnsupportedCompressionTypeError,
 )
 from kafkasim.records import framing
@@ -99,7 +100,8 @@ def _batches(records, where: str) -> list:
     return out
 
 
-_FIRST_TV2_PRODUCE = 12     # "Version 12 is the same as version 11 (KIP-890)": adds its partition itself
+_FIRST_ABORTABLE_PRODUCE = 11   # "Version 11 adds support for new error code TRANSACTION_ABORTABLE (KIP-890)"
+_FIRST_TV2_PRODUCE = 12         # "Version 12 is the same as version 11 (KIP-890)": adds its partition itself
 
 
 def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None,
@@ -134,7 +136,14 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
         _check_leader(broker, topic, partition, node)
         broker.add_partitions_on_append(transactional_id, h.producer_id, h.producer_epoch, [(topic, partition)])
     for header, batch in batches:
-        result = broker.produce(topic, partition, batch, acks, **_at(node))
+        try:
+            result = broker.produce(topic, partition, batch, acks, **_at(node))
+        except InvalidTxnStateError as exc:
+            # a transactional batch outside its transaction: Kafka's verification answers
+            # TRANSACTION_ABORTABLE, which a client before v11 is told as INVALID_TXN_STATE
+            if version >= _FIRST_ABORTABLE_PRODUCE and header.attributes & framing.ATTR_TRANSACTIONAL:
+                raise TransactionAbortableError(str(exc)) from exc
+            raise
         first = first or result
         if not result.duplicate:
             appended += header.record_count
@@ -168,9 +177,9 @@ def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9, tra
 
 @api(0, "Produce", 3, 12)
 async def produce(ctx, req):
-    """v10 (KIP-951) and v11 add only optional answer fields and error codes: the leader hints
-    of a NOT_LEADER_OR_FOLLOWER answer are left out (the client asks Metadata instead), and
-    TRANSACTION_ABORTABLE is not given (INVALID_TXN_STATE is). v12 is KIP-890's TV2 produce."""
+    """v10 (KIP-951) adds leader hints to a NOT_LEADER_OR_FOLLOWER answer: left out (the client
+    asks Metadata instead). v11: a transactional batch outside its transaction is
+    TRANSACTION_ABORTABLE (INVALID_TXN_STATE before). v12 is KIP-890's TV2 produce."""
     body = req.body
     acks = body.acks
     if acks not in (0, 1, -1):

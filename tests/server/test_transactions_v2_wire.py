@@ -1,0 +1,210 @@
+"""KIP-890 transaction version 2 over the wire, with raw requests against ``kafkasim serve``.
+
+No Python client here negotiates TV2 (confluent-kafka/librdkafka, kafka-python and aiokafka
+send EndTxn ≤ v3 and Produce ≤ v9 and never read ``transaction.version``), so these tests
+speak the versions a Kafka 4 Java client uses once ApiVersions finalizes
+``transaction.version`` at 2:
+
+- ApiVersions advertises the feature (supported 0–2, finalized 2 by default; 1 with
+  ``--feature transaction.version=1``) and the TV2 request versions;
+- InitProducerId → Produce v12 without AddPartitionsToTxn → EndTxn v5 bumps the epoch (the
+  answer carries it, and the markers are written with it) → the next transaction on the new
+  epoch → the old epoch is fenced (Produce: INVALID_PRODUCER_EPOCH, EndTxn: PRODUCER_FENCED);
+- TxnOffsetCommit v5 without AddOffsetsToTxn commits the group's offsets with the transaction;
+- a TV1 client on the same server keeps its epoch across EndTxn v3 and still needs
+  AddPartitionsToTxn (Produce v11 without it: TRANSACTION_ABORTABLE; v10: INVALID_TXN_STATE).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkasim.errors import (
+    InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError,
+)
+from kafkasim.records import framing
+from kafkasim.records import record_batch as rb
+from tests.server import raw
+
+pytestmark = pytest.mark.slow
+
+T0 = 1_700_000_000_000
+TOPIC = "tv2"
+
+
+def _batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
+    return rb.encode_batch(0, [(i, T0 + i, None, v, ()) for i, v in enumerate(values)], producer_id=pid,
+                           producer_epoch=epoch, base_sequence=seq, attributes=rb.ATTR_TRANSACTIONAL)
+
+
+def _create_topic(sock) -> None:
+    r = raw.call(sock, 19, 5, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1,
+                                           "assignments": [], "configs": []}], "timeout": 10_000,
+                               "validate_only": False})
+    assert int(r.topics[0].error_code) == 0
+
+
+def _init(sock, tid: str, version: int = 5):
+    r = raw.call(sock, 22, version, {"transactional_id": tid, "transaction_timeout": 60_000,
+                                     "producer_id": -1, "producer_epoch": -1})
+    assert int(r.error_code) == 0
+    return int(r.producer_id), int(r.producer_epoch)
+
+
+def _produce(sock, version: int, tid: str, records: bytes) -> int:
+    r = raw.call(sock, 0, version, {"transactional_id": tid, "acks": -1, "timeout": 10_000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]})
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def _end(sock, version: int, tid: str, pid: int, epoch: int, commit: bool):
+    return raw.call(sock, 26, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                        "committed": commit})
+
+
+def _describe(sock, tid: str):
+    d = raw.call(sock, 65, 0, {"transactional_ids": [tid]}).transaction_states[0]
+    return d.transaction_state, int(d.producer_epoch), [(t.topic, list(t.partitions)) for t in d.topics]
+
+
+def _fetch(sock, isolation: int):
+    r = raw.call(sock, 1, 12, {"max_wait": 0, "min_bytes": 0, "isolation_level": isolation, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": []})
+    return r.responses[0].partitions[0]
+
+
+def _values(partition) -> list:
+    """The data values and markers of a fetched partition: ``("COMMIT"/"ABORT", epoch)`` for a
+    control batch, the record values otherwise; aborted transactions' records dropped as a
+    read_committed consumer drops them."""
+    pending = sorted((int(a.first_offset), int(a.producer_id)) for a in (partition.aborted_transactions or ()))
+    active: set = set()                      # producers inside an aborted transaction (Kafka's consumer)
+    out = []
+    for h, records in raw.batches(partition.records):
+        while pending and pending[0][0] <= h.base_offset:
+            active.add(pending.pop(0)[1])
+        if h.attributes & framing.ATTR_CONTROL:
+            kind = "COMMIT" if records[0].key[:4] == b"\x00\x00\x00\x01" else "ABORT"
+            out.append((kind, h.producer_epoch))
+            if kind == "ABORT":
+                active.discard(h.producer_id)
+        elif h.producer_id not in active:
+            out += [r.value for r in records]
+    return out
+
+
+def test_api_versions_advertises_transaction_version_2_and_the_tv2_request_versions(server):
+    with raw.connect(server.host, server.port) as sock:
+        v4 = raw.call(sock, 18, 4, {"client_software_name": "raw", "client_software_version": "1"})
+        v3 = raw.call(sock, 18, 3, {"client_software_name": "raw", "client_software_version": "1"})
+    assert [(f.name, int(f.min_version), int(f.max_version)) for f in v4.supported_features] == [
+        ("transaction.version", 0, 2)]
+    # Kafka's schema: v0-v3 answers leave out features whose range starts at 0
+    assert list(v3.supported_features) == []
+    for answer in (v3, v4):
+        assert [(f.name, int(f.min_version_level), int(f.max_version_level))
+                for f in answer.finalized_features] == [("transaction.version", 2, 2)]
+        assert int(answer.finalized_features_epoch) >= 0      # a Java client ignores features at -1
+    served = {int(k.api_key): int(k.max_version) for k in v4.api_keys}
+    assert {key: served[key] for key in (0, 22, 25, 26, 28)} == {0: 12, 22: 5, 25: 4, 26: 5, 28: 5}
+    assert served[24] == 3                # AddPartitionsToTxn v4+ is broker to broker
+
+
+def test_feature_option_finalizes_transaction_version_1(tmp_path, serve_process):
+    served = serve_process(tmp_path / "tv1", "--feature", "transaction.version=1")
+    with raw.connect(served.host, served.port) as sock:
+        r = raw.call(sock, 18, 4, {"client_software_name": "raw", "client_software_version": "1"})
+    assert [(f.name, int(f.max_version_level)) for f in r.finalized_features] == [("transaction.version", 1)]
+
+
+def test_tv2_produce_adds_its_partition_and_end_txn_v5_bumps_the_epoch(server):
+    tid = "tv2-tx"
+    with raw.connect(server.host, server.port) as sock:
+        _create_topic(sock)
+        pid, e0 = _init(sock, tid)
+        # 1. Produce v12 with no AddPartitionsToTxn: the partition joins the transaction
+        assert _produce(sock, 12, tid, _batch(pid, e0, 0, [b"c0", b"c1"])) == 0
+        assert _describe(sock, tid) == ("Ongoing", e0, [(TOPIC, [0])])
+        # 2. EndTxn v5 commits and answers the next epoch; the COMMIT marker carries it
+        r = _end(sock, 5, tid, pid, e0, True)
+        assert (int(r.error_code), int(r.producer_id), int(r.producer_epoch)) == (0, pid, e0 + 1)
+        assert _describe(sock, tid) == ("CompleteCommit", e0 + 1, [])
+        # 3. the next transaction runs on the new epoch (sequences restart at 0), and aborts
+        assert _produce(sock, 12, tid, _batch(pid, e0 + 1, 0, [b"a0"])) == 0
+        r = _end(sock, 5, tid, pid, e0 + 1, False)
+        assert (int(r.error_code), int(r.producer_id), int(r.producer_epoch)) == (0, pid, e0 + 2)
+        # 4. the epochs before are fenced: a zombie's produce and its EndTxn
+        assert _produce(sock, 12, tid, _batch(pid, e0 + 1, 1, [b"zombie"])) == InvalidProducerEpochError.errno
+        assert _produce(sock, 12, tid, _batch(pid, e0, 2, [b"zombie"])) == InvalidProducerEpochError.errno
+        r = _end(sock, 5, tid, pid, e0, True)
+        assert (int(r.error_code), int(r.producer_id), int(r.producer_epoch)) == (ProducerFencedError.errno, -1, -1)
+        # 5. read_committed reads the committed records; every marker has its bumped epoch
+        assert _values(_fetch(sock, 1)) == [b"c0", b"c1", ("COMMIT", e0 + 1), ("ABORT", e0 + 2)]
+        assert _values(_fetch(sock, 0)) == [b"c0", b"c1", ("COMMIT", e0 + 1), b"a0", ("ABORT", e0 + 2)]
+
+
+def test_tv2_end_txn_retry_after_a_lost_answer_gets_the_same_epoch(server):
+    """An EndTxn v5 retried with the old epoch (its answer was lost) is recognised as the
+    retry (epoch + 1 is current) and answered again, without a second bump."""
+    tid = "tv2-retry"
+    with raw.connect(server.host, server.port) as sock:
+        _create_topic(sock)
+        pid, e0 = _init(sock, tid)
+        assert _produce(sock, 12, tid, _batch(pid, e0, 0, [b"x"])) == 0
+        first = _end(sock, 5, tid, pid, e0, True)
+        retry = _end(sock, 5, tid, pid, e0, True)
+        assert [(int(r.error_code), int(r.producer_epoch)) for r in (first, retry)] == [(0, e0 + 1), (0, e0 + 1)]
+        assert _describe(sock, tid) == ("CompleteCommit", e0 + 1, [])
+
+
+def test_tv2_txn_offset_commit_adds_the_offsets_partition_itself(server):
+    tid, group = "tv2-offsets", "tv2-group"
+    with raw.connect(server.host, server.port) as sock:
+        _create_topic(sock)
+        pid, e0 = _init(sock, tid)
+
+        def commit_offset(version, epoch, offset):
+            r = raw.call(sock, 28, version, {
+                "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                           "committed_leader_epoch": -1,
+                                                           "committed_metadata": ""}]}]})
+            return int(r.topics[0].partitions[0].error_code)
+
+        def fetched():
+            r = raw.call(sock, 9, 7, {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+                                      "require_stable": False})
+            return int(r.topics[0].partitions[0].committed_offset)
+
+        # TV1's TxnOffsetCommit v4 needs AddOffsetsToTxn first
+        assert commit_offset(4, e0, 3) == InvalidTxnStateError.errno
+        assert commit_offset(5, e0, 7) == 0
+        state, _, partitions = _describe(sock, tid)
+        assert state == "Ongoing" and [t for t, _ in partitions] == ["__consumer_offsets"]
+        assert fetched() == -1                                      # not before the commit
+        r = _end(sock, 5, tid, pid, e0, True)
+        assert (int(r.error_code), int(r.producer_epoch)) == (0, e0 + 1)
+        assert fetched() == 7
+        assert commit_offset(5, e0, 9) == InvalidProducerEpochError.errno   # the old epoch is fenced
+
+
+def test_tv1_clients_keep_their_epoch_and_add_partitions_themselves(server):
+    """On the same TV2 server a TV1 client (EndTxn v3, Produce v11) works as before: the
+    epoch stays, and a partition it did not add is refused, with the error its version knows."""
+    tid = "tv1-tx"
+    with raw.connect(server.host, server.port) as sock:
+        _create_topic(sock)
+        pid, e0 = _init(sock, tid, version=4)
+        # a partition not added: TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE before
+        assert _produce(sock, 11, tid, _batch(pid, e0, 0, [b"no-add"])) == TransactionAbortableError.errno
+        assert _produce(sock, 10, tid, _batch(pid, e0, 0, [b"no-add"])) == InvalidTxnStateError.errno
+        r = raw.call(sock, 24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                                   "v3_and_below_producer_epoch": e0,
+                                   "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]})
+        assert int(r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code) == 0
+        assert _produce(sock, 11, tid, _batch(pid, e0, 0, [b"v1"])) == 0
+        assert int(_end(sock, 3, tid, pid, e0, True).error_code) == 0
+        assert _describe(sock, tid) == ("CompleteCommit", e0, [])
+        assert _values(_fetch(sock, 1)) == [b"v1", ("COMMIT", e0)]
