@@ -208,3 +208,19 @@ def test_tv1_clients_keep_their_epoch_and_add_partitions_themselves(server):
         assert int(_end(sock, 3, tid, pid, e0, True).error_code) == 0
         assert _describe(sock, tid) == ("CompleteCommit", e0, [])
         assert _values(_fetch(sock, 1)) == [b"v1", ("COMMIT", e0)]
+
+
+def test_kafka_python_describe_features_reads_transaction_version(tmp_path, serve_process):
+    """kafka-python's admin ``describe_features`` (ApiVersions v3+) shows what a TV2-aware
+    client reads: transaction.version supported 0-2 and finalized as the server was told."""
+    from kafka.admin import KafkaAdminClient
+    for level in (2, 1):
+        served = serve_process(tmp_path / f"tv{level}", "--feature", f"transaction.version={level}")
+        admin = KafkaAdminClient(bootstrap_servers=f"{served.host}:{served.port}")
+        try:
+            features = admin.describe_features()
+        finally:
+            admin.close()
+        # the epoch is 1: the --feature update (epoch 0 is the broker's default levels)
+        assert features == {"transaction.version": {"supported": (0, 2), "finalized": (level, level),
+                                                    "finalized_epoch": 1}}

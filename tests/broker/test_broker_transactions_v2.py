@@ -1,0 +1,90 @@
+"""KIP-890 transaction version 2 on the in-process broker (broker/txn_api.py): the
+``transaction.version`` feature, EndTxn's epoch bump for a TV2 client, and the implicit
+AddPartitions of a TV2 produce (``add_partitions_on_append``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkasim.broker import Broker
+from kafkasim.clock import MockClock
+from kafkasim.errors import (
+    InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError, InvalidUpdateVersionError,
+    KafkaSimError,
+)
+from kafkasim.records import record_batch as rb
+
+T0 = 1_700_000_000_000
+
+
+def batch(pid, epoch, seq):
+    return rb.encode_batch(0, [(0, T0, None, b"v%d" % seq, ())], producer_id=pid, producer_epoch=epoch,
+                           base_sequence=seq, attributes=rb.ATTR_TRANSACTIONAL)
+
+
+@pytest.fixture
+def b(tmp_path):
+    with Broker(tmp_path / "d", clock=MockClock(T0)) as broker:
+        broker.create_topic("t", 1)
+        yield broker
+
+
+def test_transaction_version_is_finalized_at_2_by_default(b):
+    assert b.supported_features == {"transaction.version": (0, 2)}
+    assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 2}, 0)
+    assert b.transaction_coordinator.transaction_version == 2
+
+
+def test_update_features_sets_the_level_and_a_level_0_feature_is_not_listed(b):
+    b.transaction_coordinator                       # created before: the update reaches it too
+    b.update_features({"transaction.version": 1})
+    assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 1}, 1)
+    assert b.transaction_coordinator.transaction_version == 1
+    b.update_features({"transaction.version": 0})
+    assert (b.finalized_features, b.finalized_features_epoch) == ({}, 2)
+
+
+@pytest.mark.parametrize("levels, match", [
+    ({"transaction.versio": 1}, "transaction.versio"),
+    ({"transaction.version": 3}, "level 3"),
+    ({"transaction.version": -1}, "level -1"),
+    ({"transaction.version": True}, "level True"),
+    ({"transaction.version": "2"}, "level '2'"),
+])
+def test_update_features_refuses_unknown_features_and_levels(b, levels, match):
+    with pytest.raises(InvalidUpdateVersionError, match=match):
+        b.update_features(levels)
+    assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 2}, 0)
+
+
+def test_update_features_wants_a_mapping(b):
+    with pytest.raises(KafkaSimError, match="levels"):
+        b.update_features([("transaction.version", 1)])
+
+
+@pytest.mark.parametrize("tv, bump", [(1, 0), (2, 1)])
+def test_end_txn_answers_the_next_epoch(b, tv, bump):
+    pid, e0 = b.init_transactional_producer_id("tx", 60_000)
+    b.add_partitions_to_txn("tx", pid, e0, [("t", 0)])
+    b.produce("t", 0, batch(pid, e0, 0))
+    assert b.end_txn("tx", pid, e0, commit=True, client_txn_version=tv) == (pid, e0 + bump)
+    assert b.describe_transactions(["tx"])[0].producer_epoch == e0 + bump
+
+
+def test_add_partitions_on_append_starts_the_transaction_and_fences_old_epochs(b):
+    pid, e0 = b.init_transactional_producer_id("tx", 60_000)
+    with pytest.raises(InvalidTxnStateError):
+        b.produce("t", 0, batch(pid, e0, 0))                   # not added: refused
+    b.add_partitions_on_append("tx", pid, e0, [("t", 0)])
+    b.produce("t", 0, batch(pid, e0, 0))
+    d = b.describe_transactions(["tx"])[0]
+    assert (d.state, [(tp.topic, tp.partition) for tp in d.topic_partitions]) == ("Ongoing", [("t", 0)])
+    assert b.end_txn("tx", pid, e0, commit=True, client_txn_version=2) == (pid, e0 + 1)
+    # the epoch before the bump: PRODUCER_FENCED at the coordinator, told as Produce tells it
+    with pytest.raises(InvalidProducerEpochError):
+        b.add_partitions_on_append("tx", pid, e0, [("t", 0)])
+    with pytest.raises(InvalidProducerIdMappingError):
+        b.add_partitions_on_append("unknown", pid, e0, [("t", 0)])
+    b.add_partitions_on_append("tx", pid, e0 + 1, [("t", 0)])
+    b.produce("t", 0, batch(pid, e0 + 1, 0))                   # the new epoch restarts its sequences
+    assert b.end_txn("tx", pid, e0 + 1, commit=False, client_txn_version=2) == (pid, e0 + 2)
