@@ -38,7 +38,7 @@ writes take each partition's lock as produce does.
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
 from kafkasim.errors import (
@@ -50,13 +50,16 @@ from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS"]
+__all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS",
+           "UPGRADE_TYPES"]
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 SUPPORTED_FEATURES = {TRANSACTION_VERSION_FEATURE: (0, 2)}
 """Feature name → (min, max) level this broker supports (Kafka 4.0's TransactionVersion TV_0–TV_2)."""
 DEFAULT_FEATURE_LEVELS = {TRANSACTION_VERSION_FEATURE: 2}
 """The finalized levels of a new broker: what ``kafka-storage.sh format`` gives a Kafka 4.0 cluster."""
+UPGRADE_TYPES = ("upgrade", "safe_downgrade", "unsafe_downgrade")
+"""Kafka's ``FeatureUpdate.UpgradeType`` (UpdateFeatures' ``upgrade_type`` 1, 2, 3)."""
 _TV2 = 2
 
 
@@ -120,26 +123,43 @@ class TxnApi(BrokerCore):
         features of the highest epoch they have seen."""
         return self.__dict__.get("_finalized_features_epoch", 0)
 
-    def update_features(self, levels: dict) -> None:
+    def update_features(self, levels: Mapping[str, int], *, upgrade_types: Optional[Mapping[str, str]] = None,
+                        validate_only: bool = False) -> None:
         """Set finalized feature levels, as ``kafka-features.sh upgrade/downgrade --feature
-        transaction.version=1`` does; INVALID_UPDATE_VERSION for an unknown feature or a
-        level outside :data:`SUPPORTED_FEATURES`. Held in memory: a restarted broker starts
-        at :data:`DEFAULT_FEATURE_LEVELS` (``kafkasim serve --feature`` sets them at start)."""
+        transaction.version=1`` (UpdateFeatures) does: all or none. ``upgrade_types`` names each
+        feature's :data:`UPGRADE_TYPES` entry (default ``"upgrade"``, which may not lower a
+        level); level 0 removes the feature from the finalized ones. INVALID_UPDATE_VERSION for
+        an unknown feature or upgrade type, a level outside :data:`SUPPORTED_FEATURES`, or a
+        downgrade asked as an upgrade. ``validate_only``: check, change nothing. Held in
+        memory: a restarted broker starts at :data:`DEFAULT_FEATURE_LEVELS` (``kafkasim serve
+        --feature`` sets the levels at start, as ``kafka-storage.sh format --feature``)."""
         check_arg("levels", levels, "mapping", what="a mapping of feature name to level")
-        for name, level in levels.items():
-            if name not in SUPPORTED_FEATURES:
-                raise InvalidUpdateVersionError(f"feature {name!r} is not supported (supported: "
-                                                f"{', '.join(sorted(SUPPORTED_FEATURES))})")
-            lo, hi = SUPPORTED_FEATURES[name]
-            if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
-                raise InvalidUpdateVersionError(f"feature {name}: level {level!r} is outside the supported "
-                                                f"range {lo}-{hi}")
+        types = dict(check_arg("upgrade_types", upgrade_types, "mapping", none_ok=True,
+                               what="a mapping of feature name to upgrade type") or {})
         with self._lock:
-            self._feature_levels().update(levels)
+            current = self._feature_levels()
+            for name, level in sorted(levels.items()):
+                def invalid(why: str) -> InvalidUpdateVersionError:
+                    return InvalidUpdateVersionError(f"Invalid update version {level!r} for feature {name}. {why}")
+                kind = types.get(name, "upgrade")
+                if kind not in UPGRADE_TYPES:
+                    raise invalid(f"The upgrade type {kind!r} is not one of {', '.join(UPGRADE_TYPES)}.")
+                if name not in SUPPORTED_FEATURES:
+                    raise invalid(f"The broker does not support the feature (supported: "
+                                  f"{', '.join(sorted(SUPPORTED_FEATURES))}).")
+                lo, hi = SUPPORTED_FEATURES[name]
+                if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
+                    raise invalid(f"Broker {self.broker_id} only supports versions {lo}-{hi}.")
+                if level < current.get(name, 0) and kind == "upgrade":
+                    raise invalid("Can't downgrade the version of this feature without setting the upgrade type "
+                                  "to either safe or unsafe downgrade.")
+            if validate_only:
+                return
+            current.update(levels)
             self.__dict__["_finalized_features_epoch"] = self.finalized_features_epoch + 1
             coord = self.__dict__.get("_txn_coordinator")
             if coord is not None:
-                coord.transaction_version = self._feature_levels()[TRANSACTION_VERSION_FEATURE]
+                coord.transaction_version = current[TRANSACTION_VERSION_FEATURE]
 
     # -- the effects loop (coordinator/transactions.py's docstring) ---------------------------
     def _drive(self, result):

@@ -1,4 +1,4 @@
-"""Handlers for the cluster and admin APIs: ApiVersions, Metadata, FindCoordinator,
+"""Handlers for the cluster and admin APIs: ApiVersions, UpdateFeatures, Metadata, FindCoordinator,
 InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
 IncrementalAlterConfigs, DescribeLogDirs.
 
@@ -55,6 +55,36 @@ def advertised_features(broker, version: int) -> dict:
 @api(18, "ApiVersions", 0, 4)
 async def api_versions(ctx, req):
     return {"error_code": 0, "api_keys": advertised_versions(), **advertised_features(ctx.broker, req.api_version)}
+
+
+_UPGRADE_TYPES = {1: "upgrade", 2: "safe_downgrade", 3: "unsafe_downgrade"}   # FeatureUpdate.UpgradeType
+
+
+@api(57, "UpdateFeatures", 0, 2)
+async def update_features(ctx, req):
+    """``kafka-features.sh upgrade/downgrade``: ``Broker.update_features``, all or none. v0's
+    ``allow_downgrade`` is a safe downgrade; v1's ``upgrade_type`` 1/2/3 upgrade/safe/unsafe
+    downgrade, and ``validate_only``. Success: a NONE result per feature (v0–1; v2 has no
+    results); failure: the top-level error (INVALID_UPDATE_VERSION) and no results, as
+    Kafka's ``UpdateFeaturesResponse.createWithErrors``."""
+    body = req.body
+    levels, types = {}, {}
+    for u in body.feature_updates:
+        if u.feature in levels:
+            exc = InvalidRequestError(f"UpdateFeatures: feature {u.feature!r} appears more than once")
+            ctx.refused(str(exc))
+            return {"error_code": error_code(exc), "error_message": str(exc), "results": []}
+        levels[u.feature] = int(u.max_version_level)
+        if req.api_version == 0:
+            types[u.feature] = "safe_downgrade" if u.allow_downgrade else "upgrade"
+        else:
+            types[u.feature] = _UPGRADE_TYPES.get(int(u.upgrade_type), f"unknown ({int(u.upgrade_type)})")
+    _, code, message = await ctx.attempt(ctx.broker.update_features, levels, upgrade_types=types,
+                                         validate_only=bool(getattr(body, "validate_only", False)))
+    if code:
+        return {"error_code": code, "error_message": message, "results": []}
+    return {"error_code": 0, "error_message": None,
+            "results": [{"feature": name, "error_code": 0, "error_message": None} for name in levels]}
 
 
 @api(3, "Metadata", 0, 12)

@@ -75,7 +75,8 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
     if features:
         try:
-            broker.update_features(dict(features))
+            # the levels a new data dir is formatted with: up or down from the defaults
+            broker.update_features(dict(features), upgrade_types={name: "unsafe_downgrade" for name in features})
         except BaseException:
             broker.close()
             raise

@@ -37,23 +37,34 @@ def test_transaction_version_is_finalized_at_2_by_default(b):
 
 def test_update_features_sets_the_level_and_a_level_0_feature_is_not_listed(b):
     b.transaction_coordinator                       # created before: the update reaches it too
-    b.update_features({"transaction.version": 1})
+    # a downgrade must say so (kafka-features.sh downgrade), as Kafka's controller wants
+    with pytest.raises(InvalidUpdateVersionError, match="Can't downgrade"):
+        b.update_features({"transaction.version": 1})
+    b.update_features({"transaction.version": 1}, upgrade_types={"transaction.version": "safe_downgrade"},
+                      validate_only=True)
+    assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 2}, 0)
+    b.update_features({"transaction.version": 1}, upgrade_types={"transaction.version": "safe_downgrade"})
     assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 1}, 1)
     assert b.transaction_coordinator.transaction_version == 1
-    b.update_features({"transaction.version": 0})
+    b.update_features({"transaction.version": 0}, upgrade_types={"transaction.version": "unsafe_downgrade"})
     assert (b.finalized_features, b.finalized_features_epoch) == ({}, 2)
+    b.update_features({"transaction.version": 2})                # an upgrade needs no type
+    assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 2}, 3)
+    assert b.transaction_coordinator.transaction_version == 2
 
 
 @pytest.mark.parametrize("levels, match", [
     ({"transaction.versio": 1}, "transaction.versio"),
-    ({"transaction.version": 3}, "level 3"),
-    ({"transaction.version": -1}, "level -1"),
-    ({"transaction.version": True}, "level True"),
-    ({"transaction.version": "2"}, "level '2'"),
+    ({"transaction.version": 3}, "version 3 .* only supports versions 0-2"),
+    ({"transaction.version": -1}, "version -1"),
+    ({"transaction.version": True}, "version True"),
+    ({"transaction.version": "2"}, "version '2'"),
 ])
 def test_update_features_refuses_unknown_features_and_levels(b, levels, match):
     with pytest.raises(InvalidUpdateVersionError, match=match):
-        b.update_features(levels)
+        b.update_features(levels, upgrade_types={name: "unsafe_downgrade" for name in levels})
+    with pytest.raises(InvalidUpdateVersionError, match="upgrade type 'sideways'"):
+        b.update_features({"transaction.version": 2}, upgrade_types={"transaction.version": "sideways"})
     assert (b.finalized_features, b.finalized_features_epoch) == ({"transaction.version": 2}, 0)
 
 

@@ -70,6 +70,8 @@ def minimal_request(key: int, version: int) -> dict:
             {"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
         46: {"timeout": 5000, "topics": None},
         47: {"group_id": "nosuchgroup", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        57: {"timeout": 5000, "validate_only": True, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1, "allow_downgrade": False}]},
         60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": True},
         # the transaction APIs for an id never initialised: Kafka's errors for it
         24: {"v3_and_below_transactional_id": "nosuchtx", "v3_and_below_producer_id": 1,

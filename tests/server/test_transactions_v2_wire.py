@@ -210,6 +210,39 @@ def test_tv1_clients_keep_their_epoch_and_add_partitions_themselves(server):
         assert _values(_fetch(sock, 1)) == [b"v1", ("COMMIT", e0)]
 
 
+def _finalized(sock):
+    r = raw.call(sock, 18, 4, {"client_software_name": "raw", "client_software_version": "1"})
+    return [(f.name, int(f.max_version_level)) for f in r.finalized_features], int(r.finalized_features_epoch)
+
+
+def _update(sock, version: int, updates: list, validate_only: bool = False):
+    r = raw.call(sock, 57, version, {"timeout": 60_000, "validate_only": validate_only, "feature_updates": [
+        {"feature": f, "max_version_level": level, "upgrade_type": kind, "allow_downgrade": kind != 1}
+        for f, level, kind in updates]})
+    return int(r.error_code), [(x.feature, int(x.error_code)) for x in getattr(r, "results", ())]
+
+
+def test_update_features_changes_the_finalized_level_all_or_none(server):
+    """kafka-features.sh's UpdateFeatures: a downgrade must be asked as one, an unknown feature
+    or level fails the whole request, validate_only changes nothing, and what ApiVersions
+    finalizes follows (with a higher epoch)."""
+    with raw.connect(server.host, server.port) as sock:
+        assert _finalized(sock) == ([("transaction.version", 2)], 0)
+        assert _update(sock, 1, [("transaction.version", 1, 1)]) == (95, [])          # UPGRADE cannot lower
+        assert _update(sock, 1, [("transaction.version", 3, 1)]) == (95, [])          # outside 0-2
+        assert _update(sock, 1, [("transaction.version", 1, 2), ("group.version", 1, 1)]) == (95, [])
+        assert _update(sock, 1, [("transaction.version", 1, 2)], validate_only=True) == (
+            0, [("transaction.version", 0)])
+        assert _finalized(sock) == ([("transaction.version", 2)], 0)
+        assert _update(sock, 1, [("transaction.version", 1, 2)]) == (0, [("transaction.version", 0)])
+        assert _finalized(sock) == ([("transaction.version", 1)], 1)
+        assert _update(sock, 2, [("transaction.version", 0, 3)]) == (0, [])           # v2: no results
+        assert _finalized(sock) == ([], 2)                                             # level 0: not listed
+        assert _update(sock, 0, [("transaction.version", 2, 1)]) == (0, [("transaction.version", 0)])
+        assert _update(sock, 1, [("transaction.version", 2, 1), ("transaction.version", 1, 2)])[0] == 42
+        assert _finalized(sock) == ([("transaction.version", 2)], 3)
+
+
 def test_kafka_python_describe_features_reads_transaction_version(tmp_path, serve_process):
     """kafka-python's admin ``describe_features`` (ApiVersions v3+) shows what a TV2-aware
     client reads: transaction.version supported 0-2 and finalized as the server was told."""
@@ -224,3 +257,15 @@ def test_kafka_python_describe_features_reads_transaction_version(tmp_path, serv
         # the epoch is 1: the --feature update (epoch 0 is the broker's default levels)
         assert features == {"transaction.version": {"supported": (0, 2), "finalized": (level, level),
                                                     "finalized_epoch": 1}}
+
+
+def test_kafka_python_update_features_downgrades_and_upgrades_transaction_version(server):
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        assert admin.update_features({"transaction.version": ("SAFE_DOWNGRADE", 1)}) == {"transaction.version": "OK"}
+        assert admin.describe_features()["transaction.version"]["finalized"] == (1, 1)
+        assert admin.update_features({"transaction.version": 2}) == {"transaction.version": "OK"}
+        assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
+    finally:
+        admin.close()
