@@ -92,6 +92,7 @@ class Lifecycle(BrokerCore):
             self._topics = self._meta.load_topics(self.default_config)   # checked as on create
             self._partitions = {}
             self._next_producer_id = self._meta.load_next_producer_id()
+            self._finalized_levels, self._finalized_features_epoch = self._meta.load_features()
             self._producer_id_limit = self._next_producer_id
             for meta in self._topics.values():
                 config = self._config_of(meta)

@@ -49,15 +49,11 @@ from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
+from kafkasim.broker.metadata import DEFAULT_FEATURE_LEVELS, SUPPORTED_FEATURES, TRANSACTION_VERSION_FEATURE
 
 __all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS",
            "UPGRADE_TYPES"]
 
-TRANSACTION_VERSION_FEATURE = "transaction.version"
-SUPPORTED_FEATURES = {TRANSACTION_VERSION_FEATURE: (0, 2)}
-"""Feature name → (min, max) level this broker supports (Kafka 4.0's TransactionVersion TV_0–TV_2)."""
-DEFAULT_FEATURE_LEVELS = {TRANSACTION_VERSION_FEATURE: 2}
-"""The finalized levels of a new broker: what ``kafka-storage.sh format`` gives a Kafka 4.0 cluster."""
 UPGRADE_TYPES = ("upgrade", "safe_downgrade", "unsafe_downgrade")
 """Kafka's ``FeatureUpdate.UpgradeType`` (UpdateFeatures' ``upgrade_type`` 1, 2, 3)."""
 _TV2 = 2
@@ -101,10 +97,8 @@ class TxnApi(BrokerCore):
 
     # -- features (KIP-584; transaction.version is KIP-890's) ---------------------------------------
     def _feature_levels(self) -> dict:
-        levels = self.__dict__.get("_finalized_levels")
-        if levels is None:
-            levels = self.__dict__.setdefault("_finalized_levels", dict(DEFAULT_FEATURE_LEVELS))
-        return levels
+        """The finalized levels (loaded with the data dir's metadata, ``meta/features.json``)."""
+        return self._finalized_levels
 
     @property
     def supported_features(self) -> dict:
@@ -121,7 +115,7 @@ class TxnApi(BrokerCore):
     def finalized_features_epoch(self) -> int:
         """The epoch of the finalized features (0, then + 1 on every change); clients keep the
         features of the highest epoch they have seen."""
-        return self.__dict__.get("_finalized_features_epoch", 0)
+        return self._finalized_features_epoch
 
     def update_features(self, levels: Mapping[str, int], *, upgrade_types: Optional[Mapping[str, str]] = None,
                         validate_only: bool = False) -> None:
@@ -130,9 +124,10 @@ class TxnApi(BrokerCore):
         feature's :data:`UPGRADE_TYPES` entry (default ``"upgrade"``, which may not lower a
         level); level 0 removes the feature from the finalized ones. INVALID_UPDATE_VERSION for
         an unknown feature or upgrade type, a level outside :data:`SUPPORTED_FEATURES`, or a
-        downgrade asked as an upgrade. ``validate_only``: check, change nothing. Held in
-        memory: a restarted broker starts at :data:`DEFAULT_FEATURE_LEVELS` (``kafkasim serve
-        --feature`` sets the levels at start, as ``kafka-storage.sh format --feature``)."""
+        downgrade asked as an upgrade. ``validate_only``: check, change nothing. The levels
+        and their epoch are written to ``meta/features.json`` (storage/FORMAT.md §1.3) before
+        they apply, so a restarted broker keeps them; a data dir without the file has
+        :data:`DEFAULT_FEATURE_LEVELS` at epoch 0."""
         check_arg("levels", levels, "mapping", what="a mapping of feature name to level")
         types = dict(check_arg("upgrade_types", upgrade_types, "mapping", none_ok=True,
                                what="a mapping of feature name to upgrade type") or {})
@@ -155,8 +150,10 @@ class TxnApi(BrokerCore):
                                   "to either safe or unsafe downgrade.")
             if validate_only:
                 return
+            epoch = self.finalized_features_epoch + 1
+            self._meta.save_features({**current, **levels}, epoch)      # durable first, as Kafka's metadata log
             current.update(levels)
-            self.__dict__["_finalized_features_epoch"] = self.finalized_features_epoch + 1
+            self._finalized_features_epoch = epoch
             coord = self.__dict__.get("_txn_coordinator")
             if coord is not None:
                 coord.transaction_version = current[TRANSACTION_VERSION_FEATURE]

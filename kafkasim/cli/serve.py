@@ -94,7 +94,7 @@ def _overrides(pairs: list[str]) -> dict[str, str]:
 def _features(pairs: list[str]) -> dict[str, int]:
     """``["transaction.version=1", ...]`` → ``{"transaction.version": 1}`` (names and levels
     checked against what the broker supports)."""
-    from kafkasim.broker.txn_api import SUPPORTED_FEATURES
+    from kafkasim.broker.metadata import SUPPORTED_FEATURES
 
     out = {}
     for pair in pairs:

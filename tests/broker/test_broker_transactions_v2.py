@@ -10,7 +10,7 @@ from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError, InvalidUpdateVersionError,
-    KafkaSimError,
+    KafkaSimError, KafkaStorageError,
 )
 from kafkasim.records import record_batch as rb
 
@@ -99,3 +99,27 @@ def test_add_partitions_on_append_starts_the_transaction_and_fences_old_epochs(b
     b.add_partitions_on_append("tx", pid, e0 + 1, [("t", 0)])
     b.produce("t", 0, batch(pid, e0 + 1, 0))                   # the new epoch restarts its sequences
     assert b.end_txn("tx", pid, e0 + 1, commit=False, client_txn_version=2) == (pid, e0 + 2)
+
+
+def test_finalized_levels_survive_a_restart(tmp_path):
+    with Broker(tmp_path / "d", clock=MockClock(T0)) as broker:
+        broker.update_features({"transaction.version": 1}, upgrade_types={"transaction.version": "safe_downgrade"})
+    with Broker(tmp_path / "d", clock=MockClock(T0)) as broker:
+        assert (broker.finalized_features, broker.finalized_features_epoch) == ({"transaction.version": 1}, 1)
+        assert broker.transaction_coordinator.transaction_version == 1
+
+
+@pytest.mark.parametrize("text, match", [
+    ('{"levels": {"transaction.version": 7}, "epoch": 1}', "level 7"),
+    ('{"levels": {"kraft.version": 1}, "epoch": 1}', "kraft.version"),
+    ('{"levels": {"transaction.version": 1}, "epoch": -3}', "epoch -3"),
+    ('{"levels": {"transaction.version": "1"}, "epoch": 1}', "levels"),
+    ('{"levels": {}}', "epoch and levels"),
+    ("{not json", "unreadable"),
+])
+def test_a_bad_features_file_refuses_the_data_dir_naming_it(tmp_path, text, match):
+    with Broker(tmp_path / "d", clock=MockClock(T0)):
+        pass
+    (tmp_path / "d" / "meta" / "features.json").write_text(text)
+    with pytest.raises(KafkaStorageError, match=f"features.json.*{match}|{match}.*features.json"):
+        Broker(tmp_path / "d", clock=MockClock(T0))
