@@ -17,6 +17,11 @@ original offset and writes nothing), or illegal:
    producer's state has expired; kafkasim keeps the state only in memory and
    rebuilds it from the active segment on first use after a restart).
 
+A COMMIT/ABORT marker with a higher epoch than the producer's (KIP-890 TV2 bumps the epoch
+at every EndTxn and writes its markers with the new one) makes that epoch the producer's,
+with no batches kept, as Kafka's ``appendEndTxnMarker``: the old epoch is then refused (2.)
+and the new one starts at sequence 0 (4.) (:meth:`ProducerStateTable.on_marker`).
+
 Not thread-safe: the broker calls it under the partition's produce lock.
 """
 
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from kafkasim.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkasim.records.framing import ATTR_CONTROL
 from kafkasim.records.record_batch import BatchHeader
 
 __all__ = ["ProducerStateTable", "MAX_CACHED_BATCHES"]
@@ -98,10 +104,19 @@ class ProducerStateTable:
             entry = self._producers[h.producer_id] = _ProducerEntry(h.producer_epoch)
         entry.batches.append((h.base_sequence, _last_seq_of(h), h.base_offset))
 
+    def on_marker(self, producer_id: int, epoch: int) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` written at ``epoch``: a higher epoch than
+        the known one becomes the producer's, with no batches (an unknown producer stays unknown)."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and epoch > entry.epoch:
+            self._producers[producer_id] = _ProducerEntry(epoch)
+
     def load(self, headers: Iterable[BatchHeader]) -> None:
-        """Rebuild from the headers of appended batches, oldest first."""
+        """Rebuild from the headers of appended batches (markers included), oldest first."""
         for h in headers:
-            if h.producer_id >= 0 and h.base_sequence >= 0:
+            if h.attributes & ATTR_CONTROL:
+                self.on_marker(h.producer_id, h.producer_epoch)
+            elif h.producer_id >= 0 and h.base_sequence >= 0:
                 entry = self._producers.get(h.producer_id)
                 if entry is not None and h.producer_epoch < entry.epoch:
                     continue

@@ -185,6 +185,7 @@ class TxnApi(BrokerCore):
             with part.lock:
                 part.leader_log(None).append_control(markers.producer_id, markers.producer_epoch, markers.commit,
                                                      markers.coordinator_epoch, part.leader_epoch)
+                part.producer_table().on_marker(markers.producer_id, markers.producer_epoch)
         if markers.commit:
             for group_id, committed in sorted(offsets.items()):
                 self._txn_commit_offsets(group_id, committed)

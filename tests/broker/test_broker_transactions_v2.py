@@ -10,7 +10,7 @@ from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError, InvalidUpdateVersionError,
-    KafkaSimError, KafkaStorageError,
+    KafkaSimError, KafkaStorageError, OutOfOrderSequenceNumberError,
 )
 from kafkasim.records import record_batch as rb
 
@@ -123,3 +123,33 @@ def test_a_bad_features_file_refuses_the_data_dir_naming_it(tmp_path, text, matc
     (tmp_path / "d" / "meta" / "features.json").write_text(text)
     with pytest.raises(KafkaStorageError, match=f"features.json.*{match}|{match}.*features.json"):
         Broker(tmp_path / "d", clock=MockClock(T0))
+
+
+def plain(pid, epoch, seq):
+    """An idempotent, non-transactional batch of the same producer id."""
+    return rb.encode_batch(0, [(0, T0, None, b"p%d" % seq, ())], producer_id=pid, producer_epoch=epoch,
+                           base_sequence=seq)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_tv2_marker_raises_the_partitions_producer_epoch(tmp_path, restart):
+    """Kafka's appendEndTxnMarker: the marker's higher epoch becomes the producer's, so the
+    epoch before the bump is refused at the partition too (also once the table is rebuilt
+    from the log after a restart), and the new epoch starts at sequence 0."""
+    broker = Broker(tmp_path / "d", clock=MockClock(T0))
+    try:
+        broker.create_topic("t", 1)
+        pid, e0 = broker.init_transactional_producer_id("tx", 60_000)
+        broker.add_partitions_on_append("tx", pid, e0, [("t", 0)])
+        broker.produce("t", 0, batch(pid, e0, 0))
+        assert broker.end_txn("tx", pid, e0, commit=True, client_txn_version=2) == (pid, e0 + 1)
+        if restart:
+            broker.close()
+            broker = Broker(tmp_path / "d", clock=MockClock(T0))
+        with pytest.raises(InvalidProducerEpochError):
+            broker.produce("t", 0, plain(pid, e0, 1))           # the next sequence, the old epoch
+        with pytest.raises(OutOfOrderSequenceNumberError):
+            broker.produce("t", 0, plain(pid, e0 + 1, 5))
+        broker.produce("t", 0, plain(pid, e0 + 1, 0))
+    finally:
+        broker.close()
