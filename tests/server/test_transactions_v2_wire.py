@@ -269,3 +269,32 @@ def test_kafka_python_update_features_downgrades_and_upgrades_transaction_versio
         assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
     finally:
         admin.close()
+
+
+def test_tv2_produce_on_a_served_cluster_adds_the_partition_only_at_its_leader(tmp_path, serve_process):
+    """On a served cluster the implicit add happens where Kafka's does, at the partition's
+    leader: a Produce v12 sent to another broker is NOT_LEADER_OR_FOLLOWER and adds nothing."""
+    from kafkasim.server.address import read_address
+    served = serve_process(tmp_path / "cluster", "--brokers", "0,1,2")
+    listeners = {b["id"]: (b["host"], b["port"]) for b in read_address(served.data_dir)["brokers"]}
+    tid = "tv2-cluster"
+    with raw.connect(served.host, served.port) as sock:
+        r = raw.call(sock, 19, 5, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 3,
+                                               "assignments": [], "configs": []}], "timeout": 10_000})
+        assert int(r.topics[0].error_code) == 0
+        meta = raw.call(sock, 3, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
+        leader = int(meta.topics[0].partitions[0].leader_id)
+        coordinator = raw.call(sock, 10, 4, {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0]
+    follower = next(b for b in sorted(listeners) if b != leader)
+    with raw.connect(coordinator.host, coordinator.port) as coord:
+        pid, e0 = _init(coord, tid)
+        with raw.connect(*listeners[follower]) as sock:
+            assert _produce(sock, 12, tid, _batch(pid, e0, 0, [b"x"])) == 6         # NOT_LEADER_OR_FOLLOWER
+        # (Describe would answer start time -1, which kio's reader refuses: ListTransactions)
+        listed = raw.call(coord, 66, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+        assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [(tid, "Empty")]
+        with raw.connect(*listeners[leader]) as sock:
+            assert _produce(sock, 12, tid, _batch(pid, e0, 0, [b"x"])) == 0
+        assert _describe(coord, tid) == ("Ongoing", e0, [(TOPIC, [0])])
+        r = _end(coord, 5, tid, pid, e0, True)
+        assert (int(r.error_code), int(r.producer_epoch)) == (0, e0 + 1)
