@@ -298,3 +298,19 @@ def test_tv2_produce_on_a_served_cluster_adds_the_partition_only_at_its_leader(t
         assert _describe(coord, tid) == ("Ongoing", e0, [(TOPIC, [0])])
         r = _end(coord, 5, tid, pid, e0, True)
         assert (int(r.error_code), int(r.producer_epoch)) == (0, e0 + 1)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("transaction.version=3", "level 3 is outside 0-2"),
+    ("transaction.versio=1", "unknown feature 'transaction.versio'"),
+    ("transaction.version=two", "level 'two' is not a number"),
+    ("transaction.version", "expected NAME=LEVEL"),
+])
+def test_serve_refuses_a_bad_feature_naming_it(tmp_path, value, message):
+    import subprocess
+    import sys
+    data = tmp_path / "never"
+    done = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(data), "--listen",
+                           "127.0.0.1:0", "--feature", value], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and message in done.stderr and value in done.stderr
+    assert not data.exists()
