@@ -29,8 +29,8 @@ function leadership(p) {
 // The offsets a read_committed consumer may read up to: the LSO, shown beside the high watermark
 // when a transaction holds it back (LSO < HW), and the HW beside the LEO when followers lag.
 function offsets(p) {
-  let text = `LEO ${p.log_end_offset}`;
-  if (p.high_watermark !== p.log_end_offset) text += ` · HW ${p.high_watermark}`;
+  let text = p.high_watermark === p.log_end_offset ? `LEO = HW ${p.log_end_offset}`
+    : `LEO ${p.log_end_offset} · HW ${p.high_watermark}`;
   text += p.last_stable_offset < p.high_watermark ? ` · LSO ${p.last_stable_offset} (open txn)` : ` · LSO ${p.last_stable_offset}`;
   return text;
 }
