@@ -17,6 +17,14 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   (murmur2: Java, kafka-python; crc32: librdkafka; FNV-1a: Sarama) gives its key. A record
   with no producer (a lab appending to partitions it picks, as ``consumer-scaling`` does) is
   "unknown producer", never a mismatch;
+- per partition also the ``high_watermark`` (the log end offset on one broker; on a cluster
+  the least log end offset of the ISR replicas read) and the ``last_stable_offset`` (Kafka's
+  LSO: the first offset of the earliest open transaction, bounded by the high watermark),
+  and ``transactions``: the open transactions per producer id with their transactional id,
+  state and partitions (:mod:`kafkasim.view.txns`, from the partitions' batches and
+  ``__transaction_state``, which is not drawn as a topic). A control batch (a transaction
+  marker) is not a record: not counted, not in ``recent``, whose rows of a transaction say
+  ``open``, ``committed`` or ``aborted`` (``txn``);
 - ``producers``: who wrote the records, from the batch headers (producer id, for idempotent
   producers) and the ``kafkasim.producer`` record header (the client id, when stamped); a
   record with neither is counted under ``unidentified``;
@@ -50,6 +58,10 @@ watcher only reads (plain ``open``/``pread``, never a ``Log``, never the data di
 Time comes from the injected clock (:mod:`kafkasim.clock`), so a test drives the rates with
 a ``MockClock``. Thread-safety: not thread-safe; one poller thread owns a watcher (the view
 server publishes the snapshots it returns, which are plain data).
+
+Over 500 lines because it is one job, turning the files of a data dir into one snapshot:
+the per-source folds live in their own modules (tail, groups, txns), and what is left is how
+they meet (which replica's numbers a partition shows, the active topic, the clock kind).
 """
 
 from __future__ import annotations
