@@ -98,7 +98,8 @@ CLUSTER_FILE = "cluster.json"   # meta/cluster.json: a cluster's controller stat
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KEY_CHARS = 60
 ROOT = -1
-"""The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``)."""
+"""The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``,
+``__transaction_state``)."""
 MAX_EVENTS = 30
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 """Not drawn as topics: read for the groups and the transactions."""
@@ -408,7 +409,7 @@ class DataDirWatcher:
         present: dict[tuple[int, str, int], str] = {}
         scans = list(log_dirs)
         if log_dirs and log_dirs[0][1] != self.data_dir:
-            scans.append((ROOT, self.data_dir))   # a cluster keeps __consumer_offsets at the root
+            scans.append((ROOT, self.data_dir))   # a cluster keeps its internal topics at the root
         for broker_id, path in scans:
             try:
                 partitions = layout.list_partitions(path)
@@ -417,7 +418,7 @@ class DataDirWatcher:
                     problems.append(f"cannot list {path}: {exc}")
                 continue
             for pd, ppath in partitions:
-                if broker_id == ROOT and pd.topic != OFFSETS_TOPIC:
+                if broker_id == ROOT and pd.topic not in INTERNAL_TOPICS:
                     continue
                 present[(broker_id, pd.topic, pd.partition)] = ppath
         decoded: set[tuple[str, int]] = set()     # records are decoded from one replica only

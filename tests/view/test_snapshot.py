@@ -484,3 +484,29 @@ def test_markers_are_not_recent_records_and_aborted_records_are_marked(data, clo
     assert sum(1 for h, _ in fetched if h.attributes & rb.ATTR_CONTROL) == 2
     p0 = partitions(w.poll())[0]
     assert p0["records"] == p0["log_end_offset"] - 2          # each marker takes an offset, holds no record
+
+
+def test_a_cluster_keeps_transaction_state_at_its_root_and_the_view_names_the_open_transaction(tmp_path, clock):
+    from kafkasim.broker.cluster import Cluster
+
+    d = str(tmp_path / "cluster")
+    with Cluster(d, [(0, "r1"), (1, "r2"), (2, "r3")], clock=clock) as cluster:
+        cluster.create_topic("orders", 3, replication_factor=3)
+        txn = Producer(cluster, transactional_id="ctx")
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send("orders", b"a", partition=1)
+        txn.flush()
+        assert any(name.startswith("__transaction_state-") for name in os.listdir(d))   # at the root
+        w = DataDirWatcher(d, clock=clock)
+        snap = w.poll()
+        (t,) = snap["transactions"]
+        assert (t["transactional_id"], t["state"]) == ("ctx", "Ongoing")
+        assert [(x["topic"], x["partition"], x["first_offset"]) for x in t["partitions"]] == [("orders", 1, 0)]
+        p1 = partitions(snap)[1]
+        assert p1["last_stable_offset"] == cluster.last_stable_offset("orders", 1) == 0 < p1["high_watermark"]
+        txn.commit_transaction()
+        snap = w.poll()
+        assert snap["transactions"] == []
+        assert partitions(snap)[1]["last_stable_offset"] == cluster.last_stable_offset("orders", 1) == 1
+    assert [x["name"] for x in snap["topics"]] == ["orders"]
