@@ -622,6 +622,7 @@ class DataDirWatcher:
         transactions = open_transactions({tp: x for tp, x in decoded.items() if tp in leos},
                                          self._txn_state, log_starts, ref)
         problems.extend(self._txn_state.problems)
+        problems.extend(x.problem for x in self._txns.values() if x.problem)
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,

@@ -42,7 +42,7 @@ from kafkasim.records.control import CONTROL_ABORT, CONTROL_COMMIT, decode_contr
 from kafkasim.records.framing import ATTR_CONTROL, BatchHeader
 from kafkasim.storage.transactions import TxnTracker
 
-__all__ = ["PartitionTxns", "TxnStateModel", "open_transactions", "last_stable_offset", "OPEN_STATES"]
+__all__ = ["PartitionTxns", "TxnStateModel", "open_transactions", "last_stable_offset", "is_control", "OPEN_STATES"]
 
 OPEN_STATES = (TXN_STATE_ONGOING, TXN_STATE_PREPARE_COMMIT, TXN_STATE_PREPARE_ABORT)
 """The ``__transaction_state`` states of a transaction not yet complete."""
@@ -54,6 +54,7 @@ class PartitionTxns:
     def __init__(self) -> None:
         self.tracker = TxnTracker()
         self.started: dict[int, tuple[int, int]] = {}   # pid -> (first batch's timestamp, producer epoch)
+        self.problem: Optional[str] = None   # the last control record that did not decode
 
     @property
     def ongoing(self) -> dict[int, int]:
@@ -68,9 +69,13 @@ class PartitionTxns:
 
     def on_control_batch(self, h: BatchHeader, key: Optional[bytes], where: str) -> Optional[tuple[int, int, bool]]:
         """Note a control batch (its one record's ``key``); returns ``(first offset, marker
-        offset, aborted)`` of the transaction it completed, or None (an empty transaction, or
-        a control record that is no COMMIT/ABORT)."""
-        control = decode_control_key(key, where=where)
+        offset, aborted)`` of the transaction it completed, or None (an empty transaction, a
+        control record that is no COMMIT/ABORT, or one that does not decode: :attr:`problem`)."""
+        try:
+            control = decode_control_key(key, where=where)
+        except CorruptRecordError as exc:
+            self.problem = f"control batch at offset {h.base_offset}: {exc}"
+            return None
         if control.type not in (CONTROL_COMMIT, CONTROL_ABORT):
             return None
         done = self.tracker.on_marker(h.producer_id, h.base_offset, control.type)
@@ -91,6 +96,7 @@ class PartitionTxns:
 
 
 def is_control(h: BatchHeader) -> bool:
+    """A control batch (attribute 0x20): a transaction marker, not a record a consumer sees."""
     return bool(h.attributes & ATTR_CONTROL)
 
 

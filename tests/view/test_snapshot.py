@@ -510,3 +510,19 @@ def test_a_cluster_keeps_transaction_state_at_its_root_and_the_view_names_the_op
         assert snap["transactions"] == []
         assert partitions(snap)[1]["last_stable_offset"] == cluster.last_stable_offset("orders", 1) == 1
     assert [x["name"] for x in snap["topics"]] == ["orders"]
+
+
+def test_a_control_batch_whose_key_does_not_decode_is_a_problem_not_a_crash(tmp_path, clock):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=clock) as broker:
+        broker.create_topic("orders", 1)
+        broker.append_records("orders", 0, [(clock.now_ms(), b"k", b"v", ())])
+    seg = os.path.join(d, "orders-0", "00000000000000000000.log")
+    with open(seg, "ab") as f:        # a control batch (0x30) whose one record's key is 1 byte, not 4
+        f.write(rb.encode_batch(1, [(0, clock.now_ms(), b"\x00", b"\x00" * 6, ())], producer_id=9,
+                                producer_epoch=0, attributes=rb.ATTR_TRANSACTIONAL | rb.ATTR_CONTROL))
+    snap = DataDirWatcher(d, clock=clock).poll()
+    assert partitions(snap)[0]["log_end_offset"] == 2 and partitions(snap)[0]["records"] == 1
+    (problem,) = snap["problems"]
+    assert "control batch at offset 1" in problem and "at least 4 bytes" in problem
+    assert os.path.dirname(seg) in problem
