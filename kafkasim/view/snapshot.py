@@ -78,8 +78,8 @@ from kafkasim.errors import InvalidArgumentError, OldLogFormatError
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.partitioning.hashing import fnv1a32
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
-from kafkasim.records.framing import ATTR_TRANSACTIONAL
 from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.records.framing import ATTR_TRANSACTIONAL
 from kafkasim.storage import data_format, layout
 from kafkasim.types import PRODUCER_HEADER
 from kafkasim.view.groups import GroupsModel
