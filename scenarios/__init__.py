@@ -118,6 +118,13 @@ LABS += [
         "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
 ]
 
+# ---- transactions (wt-txnlab): exactly-once (15)
+LABS += [
+    Lab(15, "exactly-once", "exactly_once",
+        "consume-transform-produce crashes and restarts: at-least-once and idempotent totals count "
+        "payments twice, transactions with read_committed are exact"),
+]
+
 
 def _index() -> tuple[dict[str, Lab], dict[str, str]]:
     by_name: dict[str, Lab] = {}
