@@ -35,6 +35,12 @@ delivery guarantee:
    processed again, and a ``read_committed`` reader (the restore and the downstream audit)
    never sees the aborted totals: every account's total is **exact**.
 
+Two parameters break the transactional run on purpose: ``downstream_isolation=read_uncommitted``
+(the reader sees the aborted totals: payments counted twice) and ``same_transactional_id=false``
+(the restarted instance takes a new id, so nobody fences the crashed one: its transaction
+stays open, and read_committed readers stop at its first record until the coordinator
+aborts it after ``transaction.timeout.ms``). Either ends in ``ClaimFailedError``.
+
 Each run is checked against a recount of the input: the final total of every account
 against the sum of its payments, and every input offset against the ``kafkasim-input``
 headers of the output (read as downstream reads it: ``read_committed`` for the
@@ -101,6 +107,7 @@ PARAMS: dict[str, Any] = {
     "fault_rate": 0.03,           # share of produce requests whose first response is lost
     "session_timeout_ms": 10_000,
     "downstream_isolation": "read_committed",   # how the transactional run's output is read
+    "same_transactional_id": True,  # False: the restarted instance takes a new id and fences nothing
 }
 
 IN_TOPIC = "payments"
@@ -175,6 +182,7 @@ def _payments(broker, clock, seed: int, cfg: dict) -> dict[bytes, tuple[bytes, i
 
 
 def _producer(broker, clock, guarantee: str, incarnation: int, seed: int, cfg: dict) -> Producer:
+    """The job's producer for ``guarantee``; the ``incarnation``-th instance of the job."""
     common = dict(clock=clock, client_id=f"totals-job-{guarantee}-{incarnation}", seed=f"{seed}:{guarantee}:{incarnation}",
                   value_serializer=msgpack.dumps, fault_rate=cfg["fault_rate"], fault_mode=LOST_RESPONSE,
                   linger_ms=0)             # a request per record: each can lose its response
@@ -183,7 +191,8 @@ def _producer(broker, clock, guarantee: str, incarnation: int, seed: int, cfg: d
                         max_in_flight_requests_per_connection=1, **common)
     if guarantee == "idempotent":
         return Producer(broker, enable_idempotence=True, acks="all", **common)
-    return Producer(broker, transactional_id="totals-job", **common)
+    txn_id = "totals-job" if cfg["same_transactional_id"] else f"totals-job-{incarnation}"
+    return Producer(broker, transactional_id=txn_id, **common)
 
 
 def _read(broker, topic: str, partitions: int, isolation_level: str) -> list:
@@ -294,12 +303,13 @@ def _one_guarantee(broker, clock, guarantee: str, inputs: dict, seed: int, cfg: 
     if transactional:
         dirty = _read(broker, f"totals-{guarantee}", cfg["partitions"], "read_uncommitted")
         audit["records_in_log"] = len(dirty)
-        audit["aborted_records"] = len(dirty) - (len(records) if isolation == "read_committed" else len(dirty))
+        audit["invisible_records"] = len(dirty) - len(records)     # aborted, or past the last stable offset
         audit["transactions"] = [{"transactional_id": d.transactional_id, "state": d.state}
-                                 for d in broker.describe_transactions(["totals-job"])]
+                                 for d in broker.describe_transactions(
+                                     ["totals-job"] if cfg["same_transactional_id"] else ["totals-job-0", "totals-job-1"])]
     else:
         audit["records_in_log"] = len(records)
-        audit["aborted_records"] = 0
+        audit["invisible_records"] = 0
     return audit
 
 
@@ -350,13 +360,18 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
          "new producer id, its records are new to the broker.")
     if txn["exact"]:
         echo(f"transactional: the new instance's init_transactions() aborted the crashed one's open "
-             f"transaction ({txn['aborted_records']} records in the log that a read_committed reader skips); "
+             f"transaction ({txn['invisible_records']} records in the log that a read_committed reader skips); "
              f"it re-processed the same {txn['reprocessed']} payments from the uncommitted offsets, and every "
              f"total matches the recount: exactly once.")
     else:
         echo(f"transactional, read with {txn['downstream_isolation']}: {txn['duplicated_inputs']} payments "
-             f"counted twice, {txn['missing']} missing, {txn['wrong_totals']} wrong totals: a reader that "
-             "does not read committed sees the aborted transaction's records.")
+             f"counted twice, {txn['missing']} missing, {txn['wrong_totals']} wrong totals.")
+        if txn["duplicated_inputs"]:
+            echo("  A reader that does not read committed sees the aborted transaction's records.")
+        if txn["missing"]:
+            echo("  The crashed instance's transaction is still open: nobody fenced its transactional id, so "
+                 "read_committed readers stop at its first offset (the last stable offset) until the "
+                 "coordinator aborts it after transaction.timeout.ms.")
     echo(f"\nEvery output record names its payment in the header {INPUT_HEADER} "
          "(\"<input partition>:<input offset>\"), which is how the audit found the payments counted twice.")
 
