@@ -33,13 +33,14 @@ delivery guarantee:
    transaction. The restarted job's ``init_transactions()`` fences the crashed instance and
    aborts its open transaction; the offsets were never committed, so the same payments are
    processed again, and a ``read_committed`` reader (the restore and the downstream audit)
-   never sees the aborted totals: every account's total is **exact**.
+   never sees the aborted totals: every account's total is **exact**. When the crashed
+   instance wakes up (a zombie) and tries to commit, it gets ``ProducerFencedError``.
 
 Two parameters break the transactional run on purpose: ``downstream_isolation=read_uncommitted``
 (the reader sees the aborted totals: payments counted twice) and ``same_transactional_id=false``
-(the restarted instance takes a new id, so nobody fences the crashed one: its transaction
-stays open, and read_committed readers stop at its first record until the coordinator
-aborts it after ``transaction.timeout.ms``). Either ends in ``ClaimFailedError``.
+(the restarted instance takes a new id, so nobody fences the crashed one: when it wakes up,
+its late ``commit_transaction()`` succeeds and its stale totals are committed too). Either
+ends in ``ClaimFailedError``.
 
 Each run is checked against a recount of the input: the final total of every account
 against the sum of its payments, and every input offset against the ``kafkasim-input``
@@ -80,7 +81,7 @@ from typing import Any, Callable, Iterable, Optional
 import msgpack
 
 from kafkasim.consumer import Consumer
-from kafkasim.errors import InvalidArgumentError
+from kafkasim.errors import InvalidArgumentError, ProducerFencedError
 from kafkasim.producer import LOST_RESPONSE, Producer
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, lab_clock, main_for, table
@@ -264,7 +265,8 @@ def _instance(broker, clock, guarantee: str, incarnation: int, seed: int, cfg: d
             if processed == crash_after:
                 producer.flush()         # its totals reached the broker; its offsets were never committed
                 return {"processed": processed, "crashed": True, "restored_total": restored,
-                        "metrics": producer.metrics()["producer-metrics"], "waited_ms": 0}
+                        "metrics": producer.metrics()["producer-metrics"], "waited_ms": 0,
+                        "zombie": producer}
         offsets = {}
         for r in records:
             offsets[TopicPartition(IN_TOPIC, r.partition)] = OffsetAndMetadata(r.offset + 1, "")
@@ -286,6 +288,13 @@ def _one_guarantee(broker, clock, guarantee: str, inputs: dict, seed: int, cfg: 
     first = _instance(broker, clock, guarantee, 0, seed, cfg, crash_after=cfg["crash_after"])
     second = _instance(broker, clock, guarantee, 1, seed, cfg, crash_after=None)
     transactional = guarantee == "transactional"
+    zombie_commit = None
+    if transactional:               # the crashed instance wakes up and commits what it had sent
+        try:
+            first["zombie"].commit_transaction()
+            zombie_commit = "committed"
+        except ProducerFencedError as exc:
+            zombie_commit = type(exc).__name__
     isolation = cfg["downstream_isolation"] if transactional else "read_uncommitted"
     records = _read(broker, f"totals-{guarantee}", cfg["partitions"], isolation)
     outputs = [(r.key, r.value["total"], dict(r.headers)[INPUT_HEADER]) for r in records]
@@ -296,6 +305,7 @@ def _one_guarantee(broker, clock, guarantee: str, inputs: dict, seed: int, cfg: 
         "reprocessed": first["processed"] + second["processed"] - len(inputs),
         "restored_total": second["restored_total"],
         "restart_wait_ms": second["waited_ms"],
+        "zombie_commit": zombie_commit,
         "lost_responses": int(first["metrics"]["injected-fault-total"] + second["metrics"]["injected-fault-total"]),
         "duplicate_batches_detected_by_broker": int(first["metrics"]["duplicate-batch-total"]
                                                     + second["metrics"]["duplicate-batch-total"]),
@@ -362,16 +372,19 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         echo(f"transactional: the new instance's init_transactions() aborted the crashed one's open "
              f"transaction ({txn['invisible_records']} records in the log that a read_committed reader skips); "
              f"it re-processed the same {txn['reprocessed']} payments from the uncommitted offsets, and every "
-             f"total matches the recount: exactly once.")
+             f"total matches the recount: exactly once. When the crashed instance woke up, its commit "
+             f"failed: {txn['zombie_commit']}.")
     else:
         echo(f"transactional, read with {txn['downstream_isolation']}: {txn['duplicated_inputs']} payments "
              f"counted twice, {txn['missing']} missing, {txn['wrong_totals']} wrong totals.")
-        if txn["duplicated_inputs"]:
+        if txn["duplicated_inputs"] and txn["downstream_isolation"] == "read_uncommitted":
             echo("  A reader that does not read committed sees the aborted transaction's records.")
+        if txn["zombie_commit"] == "committed":
+            echo("  Nobody fenced the crashed instance's transactional id: when it woke up, its late commit "
+                 "went through, and the payments it had counted before the crash are in the committed output twice.")
         if txn["missing"]:
-            echo("  The crashed instance's transaction is still open: nobody fenced its transactional id, so "
-                 "read_committed readers stop at its first offset (the last stable offset) until the "
-                 "coordinator aborts it after transaction.timeout.ms.")
+            echo("  A transaction is still open: read_committed readers stop at its first offset (the last "
+                 "stable offset) until it ends.")
     echo(f"\nEvery output record names its payment in the header {INPUT_HEADER} "
          "(\"<input partition>:<input offset>\"), which is how the audit found the payments counted twice.")
 
@@ -405,12 +418,14 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
               **{g.replace("-", "_"): a for g, a in out.items()}}
     check_claim(alo["restart_copies"] > 0 and alo["excess"] > 0 and alo["missing"] == 0
                 and idem["restart_copies"] > 0 and idem["excess"] > 0 and idem["missing"] == 0
-                and idem["retry_copies"] == 0 and txn["exact"], CLAIM,
+                and idem["retry_copies"] == 0 and txn["exact"] and txn["zombie_commit"] == "ProducerFencedError",
+                CLAIM,
                 f"at-least-once: {alo['duplicated_inputs']} payments counted twice, {alo['excess']} EUR "
                 f"excess; idempotent: {idem['duplicated_inputs']} counted twice ({idem['retry_copies']} by "
                 f"retries), {idem['excess']} EUR excess; transactional (read with "
                 f"{txn['downstream_isolation']}): {txn['duplicated_inputs']} counted twice, "
-                f"{txn['missing']} missing, {txn['wrong_totals']} wrong totals")
+                f"{txn['missing']} missing, {txn['wrong_totals']} wrong totals, the zombie's late commit: "
+                f"{txn['zombie_commit']}")
     return result
 
 
