@@ -96,13 +96,13 @@ def test_bad_params_are_refused_naming_them(tmp_path):
 
 # ---------------------------------------------------------------- the audit, by example
 
-def test_audit_output_counts_restart_copies_retry_copies_and_missing_inputs():
+def test_audit_output_counts_recounted_copies_rewritten_copies_and_missing_inputs():
     inputs = {b"0:0": (b"a", 5), b"0:1": (b"a", 7), b"1:0": (b"b", 1)}
     doc = audit_output(inputs, [(b"a", 5, b"0:0"), (b"a", 12, b"0:1"), (b"a", 19, b"0:1"), (b"b", 1, b"1:0")])
-    assert (doc["restart_copies"], doc["retry_copies"], doc["excess"], doc["wrong"]) == (1, 0, 7, {"a": 7})
+    assert (doc["recounted_copies"], doc["rewritten_copies"], doc["excess"], doc["wrong"]) == (1, 0, 7, {"a": 7})
     assert not doc["exact"]
     retried = audit_output(inputs, [(b"a", 5, b"0:0"), (b"a", 5, b"0:0"), (b"a", 12, b"0:1"), (b"b", 1, b"1:0")])
-    assert (retried["retry_copies"], retried["restart_copies"], retried["wrong_totals"]) == (1, 0, 0)
+    assert (retried["rewritten_copies"], retried["recounted_copies"], retried["wrong_totals"]) == (1, 0, 0)
     assert not retried["exact"]                      # the totals are right, but a payment is in twice
     gap = audit_output(inputs, [(b"a", 12, b"0:1"), (b"b", 1, b"1:0")])
     assert gap["missing"] == 1 and gap["wrong_totals"] == 0 and not gap["exact"]
@@ -118,10 +118,10 @@ def test_at_least_once_and_idempotent_count_the_reprocessed_payments_twice(lab):
     # the crash falls inside the 4th poll of 40: 10 payments since the last commit
     assert alo["reprocessed"] == idem["reprocessed"] == 130 - 3 * 40
     for doc in (alo, idem):
-        assert doc["restart_copies"] == doc["reprocessed"] and doc["excess"] > 0 and doc["missing"] == 0
-    assert alo["lost_responses"] > 0 and alo["retry_copies"] > 0
+        assert doc["recounted_copies"] == doc["reprocessed"] and doc["excess"] > 0 and doc["missing"] == 0
+    assert alo["lost_responses"] > 0 and alo["rewritten_copies"] > 0
     assert alo["duplicate_batches_detected_by_broker"] == 0
-    assert idem["retry_copies"] == 0 and idem["duplicate_batches_detected_by_broker"] > 0
+    assert idem["rewritten_copies"] == 0 and idem["duplicate_batches_detected_by_broker"] > 0
     assert idem["restart_wait_ms"] == 10_000            # the dead member's session timeout
     inputs, sums = _recount(data_dir)
     for guarantee, doc in (("at-least-once", alo), ("idempotent", idem)):
