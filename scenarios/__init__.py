@@ -87,7 +87,7 @@ LABS: list[Lab] = [
         "Java (murmur2) and librdkafka (consistent_random) producers split the same keys",
         ("mixed_clients",)),
     Lab(13, "retry-reorder", "retry_reorder",
-        "retries with 5 in flight reorder and duplicate records unless idempotent",
+        "retries with 5 in flight reorder and duplicate records unless idempotent; last step: transactional",
         ("retry_reorder",)),
     Lab(14, "consumer-crash", "consumer_crash",
         "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
