@@ -17,6 +17,8 @@ from collections import Counter
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkasim.broker import Broker
 from kafkasim.cli import main
@@ -108,6 +110,27 @@ def test_audit_output_counts_recounted_copies_rewritten_copies_and_missing_input
     assert gap["missing"] == 1 and gap["wrong_totals"] == 0 and not gap["exact"]
     assert audit_output(inputs, [(b"a", 5, b"0:0"), (b"a", 12, b"0:1"), (b"b", 1, b"1:0")])["exact"]
     assert input_ref(2, 17) == b"2:17"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 500)), min_size=1, max_size=40), st.data())
+def test_audit_output_finds_exactly_the_copies_and_gaps_made(payments, data):
+    """A correct running-total stream is exact; copying records in place (same total) makes
+    rewritten copies only, and dropping some makes them missing, whatever the payments."""
+    inputs = {input_ref(0, i): (b"a%d" % k, amount) for i, (k, amount) in enumerate(payments)}
+    running: Counter = Counter()
+    stream = []
+    for ref, (account, amount) in inputs.items():
+        running[account] += amount
+        stream.append((account, running[account], ref))
+    assert audit_output(inputs, stream)["exact"]
+    copied = data.draw(st.sets(st.integers(0, len(stream) - 1)))
+    with_copies = [c for i, rec in enumerate(stream) for c in ([rec, rec] if i in copied else [rec])]
+    doc = audit_output(inputs, with_copies)
+    assert (doc["rewritten_copies"], doc["recounted_copies"], doc["duplicated_inputs"]) == (len(copied), 0, len(copied))
+    assert doc["wrong_totals"] == 0 and doc["exact"] == (not copied)
+    dropped = data.draw(st.sets(st.integers(0, len(stream) - 1)))
+    assert audit_output(inputs, [rec for i, rec in enumerate(stream) if i not in dropped])["missing"] == len(dropped)
 
 
 # ---------------------------------------------------------------- the verdicts
