@@ -82,7 +82,7 @@ from typing import Any, Callable, Iterable, Optional
 import msgpack
 
 from kafkasim.consumer import Consumer
-from kafkasim.errors import InvalidArgumentError, ProducerFencedError
+from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError, ProducerFencedError
 from kafkasim.producer import LOST_RESPONSE, Producer
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, lab_clock, main_for, table
@@ -251,8 +251,8 @@ def _instance(broker, clock, guarantee: str, incarnation: int, seed: int, cfg: d
             if consumer.assignment() and all(consumer.position(tp) >= end for tp, end in ends.items()):
                 break
             if clock.now_ms() - started_ms > 10 * cfg["session_timeout_ms"]:
-                raise InvalidArgumentError(f"exactly-once: the {guarantee} job got no partitions within "
-                                           f"{10 * cfg['session_timeout_ms']} ms")
+                raise KafkaTimeoutError(f"exactly-once: the {guarantee} job did not finish the input within "
+                                        f"{10 * cfg['session_timeout_ms']} ms of polling")
             continue
         if first_record_ms is None:
             first_record_ms = clock.now_ms()
