@@ -50,6 +50,8 @@ def data(tmp_path):
 
 
 def test_markers_are_printed_as_kafka_dump_log_prints_them(data, capsys):
+    """A guard: dump-log printed markers this way before the transactions CLI; these are the
+    lines Kafka's DumpLogSegments prints for a transaction's batches and markers."""
     assert main(["dump-log", segment(data, "orders", 0), "--print-data-log"]) == 0
     lines = capsys.readouterr().out.splitlines()
     batches = [line for line in lines if line.startswith("baseOffset:")]
