@@ -10,6 +10,7 @@ to the partition's log directly, as a leader that lost the coordinator's marker 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -156,3 +157,15 @@ def test_missing_required_option_is_a_usage_error(data, capsys):
     with pytest.raises(SystemExit) as e:
         main(["transactions", "describe-producers", "--topic", "t", "--data-dir", data])
     assert e.value.code == 2 and "--partition" in capsys.readouterr().err
+
+
+def test_list_on_a_data_dir_without_transactions_creates_nothing(tmp_path, capsys):
+    """ListTransactions does not create __transaction_state (Kafka creates it on FindCoordinator)."""
+    path = str(tmp_path / "plain")
+    with Broker(path) as b:
+        b.create_topic("t", 1)
+    rc, out, _ = run(capsys, "transactions", "list", "--data-dir", path, "--json")
+    assert rc == 0 and json.loads(out) == []
+    rc, out, _ = run(capsys, "transactions", "find-hanging", "--topic", "t", "--data-dir", path)
+    assert rc == 0 and out.splitlines()[0].startswith("Topic\tPartition\t")
+    assert not [d for d in os.listdir(path) if d.startswith("__transaction_state")]
