@@ -26,7 +26,7 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ServedBrokerAPI", "TransactionalBrokerAPI"]
+__all__ = ["BrokerAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
 
 
 @runtime_checkable
@@ -102,6 +102,20 @@ class TransactionalBrokerAPI(BrokerAPI, Protocol):
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None: ...
     def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *,
                       isolation_level: int = 0) -> Any: ...
+
+
+@runtime_checkable
+class TransactionAdminAPI(BrokerAPI, Protocol):
+    """What ``kafkasim transactions`` (kafka-transactions.sh) calls beyond :class:`BrokerAPI`:
+    DescribeTransactions, ListTransactions, DescribeProducers and WriteTxnMarkers (the
+    in-process Broker and Cluster, and RemoteBroker)."""
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> Any: ...
+    def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
+                          duration_filter_ms: int = -1) -> Any: ...
+    def describe_producers(self, topic: str, partition: int, *, node: Optional[int] = None) -> Any: ...
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, commit: bool = False, *, node: Optional[int] = None) -> Any: ...
 
 
 @runtime_checkable

@@ -323,6 +323,14 @@ class TxnApi(BrokerCore):
 
     def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
                           duration_filter_ms: int = -1):
+        """ListTransactions; before any transaction (no ``__transaction_state`` yet) the answer is
+        empty and the topic is not created (Kafka creates it on FindCoordinator, not here)."""
+        if "_txn_coordinator" not in self.__dict__:
+            from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
+            if TRANSACTION_STATE_TOPIC not in self._topics:
+                from kafkasim.coordinator.transactions import TransactionCoordinator
+                return TransactionCoordinator(self.clock, lambda: -1).list(states_filter, producer_id_filter,
+                                                                           duration_filter_ms)
         return self.transaction_coordinator.list(states_filter, producer_id_filter, duration_filter_ms)
 
     # -- produce-side verification ---------------------------------------------------------------
