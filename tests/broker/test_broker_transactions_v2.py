@@ -153,3 +153,12 @@ def test_a_tv2_marker_raises_the_partitions_producer_epoch(tmp_path, restart):
         broker.produce("t", 0, plain(pid, e0 + 1, 0))
     finally:
         broker.close()
+
+
+def test_an_admin_marker_with_a_higher_epoch_raises_the_producers_epoch(b):
+    """WriteTxnMarkers (kafka-transactions.sh abort) goes through the same marker rule."""
+    b.produce("t", 0, plain(77, 3, 0))
+    b.write_txn_marker("t", 0, 77, 4, 0)                   # ABORT at epoch 4
+    with pytest.raises(InvalidProducerEpochError):
+        b.produce("t", 0, plain(77, 3, 1))
+    b.produce("t", 0, plain(77, 4, 0))
