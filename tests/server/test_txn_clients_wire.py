@@ -163,3 +163,39 @@ def test_a_zombie_consumers_send_offsets_to_transaction_is_fenced(server):
     finally:
         second.close()
         first.close()
+
+
+def test_list_offsets_by_timestamp_under_read_committed_is_bounded_by_the_lso(server):
+    """ListOffsets v5 by timestamp (and max timestamp, v7): under read_committed a record of
+    an open transaction is not found (offset -1, as Kafka's ``fetchOffsetForTimestamp``
+    bounded by the last stable offset), under read_uncommitted it is; after the commit both
+    find it."""
+    from tests.server import raw
+    _create(server.bootstrap, "txts")
+    now = int(time.time() * 1000)          # markers carry the coordinator's time: the records
+    past, future = now - 60_000, now + 60_000          # are stamped around it so a look-up by
+    p = _ck_producer(server.bootstrap, "ts-tx")        # time finds a record, not a marker
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce("txts", value=b"c", partition=0, timestamp=past)
+    p.commit_transaction(15)                              # 0, marker 1
+    p.begin_transaction()
+    p.produce("txts", value=b"open", partition=0, timestamp=future)
+    p.flush(15)                                           # 2, open
+
+    with raw.connect(server.host, server.port) as sock:
+        def lookup(version, isolation, ts):
+            r = raw.call(sock, 2, version, {"replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": "txts", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                 "timestamp": ts}]}]})
+            part = r.topics[0].partitions[0]
+            return int(part.error_code), part.offset, part.timestamp
+
+        assert lookup(5, 1, future) == (0, -1, -1)
+        assert lookup(5, 0, future) == (0, 2, future)
+        assert lookup(5, 1, past - 1) == (0, 0, past)
+        assert lookup(7, 1, -3) == (0, -1, -1)
+        assert lookup(7, 0, -3) == (0, 2, future)
+        p.commit_transaction(15)
+        assert lookup(5, 1, future) == (0, 2, future)
+        assert lookup(7, 1, -3) == (0, 2, future)
