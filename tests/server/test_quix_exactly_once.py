@@ -142,7 +142,7 @@ def test_quix_exactly_once_survives_sigkill_mid_transaction(server, tmp_path):
 
     send("after-kill", 120)
     with open(log2, "w") as err:
-        second = subprocess.run(_quix_cmd(python, bootstrap, state_dir, 12), stdout=subprocess.PIPE,
+        second = subprocess.run(_quix_cmd(python, bootstrap, state_dir, 20), stdout=subprocess.PIPE,
                                 stderr=err, text=True, env=_app_env(), cwd=tmp_path, timeout=150)
     assert second.returncode == 0, (second.stdout, _log_tail(log2))
 
