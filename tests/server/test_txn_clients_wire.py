@@ -8,7 +8,10 @@ against ``kafkasim serve`` (issue 23).
 - confluent-kafka: a consumer's group metadata taken before a rebalance is stale after it;
   ``send_offsets_to_transaction`` with it is refused by the group coordinator (TxnOffsetCommit
   v3: ILLEGAL_GENERATION), the transaction must be aborted, and the group keeps no offsets
-  from it; the current metadata commits.
+  from it; the current metadata commits;
+- read_committed ListOffsets by timestamp is bounded by the last stable offset;
+- a transaction left open (its producer gone, never fenced) is aborted by ``kafkasim serve``
+  once its ``transaction.timeout.ms`` has passed.
 """
 
 from __future__ import annotations
@@ -199,3 +202,32 @@ def test_list_offsets_by_timestamp_under_read_committed_is_bounded_by_the_lso(se
         p.commit_transaction(15)
         assert lookup(5, 1, future) == (0, 2, future)
         assert lookup(7, 1, -3) == (0, 2, future)
+
+
+def test_serve_aborts_a_transaction_left_open_past_its_timeout(server):
+    """A producer that opens a transaction and goes away (never ends it, never fenced):
+    ``kafkasim serve`` aborts it once ``transaction.timeout.ms`` has passed (checked every
+    10 s, as Kafka), and read_committed reads past it again."""
+    from confluent_kafka import Producer
+    _create(server.bootstrap, "txleft")
+    p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "left-open",
+                  "transaction.timeout.ms": 2000, "linger.ms": 5})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce("txleft", value=b"never-ended", partition=0)
+    p.flush(15)
+    from tests.server import raw
+    with raw.connect(server.host, server.port) as sock:
+        def latest(isolation):
+            r = raw.call(sock, 2, 5, {"replica_id": -1, "isolation_level": isolation, "topics": [
+                {"name": "txleft", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                   "timestamp": -1}]}]})
+            return r.topics[0].partitions[0].offset
+
+        assert (latest(0), latest(1)) == (1, 0)           # open: the LSO holds read_committed back
+        deadline = time.monotonic() + 25
+        while latest(1) != 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert latest(1) == 2 == latest(0)                # aborted: the marker at 1, LSO = HW = 2
+    del p                                                 # (gone while the server still answers)
+    assert _consume(server.bootstrap, "txleft", "read_committed", 0, timeout=3) == []
