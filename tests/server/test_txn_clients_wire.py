@@ -168,6 +168,41 @@ def test_a_zombie_consumers_send_offsets_to_transaction_is_fenced(server):
         first.close()
 
 
+def test_a_consumer_kicked_out_for_stalling_cannot_commit_offsets_in_a_transaction(server):
+    """The KIP-447 zombie: a member stalls past ``max.poll.interval.ms``, librdkafka takes it
+    out of the group, the other member gets every partition. A transaction sending offsets
+    with the metadata the stalled member had gets UNKNOWN_MEMBER_ID (no such member any
+    more): abortable, nothing committed."""
+    from confluent_kafka import Consumer, KafkaException, KafkaError, TopicPartition
+    _create(server.bootstrap, "txk2", 2)
+    conf = {"bootstrap.servers": server.bootstrap, "group.id": "stall-group", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 6000}
+    stalled, live = Consumer(conf), Consumer(conf)
+    stalled.subscribe(["txk2"])
+    live.subscribe(["txk2"])
+    try:
+        _wait_assigned([stalled, live], 2)
+        zombie = stalled.consumer_group_metadata()
+        deadline = time.monotonic() + 40                 # only `live` polls: `stalled` is processing
+        while len(live.assignment()) < 2 and time.monotonic() < deadline:
+            live.poll(0.2)
+        assert len(live.assignment()) == 2, live.assignment()
+        p = _ck_producer(server.bootstrap, "stall-tx")
+        p.init_transactions(15)
+        p.begin_transaction()
+        p.produce("txk2", value=b"late", partition=1)
+        with pytest.raises(KafkaException) as caught:
+            p.send_offsets_to_transaction([TopicPartition("txk2", 0, 9)], zombie, 15)
+        err = caught.value.args[0]
+        assert err.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION), err
+        assert err.txn_requires_abort() and not err.fatal(), err
+        p.abort_transaction(15)
+        assert live.committed([TopicPartition("txk2", 0)], 10)[0].offset < 0
+    finally:
+        live.close()
+        stalled.close()
+
+
 def test_list_offsets_by_timestamp_under_read_committed_is_bounded_by_the_lso(server):
     """ListOffsets v5 by timestamp (and max timestamp, v7): under read_committed a record of
     an open transaction is not found (offset -1, as Kafka's ``fetchOffsetForTimestamp``
