@@ -95,10 +95,16 @@ async def end_txn(ctx, req):
 
 @api(28, "TxnOffsetCommit", 0, 5)
 async def txn_offset_commit(ctx, req):
-    """The offsets become the group's when the transaction commits. The KIP-447 member and
-    generation fields (v3) are read but not checked against the group (docs/differences.md).
-    v5 (TV2) first adds the group's ``__consumer_offsets`` partition to the transaction."""
+    """The offsets become the group's when the transaction commits. From v3 the consumer's
+    group metadata (KIP-447: member id, generation, group instance id) is checked against the
+    group; before v3 there is none (generation -1), as Kafka reads those versions. v5 (TV2)
+    first adds the group's ``__consumer_offsets`` partition to the transaction (Kafka's
+    verification with ``addPartition``, before the group's checks)."""
     body = req.body
+    member = {}
+    if req.api_version >= 3:
+        member = {"member_id": body.member_id or "", "generation_id": int(body.generation_id),
+                  "group_instance_id": body.group_instance_id}
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1))
         for t in body.topics for p in t.partitions}
@@ -108,7 +114,7 @@ async def txn_offset_commit(ctx, req):
                                        body.producer_epoch, body.group_id, on_append=True)
     if not code:
         _, code, _ = await ctx.attempt(ctx.broker.txn_offset_commit, body.transactional_id, body.group_id,
-                                       body.producer_id, body.producer_epoch, offsets)
+                                       body.producer_id, body.producer_epoch, offsets, **member)
     return {"topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
         for t in body.topics]}

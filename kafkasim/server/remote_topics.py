@@ -310,12 +310,13 @@ class TopicCalls:
             cols.headers.extend(headers[skip:])
         return ColumnFetchResult(cols, hw, start, hw)
 
-    def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int) -> dict:
+    def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int,
+                           isolation_level: int = 0) -> dict:
         partitions = list(partitions)
         if not partitions:
             return {}
         answers = self._leader_call(topic, partitions, 2, lambda ps: {
-            "replica_id": -1, "isolation_level": 0, "topics": [{
+            "replica_id": -1, "isolation_level": isolation_level, "topics": [{
                 "name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                                "timestamp": timestamp} for p in ps]}]})
         out = {}
@@ -329,12 +330,17 @@ class TopicCalls:
                 out[p.partition_index] = (p.offset, p.timestamp)
         return out
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    def list_offsets(self, topic: str, partition: int, timestamp: int, *,
+                     isolation_level: int = 0) -> tuple[int, int]:
         if not isinstance(timestamp, int) or timestamp < MAX_TIMESTAMP:
             raise InvalidConfigurationError(
                 f"list_offsets timestamp must be -3 (max timestamp), -2 (earliest), -1 (latest) or >= 0, "
                 f"got {timestamp!r}")
-        return self._list_offsets_many(topic, [partition], timestamp)[partition]
+        if isolation_level not in (0, 1) or isinstance(isolation_level, bool):
+            raise InvalidConfigurationError(
+                f"list_offsets isolation_level must be 0 (read_uncommitted) or 1 (read_committed), "
+                f"got {isolation_level!r}")
+        return self._list_offsets_many(topic, [partition], timestamp, isolation_level)[partition]
 
     # ------------------------------------------------------------------ groups
 
