@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.remote_conn import CLIENT_VERSIONS, RemoteConnection
+from kafkasim.server.remote_features import FeatureCalls
 from kafkasim.server.remote_groups import GroupCalls
 from kafkasim.server.remote_topics import TopicCalls
 from kafkasim.server.remote_txn import TxnAdminCalls
@@ -81,7 +82,7 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class RemoteBroker(GroupCalls, TopicCalls, TxnAdminCalls, RemoteConnection):
+class RemoteBroker(GroupCalls, TopicCalls, TxnAdminCalls, FeatureCalls, RemoteConnection):
     """The Broker API over one connection to a Kafka-protocol server (see the module docstring).
 
     Example::

@@ -314,3 +314,25 @@ def test_serve_refuses_a_bad_feature_naming_it(tmp_path, value, message):
                            "127.0.0.1:0", "--feature", value], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and message in done.stderr and value in done.stderr
     assert not data.exists()
+
+
+def test_features_cli_goes_through_a_running_server(server):
+    """``kafkasim features`` on the data dir a server holds talks to it (ApiVersions v4,
+    UpdateFeatures): what it changes is what clients are told."""
+    import subprocess
+    import sys
+
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "kafkasim", "features", *argv, "--data-dir", server.data_dir],
+                              capture_output=True, text=True, timeout=60)
+    done = cli("describe")
+    assert (done.returncode, done.stdout) == (0, "Feature: transaction.version\tSupportedMinVersion: 0\t"
+                                                 "SupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: 0\n")
+    done = cli("upgrade", "--feature", "transaction.version=1")
+    assert done.returncode == 1 and done.stdout.startswith("Could not upgrade transaction.version to 1. Invalid "
+                                                           "update version 1 for feature transaction.version.")
+    assert done.stderr.endswith("1 out of 1 operation(s) failed.\n")
+    done = cli("downgrade", "--feature", "transaction.version=1")
+    assert (done.returncode, done.stdout) == (0, "transaction.version was downgraded to 1.\n")
+    with raw.connect(server.host, server.port) as sock:
+        assert _finalized(sock) == ([("transaction.version", 1)], 1)
