@@ -26,7 +26,7 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
+__all__ = ["BrokerAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
 
 
 @runtime_checkable
@@ -118,6 +118,21 @@ class TransactionAdminAPI(BrokerAPI, Protocol):
     def describe_producers(self, topic: str, partition: int, *, node: Optional[int] = None) -> Any: ...
     def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                          coordinator_epoch: int, commit: bool = False, *, node: Optional[int] = None) -> Any: ...
+
+
+@runtime_checkable
+class FeatureAPI(BrokerAPI, Protocol):
+    """What ``kafkasim features`` (kafka-features.sh) calls beyond :class:`BrokerAPI`: the
+    supported and finalized feature levels (properties ``supported_features``,
+    ``finalized_features``, ``finalized_features_epoch``) and UpdateFeatures (the in-process
+    Broker and Cluster, and RemoteBroker)."""
+
+    supported_features: Any
+    finalized_features: Any
+    finalized_features_epoch: Any
+
+    def update_features(self, levels: Mapping[str, int], *, upgrade_types: Optional[Mapping[str, str]] = None,
+                        validate_only: bool = False) -> None: ...
 
 
 @runtime_checkable

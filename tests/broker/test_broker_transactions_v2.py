@@ -162,3 +162,19 @@ def test_an_admin_marker_with_a_higher_epoch_raises_the_producers_epoch(b):
     with pytest.raises(InvalidProducerEpochError):
         b.produce("t", 0, plain(77, 3, 1))
     b.produce("t", 0, plain(77, 4, 0))
+
+
+@pytest.mark.parametrize("impl_name", ["Broker", "Cluster", "RemoteBroker"])
+def test_every_implementation_serves_the_feature_calls(impl_name):
+    """kafkasim features works on a data dir and against a server alike (broker/protocol.py)."""
+    import inspect
+
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.broker.protocol import FeatureAPI
+    from kafkasim.server.remote import RemoteBroker
+    from tests.broker.test_protocol_conformance import _problems
+
+    impl = {"Broker": Broker, "Cluster": Cluster, "RemoteBroker": RemoteBroker}[impl_name]
+    assert _problems(impl, FeatureAPI) == []
+    for name in ("supported_features", "finalized_features", "finalized_features_epoch"):
+        assert isinstance(inspect.getattr_static(impl, name), property), name
