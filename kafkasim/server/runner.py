@@ -78,8 +78,12 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
     if features:
         try:
-            # the levels a new data dir is formatted with: up or down from the defaults
-            broker.update_features(dict(features), upgrade_types={name: "unsafe_downgrade" for name in features})
+            # the levels a new data dir is formatted with, up or down from what it has (no
+            # write, and no new epoch, when they are already those)
+            changed = {name: level for name, level in features.items()
+                       if broker.finalized_features.get(name, 0) != level}
+            if changed:
+                broker.update_features(changed, upgrade_types={name: "unsafe_downgrade" for name in changed})
         except BaseException:
             broker.close()
             raise
