@@ -101,6 +101,25 @@ def copartition(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-details", type=int, default=1000, help="at most this many detail rows")
 
 
+def transactions(p: argparse.ArgumentParser) -> None:
+    """Options of the transactions audit."""
+    p.add_argument("--input-topic", default=None, metavar="TOPIC",
+                   help="input topic of a consume-transform-produce pipeline (needs --output-topic): the inputs "
+                        "its output names are looked up in it")
+    p.add_argument("--output-topic", default=None, metavar="TOPIC",
+                   help="output topic whose committed records name their input in the header kafkasim-input "
+                        "('<partition>:<offset>'); inputs named more than once are violations")
+    p.add_argument("--now-ms", type=int, default=None, metavar="MS",
+                   help="the time open transactions are measured against, in ms since the epoch "
+                        "(default: the newest timestamp in the log)")
+    p.add_argument("--max-transaction-timeout", type=int, default=None, metavar="MINUTES",
+                   help="an open transaction older than this many minutes is hanging (default: the "
+                        "transaction.timeout.ms recorded in __transaction_state for its transactional id, "
+                        "else 15, as kafka-transactions.sh find-hanging)")
+    p.add_argument("--max-details", type=int, default=1000,
+                   help="at most this many aborted-producer and duplicated-input rows in the report (counts stay exact)")
+
+
 def all_audits(p: argparse.ArgumentParser) -> None:
     """Options of ``audit all``: those of ordering, skew and lag (one ``--plot-dir`` for the charts)."""
     _min_records(p)
@@ -120,4 +139,4 @@ def all_audits(p: argparse.ArgumentParser) -> None:
 
 
 ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition,
-               "all": all_audits}
+               "transactions": transactions, "all": all_audits}
