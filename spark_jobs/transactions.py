@@ -53,7 +53,8 @@ Verdict checks: hanging transactions (0), inputs consumed twice (0, with ``--out
 corrupt batches (0). There is no sample floor: each finding is a fact.
 
 Invariants: transforms are pure and deterministic (rows ordered by topic, partition, offset).
-Thread-safety: no shared state.
+Thread-safety: no shared state. The module is over 500 lines because it is one job, as
+ordering.py is: the five steps read the one fates table and feed the one report and its text.
 """
 
 from __future__ import annotations
@@ -94,14 +95,16 @@ def read_batches(spark, data_dir: str, topics: Sequence[str], corrupt: str = "re
 
 
 def batch_fates(batches: DataFrame) -> DataFrame:
-    """``batches`` plus ``fate`` (one of :data:`FATES`) and ``marker_offset`` (the offset of the
-    COMMIT/ABORT marker that ends a transactional batch; null when open or not transactional).
+    """``batches`` plus ``fate`` (one of :data:`FATES`) and ``marker_offset``, ``marker_epoch``,
+    ``marker_timestamp``: the offset, producer epoch and timestamp of the COMMIT/ABORT marker
+    that ends a transactional batch (null when open or not transactional).
 
     The marker is found in one running window per (topic, partition, producer id), in
     descending offset order: the last marker seen so far is the nearest one above.
     """
     marker = F.when(F.col("control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT),
-                    F.struct(F.col("base_offset").alias("offset"), F.col("control_type").alias("type")))
+                    F.struct(F.col("base_offset").alias("offset"), F.col("control_type").alias("type"),
+                             F.col("producer_epoch").alias("epoch"), F.col("max_timestamp").alias("ts")))
     w = (Window.partitionBy("topic", "partition", "producer_id").orderBy(F.col("base_offset").desc())
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     txn = batches.where(F.col("transactional") | F.col("control")) \
@@ -110,10 +113,14 @@ def batch_fates(batches: DataFrame) -> DataFrame:
             .when(F.col("_end").isNull(), F.lit("open"))
             .when(F.col("_end.type") == CONTROL_COMMIT, F.lit("committed"))
             .otherwise(F.lit("aborted")))
-    txn = txn.withColumn("fate", fate).withColumn(
-        "marker_offset", F.when(~F.col("control"), F.col("_end.offset"))).drop("_end")
-    plain = batches.where(~(F.col("transactional") | F.col("control"))) \
-                   .withColumn("fate", F.lit("non_transactional")).withColumn("marker_offset", F.lit(None).cast("long"))
+    txn = txn.withColumn("fate", fate)
+    for name, field, typ in (("marker_offset", "offset", "long"), ("marker_epoch", "epoch", "int"),
+                             ("marker_timestamp", "ts", "long")):
+        txn = txn.withColumn(name, F.when(~F.col("control"), F.col("_end." + field)).cast(typ))
+    txn = txn.drop("_end")
+    plain = batches.where(~(F.col("transactional") | F.col("control"))).withColumn("fate", F.lit("non_transactional"))
+    for name, typ in (("marker_offset", "long"), ("marker_epoch", "int"), ("marker_timestamp", "long")):
+        plain = plain.withColumn(name, F.lit(None).cast(typ))
     return txn.unionByName(plain)
 
 
@@ -239,10 +246,12 @@ def input_refs(out_records: DataFrame, fates: DataFrame, header: str = INPUT_HEA
     """The committed records of the output (``out_records``: ``topic, partition, offset,
     headers, batch_base_offset``) with the input they name: ``in_partition``, ``in_offset``
     (null when the header is missing or not ``"<int>:<int>"``), ``has_header``, and the
-    transaction that holds them (``txn``: producer id and marker offset; a non-transactional
-    record is its own)."""
+    transaction that holds them (``txn``: producer id, and the epoch and timestamp of the
+    markers that ended it — the coordinator writes one transaction's markers at one time, so
+    they name it across partitions; a non-transactional record is its own)."""
     batches = fates.where(F.col("fate").isin("committed", "non_transactional")).select(
-        "topic", "partition", F.col("base_offset").alias("batch_base_offset"), "producer_id", "marker_offset")
+        "topic", "partition", F.col("base_offset").alias("batch_base_offset"), "producer_id", "marker_epoch",
+        "marker_timestamp")
     ref = common.header_value(header).cast("string")
     parts = F.split(ref, ":")
     ok = (F.size(parts) == 2)
@@ -252,8 +261,8 @@ def input_refs(out_records: DataFrame, fates: DataFrame, header: str = INPUT_HEA
             .select("topic", "partition", "offset", ref.isNotNull().alias("has_header"),
                     F.when(p.isNotNull() & o.isNotNull(), p).alias("in_partition"),
                     F.when(p.isNotNull() & o.isNotNull(), o).alias("in_offset"),
-                    F.struct("producer_id", F.coalesce("marker_offset", -F.col("offset") - 1).alias("end"))
-                    .alias("txn")))
+                    F.struct("producer_id", F.coalesce("marker_epoch", "partition").alias("epoch"),
+                             F.coalesce("marker_timestamp", -F.col("offset") - 1).alias("end")).alias("txn")))
 
 
 def _hdr_sql(name: str) -> str:
