@@ -50,7 +50,8 @@ and ``__transaction_state`` through its codec (:mod:`kafkasim.protocol.txn_log`)
    not in the log.
 
 Verdict checks: hanging transactions (0), inputs consumed twice (0, with ``--output-topic``),
-corrupt batches (0). There is no sample floor: each finding is a fact.
+corrupt batches (0). There is no sample floor: each finding is a fact. Audited topics without
+a transactional batch (and no ``--output-topic``) give ``not enough data``: nothing to judge.
 
 Invariants: transforms are pure and deterministic (rows ordered by topic, partition, offset).
 Thread-safety: no shared state. The module is over 500 lines because it is one job, as
@@ -366,6 +367,8 @@ def report(partitions: list[dict], aborted: list[dict], open_rows: list[dict], *
         "causes": _causes(open_rows, eos),
     }
     rep.update(common.verdict_of(checks, facts=hanging + v["input_consumed_twice"] + len(corruption)))
+    if eos is None and not corruption and not any(p["markers"] or p["open_records"] for p in partitions):
+        rep["verdict"] = common.VERDICT_NOT_ENOUGH_DATA     # no transactional batch: nothing to judge
     return rep
 
 
@@ -483,7 +486,8 @@ def text(rep: dict) -> str:
         lines.append("  cause: " + cause_text(c))
     lines += common.checks_text(rep)
     lines.append({common.VERDICT_OK: "  OK: no hanging transaction, no input consumed twice",
-                  common.VERDICT_FAILED: "  VIOLATIONS FOUND"}.get(rep["verdict"], "  verdict: not enough data"))
+                  common.VERDICT_FAILED: "  VIOLATIONS FOUND"}.get(
+        rep["verdict"], "  verdict: not enough data (no transactional batch in the audited topics)"))
     return "\n".join(lines)
 
 

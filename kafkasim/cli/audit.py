@@ -21,7 +21,7 @@ from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
 __all__ = ["register", "JOBS"]
 
 JOBS = {
-    "all": ("Run the ordering, skew and lag audits in one Spark session, from one scan.",
+    "all": ("Run the ordering, skew, lag and transactions audits in one Spark session.",
             "kafkasim audit all --data-dir ./kafkasim-data --plot-dir reports --json audits.json"),
     "ordering": ("Check per-key partition stability, send order and partitioner conformance.",
                  "kafkasim audit ordering --data-dir ./kafkasim-data --topic orders --json ordering.json"),
