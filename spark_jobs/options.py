@@ -121,7 +121,8 @@ def transactions(p: argparse.ArgumentParser) -> None:
     """Options of the transactions audit."""
     _transactions(p)
     p.add_argument("--max-details", type=int, default=1000,
-                   help="at most this many aborted-producer and duplicated-input rows in the report (counts stay exact)")
+                   help="at most this many aborted-producer and duplicated-input rows in the report "
+                        "(counts stay exact)")
 
 
 def all_audits(p: argparse.ArgumentParser) -> None:

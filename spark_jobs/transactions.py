@@ -34,10 +34,10 @@ and ``__transaction_state`` through its codec (:mod:`kafkasim.protocol.txn_log`)
    coordinator's state from ``__transaction_state`` (:func:`transaction_states`), ``open_ms`` =
    now − the timestamp of its first batch there, ``idle_ms`` = now − its last batch's max
    timestamp (the Duration of ``kafka-transactions.sh find-hanging``). "now" is ``--now-ms``,
-   else the newest timestamp in the scanned log (``now_source`` says which). ``hanging`` when
-   ``open_ms`` passes the limit: ``--max-transaction-timeout`` minutes when given, else the
-   ``transaction.timeout.ms`` recorded for the transactional id, else 15 minutes (the
-   option's default in Kafka). ``coordinator_tracks``: the coordinator's last state for the
+   else the newest timestamp of the audited topics' batches (``now_source`` says which).
+   ``hanging`` when ``open_ms`` passes the limit: ``--max-transaction-timeout`` minutes when
+   given, else the ``transaction.timeout.ms`` recorded for the transactional id, else 15
+   minutes (the option's default in Kafka). ``coordinator_tracks``: the coordinator's last state for the
    id is Ongoing/PrepareCommit/PrepareAbort, with this producer id, and lists this partition
    — when false the coordinator will never write the marker (Kafka's find-hanging lists
    exactly those).
@@ -377,17 +377,14 @@ def _rows(df: DataFrame, order: Sequence[str], limit: Optional[int] = None) -> l
     return [r.asDict(recursive=True) for r in (q.limit(limit) if limit is not None else q).collect()]
 
 
-def _states(spark, data_dir: str, corrupt: str) -> tuple[DataFrame, Optional[int]]:
-    """:data:`STATES_SCHEMA` rows of the data dir's ``__transaction_state`` (none without it), and
-    the newest timestamp of its records."""
+def _states(spark, data_dir: str, corrupt: str) -> DataFrame:
+    """:data:`STATES_SCHEMA` rows of the data dir's ``__transaction_state`` (none without it)."""
     rows: list = []
-    newest = None
     if TRANSACTION_STATE_TOPIC in common.topic_partition_counts(data_dir):
         recs = common.read_log(spark, data_dir, [TRANSACTION_STATE_TOPIC], corrupt=corrupt,
-                               columns=["partition", "offset", "timestamp", "key", "value"]).collect()
+                               columns=["partition", "offset", "key", "value"]).collect()
         rows = transaction_states((r["partition"], r["offset"], r["key"], r["value"]) for r in recs)
-        newest = max((r["timestamp"] for r in recs), default=None)
-    return spark.createDataFrame(rows or _NO_STATES, STATES_SCHEMA), newest
+    return spark.createDataFrame(rows or _NO_STATES, STATES_SCHEMA)
 
 
 def build_report(spark, data_dir: str, topics: list[str], *, input_topic: Optional[str] = None,
@@ -401,21 +398,20 @@ def build_report(spark, data_dir: str, topics: list[str], *, input_topic: Option
     topics = scanned
     fates = batch_fates(read_batches(spark, data_dir, scanned, corrupt)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        states, state_ts = _states(spark, data_dir, corrupt)
         parts = _rows(partition_summary(fates), ["topic", "partition"])
         source = "--now-ms"
         if now_ms is None:
             source = "newest timestamp in the log"
-            now_ms = max([p["newest_timestamp"] for p in parts if p["newest_timestamp"] is not None]
-                         + ([state_ts] if state_ts is not None else []), default=None)
-        audited = fates
-        ab = aborted_by_producer(aborted_transactions(audited))
-        aborted_rows = ab.count()
-        aborted = _rows(ab, ["topic", "partition", "producer_id"], max_details)
-        open_rows = [] if now_ms is None else _rows(
-            open_transactions(audited, states, now_ms,
-                              None if max_transaction_timeout_min is None else max_transaction_timeout_min * 60_000),
-            ["topic", "partition", "first_offset"])
+            now_ms = max((p["newest_timestamp"] for p in parts if p["newest_timestamp"] is not None), default=None)
+        aborted, aborted_rows, open_rows = [], 0, []
+        if any(p["aborted_records"] for p in parts):       # no query for what the summary says is not there
+            ab = aborted_by_producer(aborted_transactions(fates))
+            aborted_rows = ab.count()
+            aborted = _rows(ab, ["topic", "partition", "producer_id"], max_details)
+        if any(p["open_records"] for p in parts):
+            limit = None if max_transaction_timeout_min is None else max_transaction_timeout_min * 60_000
+            open_rows = _rows(open_transactions(fates, _states(spark, data_dir, corrupt), now_ms, limit),
+                              ["topic", "partition", "first_offset"])
         eos = None
         if output_topic:
             recs = common.read_log(spark, data_dir, [output_topic], corrupt=corrupt,
@@ -470,8 +466,8 @@ def text(rep: dict) -> str:
                      f"{o['idle_ms'] / 1000:,.1f} s, limit {o['limit_ms'] / 1000:,.1f} s")
     e = rep["exactly_once"]
     if e:
-        lines.append(f"  exactly once {e['input_topic'] or '?'} -> {e['output_topic']}: {e['committed_output_records']:,} "
-                     f"committed output record(s), {e['labelled']:,} naming an input; {e['duplicated_inputs']:,} "
+        lines.append(f"  exactly once {e['input_topic'] or '?'} -> {e['output_topic']}: "
+                     f"{e['committed_output_records']:,} committed output record(s), {e['labelled']:,} naming an input; {e['duplicated_inputs']:,} "
                      f"input(s) consumed more than once ({e['duplicate_records']:,} extra record(s))")
         if "inputs_committed" in e:
             lines.append(f"    inputs: {e['inputs_committed']:,} committed, {e['inputs_not_committed']:,} not "
