@@ -310,3 +310,37 @@ def test_cli_refuses_an_input_topic_without_an_output_topic(tmp_path, capsys):
     assert "--input-topic orders needs --output-topic" in capsys.readouterr().err
     assert main(["audit", "transactions", "--data-dir", d, "--output-topic", "nope"]) == 1
     assert "nope" in capsys.readouterr().err
+
+
+def test_the_batches_mode_reads_the_same_rows_in_spark_tasks_as_in_the_driver(spark, tmp_path):
+    from kafkasim.spark_jobs.datasource import read_local_table
+    d = str(tmp_path / "data")
+    _write_pipeline(d, seed=3)
+    cols = [c.split(" ")[0] for c in BATCHES.split(", ")]
+    in_tasks = spark.read.format("kafkasim").option("mode", "batches").option("topics", "totals") \
+        .option("maxPartitionBytes", "0").load(d)
+    local = read_local_table(d, ["totals"], mode="batches").to_pylist()
+    assert sorted(tuple(r) for r in in_tasks.select(*cols).collect()) == \
+        sorted(tuple(r[c] for c in cols) for r in local)
+    markers = [r for r in local if r["control"]]
+    assert markers and {r["control_type"] for r in markers} == {0, 1}
+    assert all(r["records"] == 1 and r["transactional"] for r in markers)
+
+
+def test_report_names_a_transaction_the_coordinator_lost_and_prints_it():
+    row = {"topic": "t", "partition": 2, "producer_id": 9, "producer_epoch": 0, "first_offset": 40, "last_offset": 41,
+           "records": 2, "first_timestamp": T0, "last_timestamp": T0, "transactional_id": None, "state": None,
+           "transaction_timeout_ms": None, "coordinator_start_ms": None, "coordinator_tracks": False,
+           "open_ms": 1_000_000, "idle_ms": 1_000_000, "limit_ms": 900_000, "hanging": True}
+    part = {"topic": "t", "partition": 2, "log_start_offset": 0, "log_end_offset": 42, "last_stable_offset": 40,
+            "committed_records": 30, "read_committed_records": 30, "transactional_records": 30,
+            "non_transactional_records": 0, "aborted_records": 0, "open_records": 2, "markers": 10,
+            "committed_transactions": 10, "aborted_transactions": 0, "open_transactions": 1, "newest_timestamp": T0}
+    rep = tx.report([part], [], [row], now_ms=T0 + 1_000_000, now_source="--now-ms")
+    assert rep["verdict"] == "failed" and rep["violations"] == {"hanging_transaction": 1, "input_consumed_twice": 0}
+    assert rep["causes"] == [{"cause": "coordinator_lost_transaction", "transactional_id": None, "producer_id": 9,
+                              "partitions": ["t-2@40"], "explains": {"hanging_transaction": 1}}]
+    out = tx.text(rep)
+    assert "HANGING: t-2 from offset 40 producer id 9" in out and "no transactional id" in out
+    calm = tx.report([dict(part, open_records=0, markers=0)], [], [], now_ms=T0, now_source="--now-ms")
+    assert calm["verdict"] == "not enough data" and calm["causes"] == []
