@@ -351,10 +351,10 @@ def _missing_offsets(seg: SegmentRef, next_offset: int,
 _FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before
 
 
-def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
-                       piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
-    """Decode one segment (or one ``piece`` of it) into Arrow batches with ``SCHEMA`` (the
-    data source's ``read``)."""
+def _policy(seg: SegmentRef, opts: _Options, piece: Optional[splits.Piece]):
+    """``(on_corrupt, want)`` of a segment read under ``opts``: what a corrupt batch does
+    (``corrupt=fail`` raises, ``report`` logs and warns), and which batches the offset and
+    time options keep."""
     def on_corrupt(pos, exc):
         if opts.corrupt == "fail":
             raise exc
@@ -364,6 +364,14 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
         return (h.next_offset > opts.start_offset and h.base_offset < opts.end_offset
                 and h.max_timestamp >= opts.start_ts)
 
+    return on_corrupt, want
+
+
+def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
+                       piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
+    """Decode one segment (or one ``piece`` of it) into Arrow batches with ``SCHEMA`` (the
+    data source's ``read``)."""
+    on_corrupt, want = _policy(seg, opts, piece)
     cols = _Columns(seg)
     with logdir.open_segment(seg.path) as buf:
         for _pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, cols.builder, piece):
@@ -380,15 +388,7 @@ def read_segment_headers(logdir: LogDir, seg: SegmentRef, opts: _Options,
     (``mode=batches``): records of data batches are not decoded; a control batch's record is.
     A control record that does not decode is corrupt data (``opts.corrupt``), its batch kept
     with a null ``control_type``."""
-    def on_corrupt(pos, exc):
-        if opts.corrupt == "fail":
-            raise exc
-        _report(seg, pos, exc, None if piece is None else piece.end)
-
-    def want(h: rb.BatchHeader) -> bool:
-        return (h.next_offset > opts.start_offset and h.base_offset < opts.end_offset
-                and h.max_timestamp >= opts.start_ts)
-
+    on_corrupt, want = _policy(seg, opts, piece)
     rows = batch_headers.BatchRows(seg.topic, seg.partition)
     with logdir.open_segment(seg.path) as buf:
         for pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, None, piece):
