@@ -123,7 +123,8 @@ def _write_pipeline(d: str, seed: int) -> dict:
     """orders (2 partitions, 40 plain records) → totals (3 partitions) by the transactional app
     ``eos-app``: chunks of inputs per transaction, some aborted (and redone), one input
     re-emitted in a later transaction, one emitted twice in one; ``eos-slow`` aborted by the
-    coordinator's timeout; ``eos-zombie`` left open past its timeout. Returns what the
+    coordinator's timeout; ``eos-fenced`` aborted by a new producer with its id (the marker
+    carries the bumped epoch); ``eos-zombie`` left open past its timeout. Returns what the
     broker and a read_committed consumer say, for the test."""
     rng = random.Random(seed)
     clock = MockClock(T0)
@@ -166,6 +167,13 @@ def _write_pipeline(d: str, seed: int) -> dict:
                 slow.flush()
                 clock.advance(11_000)                      # past the coordinator's 10 s abort check interval
                 assert b.tick_transactions() == 1
+        fenced = Producer(b, transactional_id="eos-fenced", clock=clock, linger_ms=0)
+        fenced.init_transactions()
+        fenced.begin_transaction()
+        fenced.send("totals", value=b"f", partition=2, headers=hdr(1, 2))
+        fenced.flush()
+        clock.advance(5)
+        Producer(b, transactional_id="eos-fenced", clock=clock, linger_ms=0).init_transactions()  # aborts it
         zombie = Producer(b, transactional_id="eos-zombie", clock=clock, linger_ms=0, transaction_timeout_ms=5_000)
         zombie.init_transactions()
         zombie.begin_transaction()
@@ -177,7 +185,8 @@ def _write_pipeline(d: str, seed: int) -> dict:
         app.begin_transaction()
         app.send("totals", value=b"t", partition=(zp + 1) % 3, headers=hdr(0, 0))   # one more reprocessed input
         app.commit_transaction()
-        desc = {x.transactional_id: x for x in b.describe_transactions(["eos-app", "eos-slow", "eos-zombie"])}
+        desc = {x.transactional_id: x for x in
+                b.describe_transactions(["eos-app", "eos-slow", "eos-fenced", "eos-zombie"])}
         seen = {}
         for p in range(3):
             c = Consumer(b, isolation_level="read_committed", auto_offset_reset="earliest")
@@ -257,7 +266,9 @@ def test_the_audit_reports_what_a_recount_of_the_segments_finds(spark, tmp_path)
     assert got_ab == {(*tp, pid): sorted(offs) for tp, w in want.items() for pid, offs in w["aborted"].items()}
     slow_pid = made["describe"]["eos-slow"].producer_id
     assert any(pid == slow_pid for (_, _, pid) in got_ab)        # the coordinator's timeout abort
-    assert len({pid for (_, _, pid) in got_ab}) == 2
+    fenced_pid = made["describe"]["eos-fenced"].producer_id
+    assert any(pid == fenced_pid for (_, _, pid) in got_ab)      # ended by the bumped epoch's marker
+    assert len({pid for (_, _, pid) in got_ab}) == 3
     # the hanging transaction, found by its transactional id
     zd = made["describe"]["eos-zombie"]
     (o,) = rep["open_transactions"]
