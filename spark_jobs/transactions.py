@@ -28,7 +28,8 @@ and ``__transaction_state`` through its codec (:mod:`kafkasim.protocol.txn_log`)
 3. **Aborted** (:func:`aborted_transactions`, :func:`aborted_by_producer`): one row per
    aborted transaction and partition (its first/last offset, records, the marker's offset),
    summed per (topic, partition, producer id): records a read_uncommitted consumer gets and a
-   read_committed one never does.
+   read_committed one never does. The report lists at most ``--max-details`` rows and, in
+   each, the offsets of at most ``--max-details`` transactions (``transactions`` stays exact).
 4. **Open transactions** (:func:`open_transactions`): per (topic, partition, producer id) with
    open batches, the first offset (what holds the LSO back), the transactional id and the
    coordinator's state from ``__transaction_state`` (:func:`transaction_states`), ``open_ms`` =
@@ -170,12 +171,16 @@ def aborted_transactions(fates: DataFrame) -> DataFrame:
                     "records", "batches", "marker_offset"))
 
 
-def aborted_by_producer(aborted: DataFrame) -> DataFrame:
+def aborted_by_producer(aborted: DataFrame, max_offsets: Optional[int] = None) -> DataFrame:
     """Per (topic, partition, producer_id) of :func:`aborted_transactions`: ``transactions``,
-    ``records``, and ``offsets`` (each transaction's ``[first_offset, last_offset]``, in order)."""
+    ``records``, and ``offsets`` (each transaction's ``[first_offset, last_offset]``, in order;
+    the first ``max_offsets`` of them when given)."""
+    offsets = F.sort_array(F.collect_list(F.array("first_offset", "last_offset")))
+    if max_offsets is not None:
+        offsets = F.slice(offsets, 1, max(int(max_offsets), 0))
     return (aborted.groupBy("topic", "partition", "producer_id")
             .agg(F.count(F.lit(1)).alias("transactions"), F.sum("records").cast("long").alias("records"),
-                 F.sort_array(F.collect_list(F.array("first_offset", "last_offset"))).alias("offsets")))
+                 offsets.alias("offsets")))
 
 
 def transaction_states(records: Iterable[tuple]) -> list[tuple]:
@@ -405,7 +410,7 @@ def build_report(spark, data_dir: str, topics: list[str], *, input_topic: Option
             now_ms = max((p["newest_timestamp"] for p in parts if p["newest_timestamp"] is not None), default=None)
         aborted, aborted_rows, open_rows = [], 0, []
         if any(p["aborted_records"] for p in parts):       # no query for what the summary says is not there
-            ab = aborted_by_producer(aborted_transactions(fates))
+            ab = aborted_by_producer(aborted_transactions(fates), max_details)
             aborted_rows = ab.count()
             aborted = _rows(ab, ["topic", "partition", "producer_id"], max_details)
         if any(p["open_records"] for p in parts):

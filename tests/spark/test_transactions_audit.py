@@ -68,6 +68,10 @@ def test_partition_summary_and_aborted_rows(spark):
     assert (s["committed_transactions"], s["aborted_transactions"], s["open_transactions"]) == (2, 1, 1)
     ab = tx.aborted_by_producer(tx.aborted_transactions(fates)).collect()
     assert [(r["producer_id"], r["transactions"], r["records"], r["offsets"]) for r in ab] == [(6, 1, 5, [[3, 8]])]
+    two = fates.unionByName(spark.createDataFrame([_b(0, 16, 2, 6), _b(0, 18, 1, 6, ctrl=0)], BATCHES)
+                            .transform(tx.batch_fates))
+    (r,) = tx.aborted_by_producer(tx.aborted_transactions(two), max_offsets=1).collect()
+    assert (r["transactions"], r["records"], r["offsets"]) == (2, 7, [[3, 8]])
 
 
 def test_open_transactions_are_hanging_past_the_recorded_timeout_or_the_option(spark):
