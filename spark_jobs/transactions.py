@@ -401,9 +401,11 @@ def build_report(spark, data_dir: str, topics: list[str], *, input_topic: Option
     from pyspark import StorageLevel
     scanned = sorted(set(topics) | {t for t in (input_topic, output_topic) if t})
     topics = scanned
-    fates = batch_fates(read_batches(spark, data_dir, scanned, corrupt)).persist(StorageLevel.MEMORY_AND_DISK)
+    fates = batch_fates(read_batches(spark, data_dir, scanned, corrupt))
     try:
         parts = _rows(partition_summary(fates), ["topic", "partition"])
+        if output_topic or any(p["aborted_records"] or p["open_records"] for p in parts):
+            fates = fates.persist(StorageLevel.MEMORY_AND_DISK)     # more queries follow; none on a log without
         source = "--now-ms"
         if now_ms is None:
             source = "newest timestamp in the log"
