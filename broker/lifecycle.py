@@ -150,8 +150,14 @@ class Lifecycle(BrokerCore):
         totals (``segments_deleted``, ``logs_compacted``, ``flushes``), or None when
         nothing was due (or ``log.cleaner.enable`` is false). With a MockClock this is the
         only way maintenance runs; with a real clock the cleaner thread also runs it.
+
+        First it runs the transaction coordinator's periodic tasks that are due
+        (:meth:`~kafkasim.broker.txn_api.TxnApi.tick_transactions`: abort transactions past
+        ``transaction.timeout.ms`` every 10 s, expire idle transactional ids), as Kafka's
+        scheduler does whatever the log cleaner does.
         """
         self._check_open()
+        self.tick_transactions()      # the transaction coordinator's own intervals decide what is due
         if self._cleaner is None:
             return None
         with self._tick_lock:

@@ -168,12 +168,23 @@ class TxnApi(BrokerCore):
             raise r.error
 
     def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: dict) -> None:
+                          offsets: dict, *, member_id: str = "", generation_id: int = -1,
+                          group_instance_id: Optional[str] = None) -> None:
         """TxnOffsetCommit: ``offsets`` ({TopicPartition: OffsetAndMetadata | int}) become the
         group's committed offsets when the transaction commits, and are dropped if it aborts.
-        The group's partition must be in the transaction (AddOffsetsToTxn first)."""
+        The group's partition must be in the transaction (AddOffsetsToTxn first).
+
+        KIP-447: ``member_id``, ``generation_id`` and ``group_instance_id`` (the consumer's
+        group metadata; TxnOffsetCommit v3+) are checked against the group as Kafka's group
+        coordinator does (:meth:`~kafkasim.coordinator.commits.CommitsMixin.validate_txn_offset_commit`):
+        a zombie member's commit gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+        FENCED_INSTANCE_ID and nothing is staged. The defaults (no member, generation -1) are
+        what clients before v3 send, and are not checked against a group's members."""
         from kafkasim.protocol.offsets import OFFSETS_TOPIC
         norm = check_commit_offsets(offsets)
+        check_arg("member_id", member_id, str, what="a str")
+        check_arg("generation_id", generation_id, "int")
+        check_arg("group_instance_id", group_instance_id, "str", none_ok=True)
         coord = self.transaction_coordinator
         with self._txn_lock:
             md = coord.metadata(transactional_id)
@@ -183,6 +194,7 @@ class TxnApi(BrokerCore):
                 raise InvalidTxnStateError(
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group {group_id!r} before "
                     f"AddOffsetsToTxn, or from producer {producer_id} epoch {producer_epoch} that is not current")
+            self.group_coordinator.validate_txn_offset_commit(group_id, member_id, generation_id, group_instance_id)
             self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
@@ -212,6 +224,14 @@ class TxnApi(BrokerCore):
 
     def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
                           duration_filter_ms: int = -1):
+        """ListTransactions; before any transaction (no ``__transaction_state`` yet) the answer is
+        empty and the topic is not created (Kafka creates it on FindCoordinator, not here)."""
+        if "_txn_coordinator" not in self.__dict__:
+            from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
+            if TRANSACTION_STATE_TOPIC not in self._topics:
+                from kafkasim.coordinator.transactions import TransactionCoordinator
+                return TransactionCoordinator(self.clock, lambda: -1).list(states_filter, producer_id_filter,
+                                                                           duration_filter_ms)
         return self.transaction_coordinator.list(states_filter, producer_id_filter, duration_filter_ms)
 
     # -- produce-side verification ---------------------------------------------------------------

@@ -4,9 +4,9 @@ The store appends records (encoded by :mod:`kafkasim.protocol.offsets`) to the
 partition of the internal topic that owns the group (``partition_for_group``) and,
 on start, replays every partition from its log start to its log end to rebuild the
 latest value of every key. It receives the partition logs from its owner (the broker);
-it needs of each only ``append(records)``, ``fetch(offset, max_bytes)`` (records and
-the offset to read next), ``log_start_offset`` and ``log_end_offset``
-(:class:`kafkasim.storage.log.Log`).
+it needs of each only ``append(records)``, ``read_batches(offset, max_bytes)`` (the
+stored batches from the one holding ``offset``), ``log_start_offset`` and
+``log_end_offset`` (:class:`kafkasim.storage.log.Log`).
 
 Invariants:
 - an append returns only after the log accepted the batch, so a commit that
@@ -17,7 +17,9 @@ Invariants:
   gaps compaction leaves (inside a batch, at a segment's end) are stepped over, never
   taken for the end;
 - a record that does not decode (not written by this store) is reported as a
-  RuntimeWarning and skipped; it never stops the coordinator from loading.
+  RuntimeWarning and skipped; it never stops the coordinator from loading;
+- control batches (the COMMIT/ABORT markers of transactions that committed group offsets,
+  TxnOffsetCommit) are not the store's records and are stepped over, as Kafka's loader does.
 
 Without logs (``logs=None``) the store keeps nothing and loads nothing: a
 coordinator without persistence, for pure state-machine use.
@@ -35,6 +37,8 @@ from kafkasim.protocol.offsets import (
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )
 from kafkasim.errors import CorruptRecordError, IllegalStateError
+from kafkasim.records.framing import ATTR_CONTROL
+from kafkasim.records.record_batch import iter_records
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["OffsetsStore", "LoadedState"]
@@ -103,10 +107,13 @@ class OffsetsStore:
         for log in self._logs:
             offset, end = log.log_start_offset, log.log_end_offset
             while offset < end:
-                records, next_offset = log.fetch(offset, _READ_BYTES)
+                batches = log.read_batches(offset, _READ_BYTES)
+                next_offset = batches[-1][0].last_offset + 1 if batches else end
                 if next_offset <= offset:   # cannot happen below the log end: never spin
                     raise IllegalStateError(f"{OFFSETS_TOPIC}: a read at offset {offset} below the log end "
                                             f"{end} did not advance")
+                records = [rec for h, raw in batches if not h.attributes & ATTR_CONTROL
+                           for rec in iter_records(raw, 0, h, min_offset=offset)]
                 offset = next_offset
                 for rec in records:
                     try:

@@ -319,14 +319,11 @@ def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None, 
                  isolation_level: int = 0):
     """``(offset, timestamp, leader epoch)`` as Kafka's ListOffsets answers them; LATEST is
     the last stable offset for read_committed (``isolation_level`` 1), the high watermark
-    otherwise."""
+    otherwise, and a timestamp look-up finds only offsets below that."""
     _check_partition(broker, topic, partition)
     broker.check_leader_epoch(topic, partition, current_epoch, **_at(node))
     _check_leader(broker, topic, partition, node)
-    if timestamp == -1 and isolation_level == 1:
-        offset, found_ts = broker.last_stable_offset(topic, partition), -1
-    else:
-        offset, found_ts = broker.list_offsets(topic, partition, timestamp)
+    offset, found_ts = broker.list_offsets(topic, partition, timestamp, isolation_level=isolation_level)
     return offset, found_ts, broker.offset_leader_epoch(topic, partition, timestamp, offset)
 
 

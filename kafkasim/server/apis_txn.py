@@ -79,14 +79,19 @@ async def end_txn(ctx, req):
 
 @api(28, "TxnOffsetCommit", 0, 3)
 async def txn_offset_commit(ctx, req):
-    """The offsets become the group's when the transaction commits. The KIP-447 member and
-    generation fields (v3) are read but not checked against the group (docs/differences.md)."""
+    """The offsets become the group's when the transaction commits. From v3 the consumer's
+    group metadata (KIP-447: member id, generation, group instance id) is checked against the
+    group; before v3 there is none (generation -1), as Kafka reads those versions."""
     body = req.body
+    member = {}
+    if req.api_version >= 3:
+        member = {"member_id": body.member_id or "", "generation_id": int(body.generation_id),
+                  "group_instance_id": body.group_instance_id}
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1))
         for t in body.topics for p in t.partitions}
     _, code, _ = await ctx.attempt(ctx.broker.txn_offset_commit, body.transactional_id, body.group_id,
-                                   body.producer_id, body.producer_epoch, offsets)
+                                   body.producer_id, body.producer_epoch, offsets, **member)
     return {"topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
         for t in body.topics]}

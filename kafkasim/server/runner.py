@@ -24,6 +24,7 @@ Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Any, Callable, Mapping, Optional
 
@@ -35,6 +36,8 @@ from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
 __all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+
+log = logging.getLogger("kafkasim.server")
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
@@ -114,6 +117,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         bound_host, bound_port = await server.start()
     except OSError as exc:
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    ticker = asyncio.create_task(_tick_transactions(broker, server, stop))
     try:
         metrics_port = metrics.port if metrics is not None else None
         write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port)
@@ -121,7 +125,34 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
             on_ready(bound_host, bound_port, metrics_port)
         await stop.wait()
     finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
         await server.close()
+
+
+TXN_TICK_S = 1.0
+"""How often a served single broker runs its transaction coordinator's due tasks (Kafka's
+scheduler: aborting transactions past ``transaction.timeout.ms`` is checked every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s, by the coordinator's
+own clock; a served cluster runs them in ``Cluster.tick()``)."""
+
+
+async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -> None:
+    """Until ``stop``: every :data:`TXN_TICK_S`, ``broker.tick_transactions()`` on the
+    executor; when it aborted or expired something, wake the read_committed long polls
+    (an abort's markers move the last stable offset)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), TXN_TICK_S)
+            return
+        except asyncio.TimeoutError:
+            pass
+        try:
+            if await loop.run_in_executor(None, broker.tick_transactions):
+                server.wake_fetches()
+        except Exception:
+            log.exception("transaction coordinator tick failed")
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,

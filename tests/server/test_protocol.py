@@ -81,12 +81,15 @@ def minimal_request(key: int, version: int) -> dict:
                  {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
         65: {"transactional_ids": []},
+        61: {"topics": [{"name": "t", "partition_indexes": [0]}]},
+        27: {"markers": [{"producer_id": 77, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+                          "topics": [{"name": "t", "partition_indexes": [9]}]}]},
         66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
     }[key]
 
 
 EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69,
-                 24: 49, 25: 49, 26: 49, 28: 48}   # errors a minimal request must get
+                 24: 49, 25: 49, 26: 49, 28: 48, 27: 3}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
