@@ -359,3 +359,25 @@ def test_report_names_a_transaction_the_coordinator_lost_and_prints_it():
     assert "HANGING: t-2 from offset 40 producer id 9" in out and "no transactional id" in out
     calm = tx.report([dict(part, open_records=0, markers=0)], [], [], now_ms=T0, now_source="--now-ms")
     assert calm["verdict"] == "not enough data" and calm["causes"] == []
+
+
+@pytest.mark.slow
+def test_the_audit_agrees_with_the_exactly_once_lab_on_every_guarantee(spark, tmp_path):
+    from kafkasim.scenarios import exactly_once
+    d = str(tmp_path / "lab")
+    lab = exactly_once.run(d, seed=5, echo=lambda *_: None, records=200, crash_after=90, max_poll_records=25)
+    for guarantee in exactly_once.GUARANTEES:
+        out = tmp_path / f"{guarantee}.json"
+        rc = tx.main(["--data-dir", d, "--topic", f"totals-{guarantee}", "--input-topic", "payments",
+                      "--output-topic", f"totals-{guarantee}", "--json", str(out)], spark=spark)
+        rep, mine = json.loads(out.read_text()), lab[guarantee.replace("-", "_")]
+        e = rep["exactly_once"]
+        assert (e["committed_output_records"], e["duplicated_inputs"], e["duplicate_records"]) == (
+            mine["output_records"], mine["duplicated_inputs"], mine["extra_records"]), guarantee
+        assert (e["inputs_without_output"], e["inputs_not_found"]) == (mine["missing"], mine["unknown_refs"])
+        out_aborted = sum(p["aborted_records"] for p in rep["partitions"] if p["topic"] == f"totals-{guarantee}")
+        assert out_aborted == mine["invisible_records"], guarantee
+        assert rep["open_transactions"] == []
+        assert (rc == EXIT_VIOLATIONS) == (mine["duplicated_inputs"] > 0), guarantee
+    assert lab["transactional"]["duplicated_inputs"] == 0 < lab["at_least_once"]["duplicated_inputs"]
+    assert lab["transactional"]["invisible_records"] > 0          # the crashed instance's aborted totals
