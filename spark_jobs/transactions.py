@@ -260,19 +260,15 @@ def input_refs(out_records: DataFrame, fates: DataFrame, header: str = INPUT_HEA
         "marker_timestamp")
     ref = common.header_value(header).cast("string")
     parts = F.split(ref, ":")
-    ok = (F.size(parts) == 2)
-    p = F.when(ok, F.expr("try_cast(split(cast(" + _hdr_sql(header) + " as string), ':')[0] as int)"))
-    o = F.when(ok, F.expr("try_cast(split(cast(" + _hdr_sql(header) + " as string), ':')[1] as bigint)"))
+    ok = F.size(parts) == 2
+    p = F.when(ok, F.get(parts, 0).try_cast("int"))
+    o = F.when(ok, F.get(parts, 1).try_cast("bigint"))
     return (out_records.join(batches, ["topic", "partition", "batch_base_offset"])
             .select("topic", "partition", "offset", ref.isNotNull().alias("has_header"),
                     F.when(p.isNotNull() & o.isNotNull(), p).alias("in_partition"),
                     F.when(p.isNotNull() & o.isNotNull(), o).alias("in_offset"),
                     F.struct("producer_id", F.coalesce("marker_epoch", "partition").alias("epoch"),
                              F.coalesce("marker_timestamp", -F.col("offset") - 1).alias("end")).alias("txn")))
-
-
-def _hdr_sql(name: str) -> str:
-    return f"try_element_at(filter(headers, h -> h.key = '{name}'), -1).value"
 
 
 def duplicated_inputs(refs: DataFrame) -> DataFrame:
