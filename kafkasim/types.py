@@ -79,4 +79,11 @@ SEQUENCE_HEADER = "kafkasim.seq"
 The Spark ordering audit compares these only among records of the same producer and key.
 """
 
-__all__ += ["PRODUCER_HEADER", "SEQUENCE_HEADER"]
+INPUT_HEADER = "kafkasim-input"
+"""Header key a consume-transform-produce job (the ``exactly-once`` lab) puts on each output
+record: the input record it came from, ASCII ``"<input partition>:<input offset>"``.
+
+``kafkasim audit transactions --output-topic`` counts committed outputs per input by it.
+"""
+
+__all__ += ["PRODUCER_HEADER", "SEQUENCE_HEADER", "INPUT_HEADER"]

@@ -86,7 +86,7 @@ from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError, ProducerFen
 from kafkasim.producer import LOST_RESPONSE, Producer
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import START_MS, check_claim, fresh_broker, lab_clock, main_for, table
-from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.types import INPUT_HEADER, OffsetAndMetadata, TopicPartition
 
 __all__ = ["PARAMS", "CLAIM", "INPUT_HEADER", "GUARANTEES", "run", "audit_output", "input_ref"]
 
@@ -94,7 +94,6 @@ CLAIM = ("After a crash, at-least-once and idempotence alone count payments twic
          "transactions with read_committed give exact totals.")
 """The lab's point, asserted by :func:`run`."""
 
-INPUT_HEADER = "kafkasim-input"
 """Header of every output record: ASCII ``"<input partition>:<input offset>"`` of the input it counts."""
 
 GUARANTEES = ("at-least-once", "idempotent", "transactional")

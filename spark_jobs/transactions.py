@@ -72,14 +72,13 @@ from kafkasim.protocol.txn_log import (
     decode_txn_record)
 from kafkasim.records.control import CONTROL_ABORT, CONTROL_COMMIT
 from kafkasim.spark_jobs import common, options
+from kafkasim.types import INPUT_HEADER
 
 __all__ = ["INPUT_HEADER", "KINDS", "FATES", "STATES_SCHEMA", "DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN",
            "read_batches", "batch_fates", "partition_summary", "aborted_transactions", "aborted_by_producer",
            "transaction_states", "open_transactions", "input_refs", "duplicated_inputs", "input_coverage",
            "report", "build_report", "text", "run", "main"]
 
-INPUT_HEADER = "kafkasim-input"
-"""The header an exactly-once pipeline's output record carries: ``"<input partition>:<input offset>"``."""
 KINDS = ("hanging_transaction", "input_consumed_twice")
 FATES = ("committed", "aborted", "open", "non_transactional", "control")
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
