@@ -54,9 +54,11 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.static.constants import EntityType
 
 from kafkasim.protocol.kio_bounds import Bounds, check_bounds
+from kafkasim.server import produce_frames
 
 __all__ = ["MalformedRequest", "Request", "peek", "peek_client_id", "request_class", "response_class",
-           "decode_request", "encode_response", "build", "ms", "API_VERSIONS_KEY",
+           "decode_request", "decode_request_with_kio", "encode_result", "encode_response", "build", "ms",
+           "API_VERSIONS_KEY",
            "encode_request", "decode_response"]
 
 API_VERSIONS_KEY = 18
@@ -120,7 +122,26 @@ def response_class(api_key: int, version: int) -> type:
 
 
 def decode_request(frame, api_key: int, version: int) -> Request:
-    """Parse a whole frame (header + body, without the size prefix) of a served version."""
+    """Parse a whole frame (header + body, without the size prefix) of a served version.
+    Produce is read by :mod:`kafkasim.server.produce_frames` (its records stay a view of the
+    frame), every other API by kio (:func:`decode_request_with_kio`)."""
+    if api_key == produce_frames.PRODUCE_KEY:
+        correlation_id, client_id, body, trailing = produce_frames.decode(frame, version, MalformedRequest)
+        return Request(api_key, version, correlation_id, client_id, body, trailing)
+    return decode_request_with_kio(frame, api_key, version)
+
+
+def encode_result(api_key: int, version: int, correlation_id: int, result: dict) -> bytes:
+    """The whole response frame for a handler's ``result`` dict: Produce's packed by
+    :mod:`kafkasim.server.produce_frames`, every other API's built (:func:`build`) and
+    written by kio (:func:`encode_response`)."""
+    if api_key == produce_frames.PRODUCE_KEY:
+        return produce_frames.encode_response(version, correlation_id, result)
+    return encode_response(api_key, version, correlation_id, build(response_class(api_key, version), result))
+
+
+def decode_request_with_kio(frame, api_key: int, version: int) -> Request:
+    """:func:`decode_request` through kio, for any API (the reference for Produce too)."""
     cls = request_class(api_key, version)
     header_cls = RequestHeaderV2 if cls.__flexible__ else RequestHeaderV1
     view = memoryview(frame)

@@ -232,8 +232,7 @@ class KafkaServer:
             if result is None:
                 out = None
             else:
-                body = codec.build(codec.response_class(api_key, version), result)
-                out = codec.encode_response(api_key, version, correlation_id, body)
+                out = codec.encode_result(api_key, version, correlation_id, result)
             if ctx.metrics is not None:
                 ctx.metrics.request(entry.name, time.perf_counter() - started)
             return out
