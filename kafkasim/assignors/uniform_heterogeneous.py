@@ -27,10 +27,12 @@ Steps:
    partition of the topic to the least loaded one, until the two ranges differ by at most one
    or no loaded subscriber owns a partition of the topic.
 
-Worked example (Kafka's ``testFirstAssignmentThreeMembersThreeTopicsDifferentSubscriptions``
-shape): A subscribes to T1 (3 partitions) and T2 (6), B to T3 (2), C to T2 and T3. Topic
-order: T2 (6/2 = 3 per subscriber), T3 (2/2 = 1, 2 subscribers), T1 (3/1 but... see
-:mod:`tests.assignors.test_uniform_vectors` for the exact vectors ported from Kafka.
+Worked example (Kafka's ``testFirstAssignmentTwoMembersTwoTopics``): A subscribes to T1 (3
+partitions) and T3 (6), B to T3 only; nothing is assigned yet. Both topics have 3 partitions
+per subscriber; T1 has fewer subscribers, so it goes first: A takes T1-0, 1, 2. For T3 the
+subscribers sort B (0 partitions), A (3): B takes T3-0, 1, 2 alone until it reaches A's 3,
+then the range widens to both: B takes T3-3, A T3-4, B T3-5. Result A = {T1: 0, 1, 2; T3: 4},
+B = {T3: 0, 1, 2, 3, 5}; T3's subscribers differ by one, so the balancing phase moves nothing.
 
 Thread-safety: a builder is created per call and not shared; the function is pure.
 """
