@@ -34,6 +34,7 @@ from kafkasim.assignors._java import string_sort_key
 from kafkasim.assignors.group_spec import (
     HOMOGENEOUS, GroupSpec, PartitionAssignorError, SubscribedTopicDescriber,
 )
+from kafkasim.assignors.uniform_heterogeneous import check_subscription_type
 
 __all__ = ["ServerRangeAssignor"]
 
@@ -88,6 +89,7 @@ class ServerRangeAssignor:
 
     def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         """member id -> (topic id -> partitions); raises PartitionAssignorError for an unknown topic."""
+        check_subscription_type(group_spec)
         if not group_spec.members:
             return {}
         members = _sorted_members(group_spec)

@@ -51,7 +51,9 @@ from kafkasim.assignors._java import uuid_hashset_order
 from kafkasim.assignors.group_spec import (
     HOMOGENEOUS, GroupSpec, PartitionAssignorError, SubscribedTopicDescriber,
 )
-from kafkasim.assignors.uniform_heterogeneous import Assignment, assign_heterogeneous, freeze
+from kafkasim.assignors.uniform_heterogeneous import (
+    Assignment, assign_heterogeneous, check_subscription_type, freeze,
+)
 
 __all__ = ["UniformAssignor", "assign_homogeneous"]
 
@@ -132,6 +134,7 @@ class UniformAssignor:
 
     def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> Assignment:
         """member id -> (topic id -> partitions); raises PartitionAssignorError for an unknown topic."""
+        check_subscription_type(group_spec)
         if not group_spec.members:
             return {}
         if group_spec.subscription_type == HOMOGENEOUS:

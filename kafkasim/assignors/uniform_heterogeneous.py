@@ -42,9 +42,11 @@ from __future__ import annotations
 import uuid
 
 from kafkasim.assignors._java import uuid_sort_key
-from kafkasim.assignors.group_spec import GroupSpec, PartitionAssignorError, SubscribedTopicDescriber
+from kafkasim.assignors.group_spec import (
+    HETEROGENEOUS, HOMOGENEOUS, GroupSpec, PartitionAssignorError, SubscribedTopicDescriber,
+)
 
-__all__ = ["assign_heterogeneous", "Assignment", "freeze"]
+__all__ = ["assign_heterogeneous", "Assignment", "freeze", "check_subscription_type"]
 
 Assignment = dict[str, dict[uuid.UUID, frozenset[int]]]
 """member id -> (topic id -> partitions), what a server-side assignor returns."""
@@ -56,6 +58,14 @@ MAX_ITERATION_COUNT = 16
 def freeze(work: dict[str, dict[uuid.UUID, set[int]]]) -> Assignment:
     """The builders' working sets as the assignor's result (topics with no partition dropped)."""
     return {m: {t: frozenset(ps) for t, ps in topics.items() if ps} for m, topics in work.items()}
+
+
+def check_subscription_type(group_spec: GroupSpec) -> None:
+    """Raise PartitionAssignorError unless the spec's type is HOMOGENEOUS or HETEROGENEOUS."""
+    if group_spec.subscription_type not in (HOMOGENEOUS, HETEROGENEOUS):
+        raise PartitionAssignorError(
+            f"Unknown subscription type {group_spec.subscription_type!r}: "
+            f"expected {HOMOGENEOUS!r} or {HETEROGENEOUS!r}")
 
 
 class _Balancer:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafkasim.assignors.group_spec import (
-    HETEROGENEOUS, HOMOGENEOUS, GroupSpec, MemberSubscription, TopicsImage,
+    HETEROGENEOUS, HOMOGENEOUS, GroupSpec, MemberSubscription, PartitionAssignorError, TopicsImage,
 )
 from kafkasim.assignors.server import (
     GROUP_CONSUMER_ASSIGNORS_DEFAULT, server_assignor, server_assignor_names, server_assignors,
@@ -146,3 +146,16 @@ def test_registry_rejects_duplicates_and_empty_lists():
         server_assignors(["uniform", "range", "uniform"])
     with pytest.raises(InvalidConfigurationError, match="at least one assignor"):
         server_assignors(" , ")
+
+
+@pytest.mark.parametrize("assignor", [UniformAssignor(), ServerRangeAssignor()], ids=["uniform", "range"])
+def test_unknown_subscription_type_is_named(assignor):
+    spec = GroupSpec({"A": MemberSubscription(frozenset({uuid.UUID(int=1)}))}, "homogeneous")
+    with pytest.raises(PartitionAssignorError, match="'homogeneous'"):
+        assignor.assign(spec, TopicsImage({uuid.UUID(int=1): 1}))
+
+
+def test_package_exports_the_server_registry():
+    import kafkasim.assignors as assignors
+    assert assignors.server_assignor("range").name == "range"
+    assert "uniform" not in assignors.assignor_names()  # the client-side registry is separate
