@@ -29,6 +29,7 @@ from typing import Hashable, Iterable, Optional
 __all__ = [
     "string_hash", "topic_partition_hash", "hashmap_capacity", "hashmap_order", "JavaHashSet",
     "uuid_hash", "uuid_sort_key", "string_sort_key", "uuid_hashset_order", "uuid_from_kafka_string",
+    "int_hashset_order",
 ]
 
 _MASK = 0xFFFFFFFF
@@ -94,11 +95,30 @@ def uuid_hashset_order(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
     source, which for a set is itself unspecified).
     """
     ids = list(dict.fromkeys(ids))
-    cap = 16
-    while cap < int(len(ids) / 0.75) + 1:
-        cap *= 2
-    mask = cap - 1
+    mask = _copy_capacity(len(ids)) - 1
     return sorted(ids, key=lambda u: (_spread(uuid_hash(u)) & mask, uuid_sort_key(u)))
+
+
+def _copy_capacity(n: int) -> int:
+    # HashSet(Collection) on Java 17: new HashMap<>(max((int) (n / .75f) + 1, 16)), a power of two.
+    cap = 16
+    while cap < int(n / 0.75) + 1:
+        cap *= 2
+    return cap
+
+
+def int_hashset_order(values: Iterable[int]) -> list[int]:
+    """The iteration order of a Java ``HashSet<Integer>`` copied from ``values`` in ascending order.
+
+    ``Integer.hashCode`` is the value, so the bucket is ``(v ^ (v >>> 16)) & (cap - 1)``: the
+    order is ascending while every value is below the capacity, and e.g. ``{0, 1, 16}`` (cap 16)
+    iterates 0, 16, 1. Capacity as the copy constructor sizes it on Java 17 (Kafka's
+    ``Assignment`` records and the assignors' deep copies are copies); values in one bucket in
+    ascending order (the insertion order of a copy from a sorted list).
+    """
+    ordered = sorted(set(values))
+    mask = _copy_capacity(len(ordered)) - 1
+    return sorted(ordered, key=lambda v: (_spread(v & _MASK) & mask, v))
 
 
 def _spread(h: int) -> int:

@@ -23,7 +23,8 @@ The homogeneous builder, step by step:
 3. ``min_quota = total // members``; the first ``total % members`` members (in the spec's
    member order) get one more.
 4. For each member in the spec's member order: partitions of topics it no longer subscribes
-   to are dropped; of a topic's partitions (walked in ascending order) it keeps as many as
+   to are dropped; of a topic's partitions (walked in Java ``HashSet<Integer>`` order,
+   :func:`~kafkasim.assignors._java.int_hashset_order`) it keeps as many as
    its remaining quota allows and appends the rest to the unassigned list. A member left
    below its quota joins the unfilled list with what it still may take.
 5. The unfilled members, in order, take partitions from the front of the unassigned list
@@ -37,8 +38,10 @@ so A = {T1: 0, T3: 0, 1} and B = {T1: 1, 2}.
 Orders: members follow the iteration order of ``group_spec.members`` (Kafka iterates the
 coordinator's member map; its tests use a ``TreeMap``, i.e. sorted ids), and a member's
 current assignment follows the iteration order of its ``assigned_partitions`` mapping (Kafka
-iterates that map as it is). Partitions of one topic are walked in ascending order, which is
-Java's ``HashSet<Integer>`` order whenever the partition numbers are below the set's capacity.
+iterates that map as it is). Partitions of one topic are walked in the order of a Java
+``HashSet<Integer>`` copied from them: ascending while the partition numbers are below the
+set's capacity, but ``{0, 1, 16}`` walks 0, 16, 1 (Kafka's sets of partitions are
+``HashSet``s; which one a member keeps when over quota depends on it).
 
 Thread-safety: pure functions over immutable inputs; safe to share.
 """
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 import uuid
 
-from kafkasim.assignors._java import uuid_hashset_order
+from kafkasim.assignors._java import int_hashset_order, uuid_hashset_order
 from kafkasim.assignors.group_spec import (
     HOMOGENEOUS, GroupSpec, PartitionAssignorError, SubscribedTopicDescriber,
 )
@@ -93,7 +96,7 @@ def assign_homogeneous(group_spec: GroupSpec, topics: SubscribedTopicDescriber) 
         for topic_id, partitions in group_spec.members[member_id].assigned_partitions.items():
             if topic_id not in subscribed_set:
                 continue
-            ordered = sorted(partitions)
+            ordered = int_hashset_order(partitions)
             take = min(quota, len(ordered))
             if ordered[:take]:
                 kept[topic_id] = set(ordered[:take])

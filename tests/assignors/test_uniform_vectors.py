@@ -187,3 +187,24 @@ def test_homogeneous_order_follows_java_hashset_of_topic_ids():
     assert uuid_hashset_order([T1, T3]) == [T3, T1]
     # Buckets: T2 1, T4 5, T3 9, T1 10.
     assert uuid_hashset_order([T1, T2, T3, T4]) == [T2, T4, T3, T1]
+
+
+def test_homogeneous_keeps_partitions_in_java_hashset_order():
+    # Not a Kafka test case: a fact of Java's HashSet<Integer> (bucket = value & (capacity - 1)).
+    # A holds 11 partitions of a 40-partition topic, {0..8, 16, 32}: a 16-bucket set iterates
+    # 0, 16, 32, 1, ..., 8. Four members, quota 10: A keeps the first ten and gives up 8
+    # (in ascending order it would give up 32).
+    held = frozenset([*range(9), 16, 32])
+    out = run({"A": member({T1}, {T1: held}), "B": member({T1}), "C": member({T1}), "D": member({T1})},
+              HOMOGENEOUS, {T1: 40})
+    assert out["A"][T1] == held - {8}
+    assert sorted(len(a[T1]) for a in out.values()) == [10, 10, 10, 10]
+
+
+def test_int_hashset_order_matches_java():
+    from kafkasim.assignors._java import int_hashset_order
+    assert int_hashset_order([2, 1, 0]) == [0, 1, 2]
+    assert int_hashset_order([0, 1, 16]) == [0, 16, 1]
+    # 14 values: the copy constructor sizes the table at 32 (14 / .75 + 1 = 19); 40 shares
+    # bucket 8 with 8 and comes after it (a copy from an ascending list inserts 8 first).
+    assert int_hashset_order([*range(12), 16, 40]) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 40, 9, 10, 11, 16]
