@@ -208,3 +208,20 @@ def test_int_hashset_order_matches_java():
     # 14 values: the copy constructor sizes the table at 32 (14 / .75 + 1 = 19); 40 shares
     # bucket 8 with 8 and comes after it (a copy from an ascending list inserts 8 first).
     assert int_hashset_order([*range(12), 16, 40]) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 40, 9, 10, 11, 16]
+
+
+def test_homogeneous_quota_follows_member_order():
+    # Kafka 4.0/4.1's homogeneous builder gives the extra partitions to the first members in
+    # member order, so the same assignment handed back in another order can move a partition
+    # (Kafka's later CommonAssignorTests.testReassignmentStickiness, written with KAFKA-19909's
+    # builder, asserts it does not; see docs/assignors.md). 14 partitions, 3 members: A 5, B 5, C 4.
+    topics = {T1: 2, T2: 5, T3: 7}
+    subs = {T1, T2, T3}
+    first = run({m: member(subs) for m in "ABC"}, HOMOGENEOUS, topics)
+    assert sorted(sum(map(len, first[m].values())) for m in "ABC") == [4, 5, 5]
+    assert sum(map(len, first["C"].values())) == 4
+    spec = GroupSpec({m: MemberSubscription(frozenset(subs), first[m]) for m in "CAB"}, HOMOGENEOUS)
+    again = UniformAssignor().assign(spec, TopicsImage(topics))
+    assert {m: sum(map(len, a.values())) for m, a in again.items()} == {"C": 5, "A": 5, "B": 4}
+    moved = {(t, p) for t, ps in again["C"].items() for p in ps} - {(t, p) for t, ps in first["C"].items() for p in ps}
+    assert len(moved) == 1
