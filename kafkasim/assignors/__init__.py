@@ -12,6 +12,10 @@ Usage::
     >>> get_assignor("range").assign({"t0": 3}, {"C0": Subscription(["t0"]), "C1": Subscription(["t0"])})
     {'C0': [TopicPartition(topic='t0', partition=0), TopicPartition(topic='t0', partition=1)], 'C1': [TopicPartition(topic='t0', partition=2)]}
 
+The server-side assignors of KIP-848 (``uniform``, ``range``: Kafka's group-coordinator
+ones, over :mod:`kafkasim.assignors.group_spec`) are a separate family, looked up by their
+``group.consumer.assignors`` names with :func:`server_assignor`.
+
 ``assign(partitions_per_topic, subscriptions, partition_racks=None)``: with
 ``partition_racks`` (TopicPartition -> racks of its replicas) and members' ``rack_id``,
 range and the sticky assignors are rack-aware as Kafka >= 3.5 (KIP-881).
@@ -41,6 +45,7 @@ __all__ = [
     "Subscription", "Assignor", "EAGER", "COOPERATIVE", "DEFAULT_GENERATION",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor",
     "get_assignor", "register_assignor", "assignor_names", "revoked_partitions",
+    "server_assignor", "server_assignors", "server_assignor_names",
 ]
 
 AssignorLike = Union[str, type, Assignor]
@@ -102,6 +107,7 @@ def get_assignor(name_or_class_or_instance: AssignorLike) -> Assignor:
 
 
 from kafkasim.assignors.sticky import CooperativeStickyAssignor, StickyAssignor  # noqa: E402
+from kafkasim.assignors.server import server_assignor, server_assignor_names, server_assignors  # noqa: E402
 
 for _cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor):
     _REGISTRY[_cls.name] = _cls

@@ -6,6 +6,9 @@ output as Kafka for the same input, kafkasim reproduces that order here:
 
 - ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, as a signed 32-bit int;
 - ``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()`` (32-bit);
+- ``Uuid.hashCode`` (Kafka's topic ids): ``xor = msb ^ lsb; (int)(xor >> 32) ^ (int) xor``;
+  ``Uuid.compareTo``: the most, then the least significant 64 bits, each as a *signed* long;
+- ``String.compareTo``: UTF-16 code units, not code points;
 - ``HashMap`` iteration: buckets in index order, index = ``(h ^ (h >>> 16)) & (cap-1)``,
   entries of one bucket in insertion order; ``cap`` starts at 16 and doubles when the
   size exceeds 3/4 of it (a resize keeps the relative order within a bucket).
@@ -19,9 +22,15 @@ Pure functions and a small single-threaded helper class; not thread-safe to shar
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import Hashable, Iterable, Optional
 
-__all__ = ["string_hash", "topic_partition_hash", "hashmap_capacity", "hashmap_order", "JavaHashSet"]
+__all__ = [
+    "string_hash", "topic_partition_hash", "hashmap_capacity", "hashmap_order", "JavaHashSet",
+    "uuid_hash", "uuid_sort_key", "string_sort_key", "uuid_hashset_order", "uuid_from_kafka_string",
+    "int_hashset_order",
+]
 
 _MASK = 0xFFFFFFFF
 
@@ -42,6 +51,74 @@ def string_hash(s: str) -> int:
 def topic_partition_hash(topic: str, partition: int) -> int:
     """Kafka's ``TopicPartition.hashCode`` as an unsigned 32-bit value."""
     return (31 * ((31 + partition) & _MASK) + string_hash(topic)) & _MASK
+
+
+def uuid_hash(u: uuid.UUID) -> int:
+    """Kafka's ``Uuid.hashCode`` as an unsigned 32-bit value."""
+    x = (u.int >> 64) ^ (u.int & 0xFFFFFFFFFFFFFFFF)
+    return ((x >> 32) ^ x) & _MASK
+
+
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v >> 63 else v
+
+
+def uuid_from_kafka_string(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``: 22 characters of URL-safe base64 (no padding) -> 16 bytes.
+
+    A string that does not decode to 16 bytes raises ValueError naming it.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"Invalid Kafka topic id {text!r}: not URL-safe base64") from exc
+    if len(text) != 22 or len(raw) != 16:
+        raise ValueError(f"Invalid Kafka topic id {text!r}: expected 22 base64 characters (16 bytes)")
+    return uuid.UUID(bytes=raw)
+
+
+def uuid_sort_key(u: uuid.UUID) -> tuple[int, int]:
+    """A key that sorts ids as Kafka's ``Uuid.compareTo`` (signed most, then least significant bits)."""
+    return _signed64(u.int >> 64), _signed64(u.int & 0xFFFFFFFFFFFFFFFF)
+
+
+def string_sort_key(s: str) -> bytes:
+    """A key that sorts strings as Java's ``String.compareTo`` (UTF-16 code units)."""
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def uuid_hashset_order(ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    """The iteration order of ``new HashSet<>(ids)`` over Kafka ``Uuid``s.
+
+    Capacity as the copy constructor sizes it (``max(n / .75 + 1, 16)`` rounded up to a power
+    of two); ids in one bucket follow ``Uuid.compareTo`` (Java keeps the insertion order of its
+    source, which for a set is itself unspecified).
+    """
+    ids = list(dict.fromkeys(ids))
+    mask = _copy_capacity(len(ids)) - 1
+    return sorted(ids, key=lambda u: (_spread(uuid_hash(u)) & mask, uuid_sort_key(u)))
+
+
+def _copy_capacity(n: int) -> int:
+    # HashSet(Collection) on Java 17: new HashMap<>(max((int) (n / .75f) + 1, 16)), a power of two.
+    cap = 16
+    while cap < int(n / 0.75) + 1:
+        cap *= 2
+    return cap
+
+
+def int_hashset_order(values: Iterable[int]) -> list[int]:
+    """The iteration order of a Java ``HashSet<Integer>`` copied from ``values`` in ascending order.
+
+    ``Integer.hashCode`` is the value, so the bucket is ``(v ^ (v >>> 16)) & (cap - 1)``: the
+    order is ascending while every value is below the capacity, and e.g. ``{0, 1, 16}`` (cap 16)
+    iterates 0, 16, 1. Capacity as the copy constructor sizes it on Java 17 (Kafka's
+    ``Assignment`` records and the assignors' deep copies are copies); values in one bucket in
+    ascending order (the insertion order of a copy from a sorted list).
+    """
+    ordered = sorted(set(values))
+    mask = _copy_capacity(len(ordered)) - 1
+    return sorted(ordered, key=lambda v: (_spread(v & _MASK) & mask, v))
 
 
 def _spread(h: int) -> int:
