@@ -89,3 +89,13 @@ class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, Elections, Part
                  broker_id: int = 0, default_configs: Optional[Mapping[str, Any]] = None,
                  broker_configs: Optional[Mapping[str, Any]] = None) -> None:
         self._open(data_dir, clock, broker_id, default_configs, broker_configs)
+
+    def tick(self) -> Optional[dict[str, int]]:
+        """The periodic work that is due by the clock: the transaction coordinator's tasks
+        (:meth:`TxnApi.tick_transactions`: abort transactions past ``transaction.timeout.ms``
+        every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, expire idle
+        transactional ids), then the maintenance pass (:meth:`Lifecycle.tick`, whose totals
+        are returned, or None when no pass was due)."""
+        self._check_open()
+        self.tick_transactions()
+        return super().tick()

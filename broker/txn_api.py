@@ -28,21 +28,33 @@ writes take each partition's lock as produce does.
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
 from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
+from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["TxnApi"]
+__all__ = ["TxnApi", "CRASH_POINTS"]
+
+CRASH_POINTS = ("txn.after_prepare_commit", "txn.after_first_commit_marker")
+"""Where :attr:`TxnApi.crash_hook` is called: after PrepareCommit is persisted to
+``__transaction_state`` and before any marker is written; after the first partition's COMMIT
+marker is written and before the others. A test hook: ``kafkasim serve`` installs one that
+ends the process (``os._exit``) when ``KAFKASIM_CRASH_POINT`` names the point, so a crash
+test can SIGKILL-equivalently stop the broker exactly there (tests/server/test_txn_crashes.py)."""
 
 
 class TxnApi(BrokerCore):
     """InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
     TxnOffsetCommit, DescribeTransactions, ListTransactions (see the module docstring)."""
+
+    crash_hook: Optional[Callable[[str], None]] = None
+    """Test hook: called with each :data:`CRASH_POINTS` name as the markers are written (None:
+    nothing is called). Only ``kafkasim serve`` sets it, from ``KAFKASIM_CRASH_POINT``."""
 
     @property
     def transaction_coordinator(self):
@@ -65,7 +77,13 @@ class TxnApi(BrokerCore):
                                       TRANSACTION_STATE_TOPIC_CONFIGS)
                 n = self._topics[TRANSACTION_STATE_TOPIC].partitions
                 store = TxnStateStore([self.log(TRANSACTION_STATE_TOPIC, p) for p in range(n)])
-                coord = TransactionCoordinator(self.clock, lambda: self.init_producer_id()[0])
+                cfg = self.broker_config
+                coord = TransactionCoordinator(
+                    self.clock, lambda: self.init_producer_id()[0],
+                    transaction_max_timeout_ms=cfg["transaction.max.timeout.ms"],
+                    transactional_id_expiration_ms=cfg["transactional.id.expiration.ms"],
+                    abort_timed_out_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                    remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
                 self._txn_store = store
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
@@ -95,6 +113,9 @@ class TxnApi(BrokerCore):
         """A marker on every partition of the transaction, then Complete* persisted."""
         coord = self.transaction_coordinator
         offsets = self._txn_offsets.pop(markers.transactional_id, {})
+        hook = self.crash_hook if markers.commit else None
+        if hook is not None:
+            hook("txn.after_prepare_commit")
         for tp in sorted(markers.partitions):
             part = self._partition(tp.topic, tp.partition) if tp.topic in self._topics else None
             if part is None:
@@ -102,6 +123,9 @@ class TxnApi(BrokerCore):
             with part.lock:
                 part.leader_log(None).append_control(markers.producer_id, markers.producer_epoch, markers.commit,
                                                      markers.coordinator_epoch, part.leader_epoch)
+            if hook is not None:
+                hook("txn.after_first_commit_marker")
+                hook = None
         if markers.commit:
             for group_id, committed in sorted(offsets.items()):
                 self._txn_commit_offsets(group_id, committed)
@@ -197,9 +221,15 @@ class TxnApi(BrokerCore):
 
     def tick_transactions(self) -> int:
         """The coordinator's periodic tasks on the broker's clock (abort transactions past their
-        timeout, expire idle ids); returns how many transactional ids they changed."""
+        timeout, expire idle ids); returns how many transactional ids they changed.
+
+        A broker whose ``__transaction_state`` exists loads the coordinator here if nothing has
+        yet (as Kafka loads it at startup): the transactions a crash left prepared get their
+        markers, and open ones their timeout, without waiting for a transactional client."""
         if "_txn_coordinator" not in self.__dict__:
-            return 0
+            with self._lock:
+                if self._closed or TRANSACTION_STATE_TOPIC not in self._topics:
+                    return 0
         coord = self.transaction_coordinator
         with self._txn_lock:
             steps = coord.tick()

@@ -24,6 +24,8 @@ Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
 from typing import Any, Callable, Mapping, Optional
 
@@ -34,7 +36,15 @@ from kafkasim.server.api import ServerOptions
 from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
-__all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+__all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address", "CRASH_POINT_ENV"]
+
+log = logging.getLogger("kafkasim.server")
+
+TXN_TICK_S = 1.0
+"""How often the one served broker runs its transaction coordinator's periodic tasks."""
+
+CRASH_POINT_ENV = "KAFKASIM_CRASH_POINT"
+CRASH_EXIT_CODE = 70
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
@@ -55,9 +65,9 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     ``broker_configs``: broker configs by their server.properties names (what
     ``kafka-server-start.sh --override name=value`` sets), e.g. a short
     ``leader.imbalance.check.interval.seconds``; checked before anything is opened."""
-    import os
-
     from kafkasim.broker import Broker
+
+    crash_hook = _crash_hook(os.environ.get(CRASH_POINT_ENV))      # checked before anything opens
 
     is_cluster = os.path.exists(os.path.join(data_dir, "meta", "cluster.json"))
     if brokers is not None and not is_cluster and os.path.isdir(data_dir) and os.listdir(data_dir):
@@ -69,6 +79,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
         broker = Cluster(data_dir, brokers, clock=SystemClock(), broker_configs=broker_configs)
     else:
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
+    broker.crash_hook = crash_hook
     metrics = None
     positions = FetchPositions(broker.data_dir)      # the live view's member positions
     try:
@@ -114,6 +125,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         bound_host, bound_port = await server.start()
     except OSError as exc:
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    ticker = asyncio.create_task(_tick_transactions(broker, stop))
     try:
         metrics_port = metrics.port if metrics is not None else None
         write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port)
@@ -121,7 +133,51 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
             on_ready(bound_host, bound_port, metrics_port)
         await stop.wait()
     finally:
+        ticker.cancel()
+        try:
+            await ticker
+        except asyncio.CancelledError:
+            pass
         await server.close()
+
+
+async def _tick_transactions(broker, stop: asyncio.Event) -> None:
+    """Every :data:`TXN_TICK_S` until ``stop``: the transaction coordinator's periodic tasks
+    (``Broker.tick_transactions``, due by ``transaction.abort.timed.out.transaction.cleanup
+    .interval.ms``); the first run, right at start, loads the coordinator so transactions a
+    crash left prepared get their markers. (A served cluster ticks in ClusterListeners; the
+    one broker's log maintenance runs on its LogCleaner thread.)"""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        try:
+            await loop.run_in_executor(None, broker.tick_transactions)
+        except Exception:
+            log.exception("transaction coordinator tick failed")
+        try:
+            await asyncio.wait_for(stop.wait(), TXN_TICK_S)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _crash_hook(point: Optional[str]) -> Optional[Callable[[str], None]]:
+    """The broker's ``crash_hook`` for ``KAFKASIM_CRASH_POINT`` (read once, at start; a test
+    hook, see :data:`kafkasim.broker.txn_api.CRASH_POINTS`): it ends the process with
+    :data:`CRASH_EXIT_CODE`, no shutdown and no flush, when the broker reaches that point.
+    None when the variable is unset or empty."""
+    if not point:
+        return None
+    from kafkasim.broker.txn_api import CRASH_POINTS
+
+    if point not in CRASH_POINTS:
+        raise InvalidArgumentError(f"{CRASH_POINT_ENV}={point!r}: not a crash point (one of "
+                                   f"{', '.join(CRASH_POINTS)})")
+
+    def crash(reached: str) -> None:
+        if reached == point:
+            os.write(2, f"kafkasim: crash point {point} reached: exiting\n".encode())
+            os._exit(CRASH_EXIT_CODE)
+
+    return crash
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,
