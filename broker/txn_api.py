@@ -88,10 +88,21 @@ class TxnApi(BrokerCore):
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
                 resend = coord.load(store.load())
+                self._restore_txn_offsets(coord)
                 self._txn_coordinator = coord
                 for markers in resend:
                     self._write_markers(markers)
         return coord
+
+    def _restore_txn_offsets(self, coord) -> None:
+        """The group offsets of transactions still open or prepared at load (TxnOffsetCommit
+        wrote them to ``__consumer_offsets`` as the producer's transactional records; their
+        marker is not written yet), so the transaction's marker applies or drops them."""
+        pending = self.group_coordinator.pending_txn_offsets
+        for tid in sorted(coord._txns):
+            md = coord._txns[tid]
+            if md.state.name in ("ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT") and md.producer_id in pending:
+                self._txn_offsets[tid] = {g: dict(offsets) for g, offsets in pending[md.producer_id].items()}
 
     # -- the effects loop (coordinator/transactions.py's docstring) ---------------------------
     def _drive(self, result):
@@ -141,8 +152,7 @@ class TxnApi(BrokerCore):
             if g is None:
                 from kafkasim.coordinator.group import Group
                 g = gc._groups[group_id] = Group(group_id, state_timestamp_ms=now)
-            gc._store.store_offsets(group_id, committed, now)
-            for tp, om in committed.items():
+            for tp, om in committed.items():      # (the log has them: the transactional records + marker)
                 g.offsets[tp] = (om, now)
 
     # -- requests ------------------------------------------------------------------------------
@@ -207,6 +217,9 @@ class TxnApi(BrokerCore):
                 raise InvalidTxnStateError(
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group {group_id!r} before "
                     f"AddOffsetsToTxn, or from producer {producer_id} epoch {producer_epoch} that is not current")
+            with self.group_coordinator._lock:
+                self.group_coordinator._store.store_txn_offsets(group_id, norm, self.clock.now_ms(),
+                                                                producer_id, producer_epoch)
             self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
