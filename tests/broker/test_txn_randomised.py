@@ -1,7 +1,8 @@
 """Randomised transaction schedules (issue 23's "Done when") against an independent model.
 
 Seeded schedules (``random.Random(seed)``, the injected MockClock: deterministic) of
-begin/produce, commit, abort, timeout (the clock moves past ``transaction.timeout.ms`` and
+begin/produce, send_offsets_to_transaction (AddOffsetsToTxn + TxnOffsetCommit), commit,
+abort, timeout (the clock moves past ``transaction.timeout.ms`` and
 the broker ticks), fence (a second producer with the same transactional id, then the
 zombie's produce and commit, which must fail), and restarts: of the one in-process
 ``Broker`` (closed and reopened over its data dir), and of a 3-broker ``Cluster`` (one
@@ -14,7 +15,8 @@ alone decides what the readers must see after every step:
 - read_committed (an in-process ``Consumer(isolation_level='read_committed')`` from offset 0):
   exactly the committed transactions' records, each once, in the partition's order, up to
   the first record of a transaction still open (the last stable offset);
-- read_uncommitted: every record written, in order; neither ever returns a marker.
+- read_uncommitted: every record written, in order; neither ever returns a marker;
+- the group's committed offset: that of the last committed transaction that sent offsets.
 
 The drivers play the producer's side of the protocol on the broker API directly
 (InitProducerId, AddPartitionsToTxn, transactional Produce with sequences, EndTxn), so the
@@ -39,6 +41,8 @@ from kafkasim.errors import (
 from kafkasim.records import record_batch as rb
 from kafkasim.types import TopicPartition
 
+pytestmark = pytest.mark.slow          # ~1 min for the eight schedules on the 2-core dev VM
+
 T0 = 1_700_000_000_000
 TOPIC = "t"
 PARTITIONS = 3
@@ -46,6 +50,8 @@ TIDS = ("alpha", "beta", "gamma")
 TIMEOUT_MS = 60_000
 CHECK_MS = 1_000
 BROKER_CONFIGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": CHECK_MS}
+GROUP = "g"
+GROUP_TP = TopicPartition(TOPIC, 0)
 FENCED = (ProducerFencedError, InvalidProducerEpochError, InvalidTxnStateError)
 
 
@@ -66,11 +72,15 @@ class Model:
     committed: set = field(default_factory=set)
     aborted: set = field(default_factory=set)
     open: dict = field(default_factory=dict)          # tid -> txn key
+    txn_offsets: dict = field(default_factory=dict)   # txn key -> the group offset it commits
+    group_offset: Optional[int] = None                # the group's committed offset
 
     def end(self, tid: str, commit: bool) -> None:
         key = self.open.pop(tid, None)
         if key is not None:
             (self.committed if commit else self.aborted).add(key)
+            if commit and key in self.txn_offsets:
+                self.group_offset = self.txn_offsets[key]
 
     def read_committed(self) -> dict[int, list[bytes]]:
         out = {}
@@ -156,6 +166,18 @@ class Schedule:
         self.model.written[p] += [(v, client.txn) for v in values]
         self.log.append(f"produce {tid} p{p} x{k}")
 
+    def send_offsets(self) -> None:
+        """send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit of group GROUP."""
+        open_tids = sorted(t for t, c in self.clients.items() if c.txn is not None)
+        if not open_tids:
+            return self.produce()
+        client = self.clients[self.rng.choice(open_tids)]
+        offset = self.rng.randrange(1_000)
+        self.b.add_offsets_to_txn(client.tid, client.pid, client.epoch, GROUP)
+        self.b.txn_offset_commit(client.tid, GROUP, client.pid, client.epoch, {GROUP_TP: offset})
+        self.model.txn_offsets[client.txn] = offset
+        self.log.append(f"offsets {client.tid} {offset}")
+
     def end(self, commit: bool) -> None:
         open_tids = sorted(t for t, c in self.clients.items() if c.txn is not None)
         if not open_tids:
@@ -222,10 +244,12 @@ class Schedule:
         where = f"after step {step}: {self.log[-6:]}"
         assert _read(self.b, "read_committed") == self.model.read_committed(), where
         assert _read(self.b, "read_uncommitted") == self.model.read_uncommitted(), where
+        committed = {tp: om.offset for tp, om in self.b.offset_fetch(GROUP).items()}
+        assert committed == ({} if self.model.group_offset is None else {GROUP_TP: self.model.group_offset}), where
 
     def run(self, steps: int) -> None:
         ops = [(self.produce, 6), (lambda: self.end(True), 3), (lambda: self.end(False), 2),
-               (self.timeout, 1), (self.fence, 1), (self.restart, 1)]
+               (self.send_offsets, 1), (self.timeout, 1), (self.fence, 1), (self.restart, 1)]
         funcs, weights = zip(*ops)
         for step in range(steps):
             self.rng.choices(funcs, weights)[0]()
