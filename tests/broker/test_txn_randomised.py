@@ -276,6 +276,6 @@ def test_random_transaction_schedules_on_one_broker_match_the_model(tmp_path, se
     Schedule(tmp_path, seed, cluster=False).run(60)
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+@pytest.mark.parametrize("seed", [11, 12, 13, 201])     # 201 found the follower marker bug
 def test_random_transaction_schedules_on_a_three_broker_cluster_match_the_model(tmp_path, seed):
     Schedule(tmp_path, seed, cluster=True).run(60)
