@@ -194,3 +194,12 @@ def test_a_broker_killed_between_prepare_commit_and_the_markers_commits_after_re
     pid = marks[0][-1][1]
     assert all(m and m[-1] == ("COMMIT", pid) for m in marks), marks
     assert all(kind == "COMMIT" for m in marks for kind, _ in m), marks
+
+
+def test_an_unknown_crash_point_is_refused_at_start(tmp_path):
+    env = dict(os.environ, KAFKASIM_CRASH_POINT="txn.after_nothing")
+    r = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(tmp_path / "data"),
+                        "--listen", "127.0.0.1:0"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "KAFKASIM_CRASH_POINT='txn.after_nothing'" in r.stderr and "txn.after_prepare_commit" in r.stderr
+    assert not (tmp_path / "data").exists()              # refused before anything was opened
