@@ -13,7 +13,10 @@ asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docst
 - **markers**: a COMMIT or ABORT control batch (:meth:`kafkasim.storage.log.Log.append_control`)
   on every partition of the transaction, stamped with the partition's leader epoch; on
   ``__consumer_offsets`` partitions the group offsets the transaction committed
-  (TxnOffsetCommit) are applied on COMMIT and dropped on ABORT;
+  (TxnOffsetCommit, already in that log as the producer's transactional records) are
+  applied on COMMIT and dropped on ABORT. A partition with no leader (offline, in a cluster)
+  keeps its marker pending, retried by every :meth:`TxnApi.tick_transactions` until it is
+  written; EndTxn has answered already (as Kafka, whose marker channel waits for the leader);
 - **produce**: a transactional batch is accepted only from the producer id and epoch of an
   Ongoing transaction that added the partition (Kafka's verification, KIP-890 part 1;
   INVALID_TXN_STATE otherwise);
@@ -31,7 +34,10 @@ import threading
 from typing import Callable, Iterable, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
-from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError, LeaderNotAvailableError,
+)
+from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
@@ -87,6 +93,7 @@ class TxnApi(BrokerCore):
                 self._txn_store = store
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
+                self._txn_markers_pending: dict[str, tuple] = {}   # tid -> (WriteMarkers, partitions left)
                 resend = coord.load(store.load())
                 self._restore_txn_offsets(coord)
                 self._txn_coordinator = coord
@@ -120,26 +127,41 @@ class TxnApi(BrokerCore):
             self._write_markers(result.markers)
         return result
 
-    def _write_markers(self, markers) -> None:
-        """A marker on every partition of the transaction, then Complete* persisted."""
+    def _write_markers(self, markers, partitions=None) -> None:
+        """A marker on every partition of the transaction (``partitions``: those still without
+        one), then Complete* persisted. A partition with no leader now (offline) keeps its
+        marker pending: :meth:`tick_transactions` retries it, and the transaction completes
+        once every marker is written (Kafka's marker channel waits for the leader the same
+        way; meanwhile the id answers CONCURRENT_TRANSACTIONS)."""
         coord = self.transaction_coordinator
-        offsets = self._txn_offsets.pop(markers.transactional_id, {})
-        hook = self.crash_hook if markers.commit else None
+        hook = self.crash_hook if markers.commit and partitions is None else None
         if hook is not None:
             hook("txn.after_prepare_commit")
-        for tp in sorted(markers.partitions):
+        left = set()
+        for tp in sorted(markers.partitions if partitions is None else partitions):
             part = self._partition(tp.topic, tp.partition) if tp.topic in self._topics else None
             if part is None:
                 continue                              # the topic was deleted meanwhile
             with part.lock:
-                part.leader_log(None).append_control(markers.producer_id, markers.producer_epoch, markers.commit,
-                                                     markers.coordinator_epoch, part.leader_epoch)
+                try:
+                    log = part.leader_log(None)
+                except LeaderNotAvailableError:
+                    left.add(tp)
+                    continue
+                log.append_control(markers.producer_id, markers.producer_epoch, markers.commit,
+                                   markers.coordinator_epoch, part.leader_epoch)
             if hook is not None:
                 hook("txn.after_first_commit_marker")
                 hook = None
-        if markers.commit:
-            for group_id, committed in sorted(offsets.items()):
-                self._txn_commit_offsets(group_id, committed)
+        if not any(tp.topic == OFFSETS_TOPIC for tp in left):   # the group's marker is written
+            offsets = self._txn_offsets.pop(markers.transactional_id, {})
+            if markers.commit:
+                for group_id, committed in sorted(offsets.items()):
+                    self._txn_commit_offsets(group_id, committed)
+        if left:
+            self._txn_markers_pending[markers.transactional_id] = (markers, left)
+            return
+        self._txn_markers_pending.pop(markers.transactional_id, None)
         step = coord.complete(markers.transactional_id)
         self._drive(step)
 
@@ -191,7 +213,6 @@ class TxnApi(BrokerCore):
     def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
                            version: Optional[int] = None) -> None:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
-        from kafkasim.protocol.offsets import OFFSETS_TOPIC
         gc = self.group_coordinator
         tp = TopicPartition(OFFSETS_TOPIC, gc._store.partition_for(group_id))
         coord = self.transaction_coordinator
@@ -206,7 +227,6 @@ class TxnApi(BrokerCore):
         """TxnOffsetCommit: ``offsets`` ({TopicPartition: OffsetAndMetadata | int}) become the
         group's committed offsets when the transaction commits, and are dropped if it aborts.
         The group's partition must be in the transaction (AddOffsetsToTxn first)."""
-        from kafkasim.protocol.offsets import OFFSETS_TOPIC
         norm = check_commit_offsets(offsets)
         coord = self.transaction_coordinator
         with self._txn_lock:
@@ -245,6 +265,8 @@ class TxnApi(BrokerCore):
                     return 0
         coord = self.transaction_coordinator
         with self._txn_lock:
+            for tid, (markers, left) in sorted(self._txn_markers_pending.items()):
+                self._write_markers(markers, left)        # partitions that had no leader
             steps = coord.tick()
             for step in steps:
                 self._drive(step)
