@@ -14,8 +14,8 @@ asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docst
   on every partition of the transaction, stamped with the partition's leader epoch; on
   ``__consumer_offsets`` partitions the group offsets the transaction committed
   (TxnOffsetCommit, already in that log as the producer's transactional records) are
-  applied on COMMIT and dropped on ABORT. A partition with no leader (offline, in a cluster)
-  keeps its marker pending, retried by every :meth:`TxnApi.tick_transactions` until it is
+  applied on COMMIT and dropped on ABORT. Markers are written as acks=all (on the ISR before
+  they count). A partition with no leader (offline, in a cluster) keeps its marker pending, retried by every :meth:`TxnApi.tick_transactions` until it is
   written; EndTxn has answered already (as Kafka, whose marker channel waits for the leader);
 - **produce**: a transactional batch is accepted only from the producer id and epoch of an
   Ongoing transaction that added the partition (Kafka's verification, KIP-890 part 1;
@@ -34,9 +34,7 @@ import threading
 from typing import Callable, Iterable, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
-from kafkasim.errors import (
-    CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError, LeaderNotAvailableError,
-)
+from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
@@ -132,7 +130,10 @@ class TxnApi(BrokerCore):
         one), then Complete* persisted. A partition with no leader now (offline) keeps its
         marker pending: :meth:`tick_transactions` retries it, and the transaction completes
         once every marker is written (Kafka's marker channel waits for the leader the same
-        way; meanwhile the id answers CONCURRENT_TRANSACTIONS)."""
+        way; meanwhile the id answers CONCURRENT_TRANSACTIONS). A marker is written as an
+        acks=all produce is (``PartitionState.append_as_leader``): copied to the ISR before it
+        counts, so a leader change cannot lose it; a retriable failure (no leader, the ISR
+        below ``min.insync.replicas``) also leaves it pending."""
         coord = self.transaction_coordinator
         hook = self.crash_hook if markers.commit and partitions is None else None
         if hook is not None:
@@ -145,11 +146,18 @@ class TxnApi(BrokerCore):
             with part.lock:
                 try:
                     log = part.leader_log(None)
-                except LeaderNotAvailableError:
-                    left.add(tp)
+
+                    def append(_batch, leader_epoch, log=log):
+                        return log.append_control(markers.producer_id, markers.producer_epoch, markers.commit,
+                                                  markers.coordinator_epoch, leader_epoch)
+
+                    # acks=all, as Kafka's WriteTxnMarkers: on the ISR before it counts as written
+                    part.append_as_leader(None, None, -1, log.config.min_insync_replicas, append)
+                except KafkaSimError as exc:
+                    if not exc.retriable:
+                        raise
+                    left.add(tp)             # no leader, too small an ISR: retried by tick_transactions
                     continue
-                log.append_control(markers.producer_id, markers.producer_epoch, markers.commit,
-                                   markers.coordinator_epoch, part.leader_epoch)
             if hook is not None:
                 hook("txn.after_first_commit_marker")
                 hook = None

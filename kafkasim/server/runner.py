@@ -45,6 +45,7 @@ TXN_TICK_S = 1.0
 
 CRASH_POINT_ENV = "KAFKASIM_CRASH_POINT"
 CRASH_EXIT_CODE = 70
+"""The exit code of a process ended at its crash point (EX_SOFTWARE)."""
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,

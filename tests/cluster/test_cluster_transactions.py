@@ -99,3 +99,21 @@ def test_a_cluster_reopened_with_a_prepared_commit_and_a_partition_offline_compl
         c.tick()
         assert [d.state for d in c.describe_transactions(["tx"])] == ["CompleteCommit"]
         assert _read_committed(c, [0, 1]) == {0: [b"v0"], 1: [b"v1"]}
+
+
+def test_markers_reach_the_isr_before_the_commit_answers_so_a_leader_change_keeps_them(c, clock):
+    """A marker is written as acks=all: the leader stopping right after EndTxn (no tick, no
+    produce between) leaves the new leader with the marker, not with a transaction open
+    forever (found by the randomised cluster schedules, seed 720)."""
+    c.create_topic("t", 1, 3)
+    pid, epoch = c.init_transactional_producer_id("tx", 60_000)
+    c.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+    c.produce("t", 0, _txn_batch(clock, pid, epoch, b"v"), acks="all")
+    c.end_txn("tx", pid, epoch, commit=True)
+    old = c._partition("t", 0).leader
+    c.stop_broker(old)
+    assert c._partition("t", 0).leader not in (-1, old)
+    assert _markers(c, 0) == ["COMMIT"]
+    r = c.fetch_batches("t", 0, 0, isolation_level=1)
+    assert r.last_stable_offset == r.high_watermark == 2
+    assert _read_committed(c, [0]) == {0: [b"v"]}
