@@ -9,6 +9,11 @@ Figures (each with a baseline measured in the same run, runs interleaved, best o
   partition, so it is given the partition). Target ratio >= 1.0 (and >= 300k records/s).
 - ``send_batched_records_per_s`` — the same records with ``batch_size=262144`` and
   ``linger_ms=50`` (fewer, bigger batches). Same baseline.
+- ``txn_produce_records_per_s`` — the same records sent by a transactional producer
+  (``transactional_id``), in transactions of 1,000 records (``begin_transaction``, 1,000
+  ``send``, ``commit_transaction``: a flush, EndTxn and a COMMIT marker on every partition
+  it wrote), then ``Broker.flush()``. Baseline: the same producer without transactions
+  (idempotent, the same records, the same flush), in the same run. Target ratio >= 0.5.
 - ``partition_many_keys_per_s`` — ``partition_many`` (murmur2) over 1,000,000 16-byte keys.
   Baseline: ``mmh3.hash`` over the same keys (a C hash, one call per key). Target >= 5M keys/s.
 
@@ -29,6 +34,7 @@ N_RECORDS = 50_000
 N_KEYS = 1_000_000
 PARTITIONS = 8
 REPEAT = 7
+TXN_RECORDS = 1_000          # records per transaction (issue 23's figure)
 
 
 def _records():
@@ -45,6 +51,24 @@ def _ours(broker, topic, keys, value, **config):
         for k in keys:
             send(topic, value, k)
         p.flush()
+        broker.flush()
+        p.close()
+    return go
+
+
+def _transactional(broker, topic, keys, value, per_txn: int = TXN_RECORDS):
+    from kafkasim.producer import Producer
+    runs = iter(range(1_000_000))
+
+    def go():
+        p = Producer(broker, transactional_id=f"bench-txn-{next(runs)}")
+        p.init_transactions()
+        send = p.send
+        for start in range(0, len(keys), per_txn):
+            p.begin_transaction()
+            for k in keys[start:start + per_txn]:
+                send(topic, value, k)
+            p.commit_transaction()
         broker.flush()
         p.close()
     return go
@@ -87,6 +111,7 @@ def run() -> dict:
         broker.create_topic("bench", partitions=PARTITIONS)
         cases = {"ours": _ours(broker, "bench", keys, value),
                  "batched": _ours(broker, "bench", keys, value, batch_size=262_144, linger_ms=50)}
+        cases["transactional"] = _transactional(broker, "bench", keys, value)
         mock = _mockafka(keys, value)
         if mock is not None:
             cases["mockafka"] = mock
@@ -98,6 +123,11 @@ def run() -> dict:
         target=">= 300k records/s; ratio >= 1.0")
     out["send_batched_records_per_s"] = figure(
         N_RECORDS / t["batched"], "records/s", base, "mockafka-py FakeProducer.produce (in memory)")
+
+    out["txn_produce_records_per_s"] = figure(
+        N_RECORDS / t["transactional"], "records/s", N_RECORDS / t["ours"],
+        "the same producer without transactions (idempotent), same run",
+        target="ratio >= 0.5")
 
     pkeys = [b"merchant_%07d" % i for i in range(N_KEYS)]          # 16 bytes each
     assert len(pkeys[0]) == 16

@@ -44,7 +44,8 @@ Every partition is a :class:`kafkasim.broker.replica.PartitionState`; here it ha
 replica (this broker leads every partition, epoch 0), and
 :class:`kafkasim.broker.cluster.Cluster` runs the same code with several. Deliberate
 differences from Kafka: the replication factor is validated (≥ 1) and stored, but one
-broker holds one copy; there are no ACLs or quotas. Transactions: :mod:`kafkasim.broker.txn_api`.
+broker holds one copy; there are no ACLs or quotas. Transactions: :mod:`kafkasim.broker.txn_api`; producer state (DescribeProducers, WriteTxnMarkers):
+:mod:`kafkasim.broker.producers_api`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from kafkasim.broker.data import (
 from kafkasim.broker.elections import Elections
 from kafkasim.broker.group_api import GroupApi
 from kafkasim.broker.lifecycle import Lifecycle
+from kafkasim.broker.producers_api import ProducersApi
 from kafkasim.broker.reassignments import PartitionReassignments
 from kafkasim.broker.txn_api import TxnApi
 
@@ -69,7 +71,7 @@ __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLI
            "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, Elections, PartitionReassignments):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, ProducersApi, Elections, PartitionReassignments):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.
@@ -89,13 +91,3 @@ class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, Elections, Part
                  broker_id: int = 0, default_configs: Optional[Mapping[str, Any]] = None,
                  broker_configs: Optional[Mapping[str, Any]] = None) -> None:
         self._open(data_dir, clock, broker_id, default_configs, broker_configs)
-
-    def tick(self) -> Optional[dict[str, int]]:
-        """The periodic work that is due by the clock: the transaction coordinator's tasks
-        (:meth:`TxnApi.tick_transactions`: abort transactions past ``transaction.timeout.ms``
-        every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, expire idle
-        transactional ids), then the maintenance pass (:meth:`Lifecycle.tick`, whose totals
-        are returned, or None when no pass was due)."""
-        self._check_open()
-        self.tick_transactions()
-        return super().tick()

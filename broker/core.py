@@ -63,6 +63,8 @@ class BrokerCore:
     _meta: MetadataStore
     _topics: dict[str, TopicMetadata]
     _partitions: dict[TopicPartition, PartitionState]
+    _finalized_levels: dict[str, int]        # feature -> finalized level (meta/features.json)
+    _finalized_features_epoch: int
 
     def _check_open(self) -> None:
         if self._closed:

@@ -338,22 +338,30 @@ class DataPlane(BrokerCore):
         part.leader_log()    # a follower serves reads only while the partition has a leader
         return replica.log
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    def list_offsets(self, topic: str, partition: int, timestamp: int, *,
+                     isolation_level: int = 0) -> tuple[int, int]:
         """Kafka's ListOffsets: ``EARLIEST`` (-2) → (log start, -1); ``LATEST`` (-1) →
-        (log end, -1); ``MAX_TIMESTAMP`` (-3) → (first offset with the largest timestamp, that
-        timestamp); a timestamp ≥ 0 → (first offset whose timestamp ≥ it, its timestamp).
-        (-1, -1) when there is none, or when what was found is not below the high watermark
-        yet (as Kafka's ``Partition.fetchOffsetForTimestamp``)."""
+        (the last fetchable offset, -1); ``MAX_TIMESTAMP`` (-3) → (first offset with the
+        largest timestamp, that timestamp); a timestamp ≥ 0 → (first offset whose timestamp ≥
+        it, its timestamp). The last fetchable offset is the high watermark, or under
+        read_committed (``isolation_level`` 1) the last stable offset; (-1, -1) when there is
+        none, or when what was found is not below the last fetchable offset yet (as Kafka's
+        ``Partition.fetchOffsetForTimestamp``)."""
         part = self._checked_partition(topic, partition)
         log = part.leader_log()
         check_arg("timestamp", timestamp, "int", min=MAX_TIMESTAMP,
                   what="-3 (max timestamp), -2 (earliest), -1 (latest) or a timestamp >= 0, an int")
+        check_arg("isolation_level", isolation_level, "int", min=0, max=1,
+                  what="0 (read_uncommitted) or 1 (read_committed)")
         if timestamp == EARLIEST:
             return log.log_start_offset, -1
+        fetchable = part.high_watermark
+        if isolation_level == 1:
+            fetchable = self._lso(log, min(fetchable, log.log_end_offset))
         if timestamp == LATEST:
-            return part.high_watermark, -1      # what a consumer can read up to
+            return fetchable, -1                # what a consumer can read up to
         found = log.max_timestamp_and_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_time(timestamp)
-        return found if found is not None and found[0] < part.high_watermark else (-1, -1)
+        return found if found is not None and found[0] < fetchable else (-1, -1)
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition leader's Log, for in-process components (e.g. the group coordinator)."""

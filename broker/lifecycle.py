@@ -92,6 +92,7 @@ class Lifecycle(BrokerCore):
             self._topics = self._meta.load_topics(self.default_config)   # checked as on create
             self._partitions = {}
             self._next_producer_id = self._meta.load_next_producer_id()
+            self._finalized_levels, self._finalized_features_epoch = self._meta.load_features()
             self._producer_id_limit = self._next_producer_id
             for meta in self._topics.values():
                 config = self._config_of(meta)
@@ -150,8 +151,15 @@ class Lifecycle(BrokerCore):
         totals (``segments_deleted``, ``logs_compacted``, ``flushes``), or None when
         nothing was due (or ``log.cleaner.enable`` is false). With a MockClock this is the
         only way maintenance runs; with a real clock the cleaner thread also runs it.
+
+        First it runs the transaction coordinator's periodic tasks that are due
+        (:meth:`~kafkasim.broker.txn_api.TxnApi.tick_transactions`: abort transactions past
+        ``transaction.timeout.ms`` every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+        10 s by default; expire idle transactional ids; retry markers waiting for a leader), as Kafka's
+        scheduler does whatever the log cleaner does.
         """
         self._check_open()
+        self.tick_transactions()      # the transaction coordinator's own intervals decide what is due
         if self._cleaner is None:
             return None
         with self._tick_lock:

@@ -1,5 +1,6 @@
-"""Durable cluster metadata of one data dir: topics (``meta/topics/<topic_id>.json``) and the
-producer-id block (``meta/producer-ids.json``), per storage/FORMAT.md §1.2.
+"""Durable cluster metadata of one data dir: topics (``meta/topics/<topic_id>.json``), the
+producer-id block (``meta/producer-ids.json``) and the finalized feature levels
+(``meta/features.json``), per storage/FORMAT.md §1.2 and §1.3.
 
 Every write is :func:`kafkasim.storage.files.atomic_write` (``<file>.tmp``, fsync, rename,
 fsync of the directory), so a crash leaves either the old or the new file, never half of
@@ -42,7 +43,13 @@ from kafkasim.storage.layout import META_DIR, validate_topic
 from kafkasim.storage.partition_history import check_partition_history
 
 __all__ = ["TopicMetadata", "MetadataStore", "check_partition_count", "check_replication_factor",
-           "check_topic_configs"]
+           "check_topic_configs", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS"]
+
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+SUPPORTED_FEATURES = {TRANSACTION_VERSION_FEATURE: (0, 2)}
+"""Feature name → (min, max) level the broker supports (Kafka 4.0's TransactionVersion TV_0–TV_2)."""
+DEFAULT_FEATURE_LEVELS = {TRANSACTION_VERSION_FEATURE: 2}
+"""The finalized levels of a new data dir: what ``kafka-storage.sh format`` gives a Kafka 4.0 cluster."""
 
 _TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -146,6 +153,7 @@ class MetadataStore:
     def __init__(self, data_dir: str) -> None:
         self.topics_dir = os.path.join(data_dir, META_DIR, "topics")
         self.producer_ids_path = os.path.join(data_dir, META_DIR, "producer-ids.json")
+        self.features_path = os.path.join(data_dir, META_DIR, "features.json")
         with storage_errors("create", self.topics_dir):
             make_dirs(self.topics_dir)   # durable: a lost meta/ directory loses every topic
         with storage_errors("clean up", self.topics_dir):
@@ -209,3 +217,35 @@ class MetadataStore:
 
     def save_next_producer_id(self, next_block_start: int) -> None:
         atomic_write(self.producer_ids_path, _dump({"next_block_start": next_block_start}))
+
+    def load_features(self) -> tuple[dict[str, int], int]:
+        """``(levels, epoch)``: :data:`DEFAULT_FEATURE_LEVELS` at epoch 0, updated by
+        ``meta/features.json`` when there is one — an object ``levels`` of supported feature
+        names → a level in :data:`SUPPORTED_FEATURES`' range, an int ``epoch`` ≥ 0, nothing
+        else (a KafkaStorageError naming the file otherwise)."""
+        path = self.features_path
+        with storage_errors("read", path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                return dict(DEFAULT_FEATURE_LEVELS), 0
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise KafkaStorageError(f"unreadable {path}: {exc}") from exc
+        if not isinstance(raw, dict) or set(raw) != {"levels", "epoch"}:
+            raise KafkaStorageError(f"invalid {path}: expected the fields epoch and levels, got {raw!r}")
+        levels, epoch = raw["levels"], raw["epoch"]
+        if type(epoch) is not int or epoch < 0:
+            raise KafkaStorageError(f"invalid {path}: epoch {epoch!r} is not an int >= 0")
+        if not isinstance(levels, dict) or any(type(v) is not int for v in levels.values()):
+            raise KafkaStorageError(f"invalid {path}: levels {levels!r} is not an object of int levels")
+        for name, level in sorted(levels.items()):
+            lo, hi = SUPPORTED_FEATURES.get(name, (0, -1))
+            if not lo <= level <= hi:
+                raise KafkaStorageError(f"invalid {path}: feature {name!r} level {level} is not supported")
+        return {**DEFAULT_FEATURE_LEVELS, **levels}, epoch
+
+    def save_features(self, levels: dict[str, int], epoch: int) -> None:
+        atomic_write(self.features_path, _dump({"levels": dict(sorted(levels.items())), "epoch": epoch}))

@@ -26,7 +26,7 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ServedBrokerAPI", "TransactionalBrokerAPI"]
+__all__ = ["BrokerAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
 
 
 @runtime_checkable
@@ -50,7 +50,8 @@ class BrokerAPI(Protocol):
     def init_producer_id(self) -> tuple[int, int]: ...
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> Any: ...
     def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576) -> Any: ...
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]: ...
+    def list_offsets(self, topic: str, partition: int, timestamp: int, *,
+                     isolation_level: int = 0) -> tuple[int, int]: ...
     def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
 
     # consumer groups (the classic protocol) and committed offsets
@@ -98,10 +99,40 @@ class TransactionalBrokerAPI(BrokerAPI, Protocol):
     def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                            group_id: str) -> None: ...
     def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: dict) -> None: ...
+                          offsets: dict, *, member_id: str = "", generation_id: int = -1,
+                          group_instance_id: Optional[str] = None) -> None: ...
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None: ...
     def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, *,
                       isolation_level: int = 0) -> Any: ...
+
+
+@runtime_checkable
+class TransactionAdminAPI(BrokerAPI, Protocol):
+    """What ``kafkasim transactions`` (kafka-transactions.sh) calls beyond :class:`BrokerAPI`:
+    DescribeTransactions, ListTransactions, DescribeProducers and WriteTxnMarkers (the
+    in-process Broker and Cluster, and RemoteBroker)."""
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> Any: ...
+    def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
+                          duration_filter_ms: int = -1) -> Any: ...
+    def describe_producers(self, topic: str, partition: int, *, node: Optional[int] = None) -> Any: ...
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, commit: bool = False, *, node: Optional[int] = None) -> Any: ...
+
+
+@runtime_checkable
+class FeatureAPI(BrokerAPI, Protocol):
+    """What ``kafkasim features`` (kafka-features.sh) calls beyond :class:`BrokerAPI`: the
+    supported and finalized feature levels (properties ``supported_features``,
+    ``finalized_features``, ``finalized_features_epoch``) and UpdateFeatures (the in-process
+    Broker and Cluster, and RemoteBroker)."""
+
+    supported_features: Any
+    finalized_features: Any
+    finalized_features_epoch: Any
+
+    def update_features(self, levels: Mapping[str, int], *, upgrade_types: Optional[Mapping[str, str]] = None,
+                        validate_only: bool = False) -> None: ...
 
 
 @runtime_checkable

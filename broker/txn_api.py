@@ -22,7 +22,17 @@ asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docst
   INVALID_TXN_STATE otherwise);
 - **time**: :meth:`TxnApi.tick_transactions` runs the coordinator's periodic tasks (abort
   transactions past ``transaction.timeout.ms``, expire idle transactional ids) on the
-  broker's clock; the broker's maintenance calls it.
+  broker's clock; the broker's maintenance calls it;
+- **transaction versions** (KIP-890): the ``transaction.version`` feature (supported 0–2,
+  finalized at 2 by default, as ``kafka-storage.sh format`` finalizes it for a new Kafka 4.0
+  cluster; :meth:`TxnApi.update_features` is ``kafka-features.sh upgrade/downgrade``) is what
+  ApiVersions tells clients, and the version of the aborts the coordinator starts itself
+  (fence, timeout). A client's own requests carry their version, as in Kafka: EndTxn v5 is
+  TV2 (the epoch is bumped on every commit and abort, and the answer carries the epoch to
+  use next), and a TV2 client's Produce v12+ / TxnOffsetCommit v5+ add their partition to
+  the transaction themselves (:meth:`TxnApi.add_partitions_on_append`, Kafka's
+  ``AddPartitionsToTxnManager`` with ``addPartition``) instead of AddPartitionsToTxn /
+  AddOffsetsToTxn.
 
 Thread-safety: every call runs under the coordinator's own lock (``_txn_lock``); marker
 writes take each partition's lock as produce does.
@@ -31,18 +41,27 @@ writes take each partition's lock as produce does.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
-from kafkasim.errors import CoordinatorNotAvailableError, InvalidTxnStateError, KafkaSimError
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, InvalidProducerEpochError, InvalidTxnStateError, InvalidUpdateVersionError,
+    KafkaSimError, ProducerFencedError,
+)
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
+from kafkasim.broker.metadata import DEFAULT_FEATURE_LEVELS, SUPPORTED_FEATURES, TRANSACTION_VERSION_FEATURE
 
-__all__ = ["TxnApi", "CRASH_POINTS"]
+__all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS",
+           "UPGRADE_TYPES", "CRASH_POINTS"]
+
+UPGRADE_TYPES = ("upgrade", "safe_downgrade", "unsafe_downgrade")
+"""Kafka's ``FeatureUpdate.UpgradeType`` (UpdateFeatures' ``upgrade_type`` 1, 2, 3)."""
+_TV2 = 2
 
 CRASH_POINTS = ("txn.after_prepare_commit", "txn.after_first_commit_marker")
 """Where :attr:`TxnApi.crash_hook` is called: after PrepareCommit is persisted to
@@ -87,7 +106,8 @@ class TxnApi(BrokerCore):
                     transaction_max_timeout_ms=cfg["transaction.max.timeout.ms"],
                     transactional_id_expiration_ms=cfg["transactional.id.expiration.ms"],
                     abort_timed_out_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                    remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
+                    remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                    transaction_version=self._feature_levels()[TRANSACTION_VERSION_FEATURE])
                 self._txn_store = store
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
@@ -108,6 +128,69 @@ class TxnApi(BrokerCore):
             md = coord._txns[tid]
             if md.state.name in ("ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT") and md.producer_id in pending:
                 self._txn_offsets[tid] = {g: dict(offsets) for g, offsets in pending[md.producer_id].items()}
+
+    # -- features (KIP-584; transaction.version is KIP-890's) ---------------------------------------
+    def _feature_levels(self) -> dict:
+        """The finalized levels (loaded with the data dir's metadata, ``meta/features.json``)."""
+        return self._finalized_levels
+
+    @property
+    def supported_features(self) -> dict:
+        """``{feature: (min level, max level)}`` this broker supports (ApiVersions' SupportedFeatures)."""
+        return dict(SUPPORTED_FEATURES)
+
+    @property
+    def finalized_features(self) -> dict:
+        """``{feature: level}`` of the features finalized above level 0, as ApiVersions'
+        FinalizedFeatures lists them (a feature at level 0 is not listed, as in Kafka)."""
+        return {name: level for name, level in sorted(self._feature_levels().items()) if level > 0}
+
+    @property
+    def finalized_features_epoch(self) -> int:
+        """The epoch of the finalized features (0, then + 1 on every change); clients keep the
+        features of the highest epoch they have seen."""
+        return self._finalized_features_epoch
+
+    def update_features(self, levels: Mapping[str, int], *, upgrade_types: Optional[Mapping[str, str]] = None,
+                        validate_only: bool = False) -> None:
+        """Set finalized feature levels, as ``kafka-features.sh upgrade/downgrade --feature
+        transaction.version=1`` (UpdateFeatures) does: all or none. ``upgrade_types`` names each
+        feature's :data:`UPGRADE_TYPES` entry (default ``"upgrade"``, which may not lower a
+        level); level 0 removes the feature from the finalized ones. INVALID_UPDATE_VERSION for
+        an unknown feature or upgrade type, a level outside :data:`SUPPORTED_FEATURES`, or a
+        downgrade asked as an upgrade. ``validate_only``: check, change nothing. The levels
+        and their epoch are written to ``meta/features.json`` (storage/FORMAT.md §1.3) before
+        they apply, so a restarted broker keeps them; a data dir without the file has
+        :data:`DEFAULT_FEATURE_LEVELS` at epoch 0."""
+        check_arg("levels", levels, "mapping", what="a mapping of feature name to level")
+        types = dict(check_arg("upgrade_types", upgrade_types, "mapping", none_ok=True,
+                               what="a mapping of feature name to upgrade type") or {})
+        with self._lock:
+            current = self._feature_levels()
+            for name, level in sorted(levels.items()):
+                def invalid(why: str) -> InvalidUpdateVersionError:
+                    return InvalidUpdateVersionError(f"Invalid update version {level!r} for feature {name}. {why}")
+                kind = types.get(name, "upgrade")
+                if kind not in UPGRADE_TYPES:
+                    raise invalid(f"The upgrade type {kind!r} is not one of {', '.join(UPGRADE_TYPES)}.")
+                if name not in SUPPORTED_FEATURES:
+                    raise invalid(f"The broker does not support the feature (supported: "
+                                  f"{', '.join(sorted(SUPPORTED_FEATURES))}).")
+                lo, hi = SUPPORTED_FEATURES[name]
+                if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
+                    raise invalid(f"Broker {self.broker_id} only supports versions {lo}-{hi}.")
+                if level < current.get(name, 0) and kind == "upgrade":
+                    raise invalid("Can't downgrade the version of this feature without setting the upgrade type "
+                                  "to either safe or unsafe downgrade.")
+            if validate_only:
+                return
+            epoch = self.finalized_features_epoch + 1
+            self._meta.save_features({**current, **levels}, epoch)      # durable first, as Kafka's metadata log
+            current.update(levels)
+            self._finalized_features_epoch = epoch
+            coord = self.__dict__.get("_txn_coordinator")
+            if coord is not None:
+                coord.transaction_version = current[TRANSACTION_VERSION_FEATURE]
 
     # -- the effects loop (coordinator/transactions.py's docstring) ---------------------------
     def _drive(self, result):
@@ -153,6 +236,7 @@ class TxnApi(BrokerCore):
 
                     # acks=all, as Kafka's WriteTxnMarkers: on the ISR before it counts as written
                     part.append_as_leader(None, None, -1, log.config.min_insync_replicas, append)
+                    part.producer_table().on_marker(markers.producer_id, markers.producer_epoch)
                 except KafkaSimError as exc:
                     if not exc.retriable:
                         raise
@@ -219,10 +303,15 @@ class TxnApi(BrokerCore):
             raise r.error
 
     def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
-                           version: Optional[int] = None) -> None:
-        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+                           version: Optional[int] = None, on_append: bool = False) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction.
+        ``on_append``: a TV2 client's TxnOffsetCommit v5+ adding it itself (see
+        :meth:`add_partitions_on_append`)."""
         gc = self.group_coordinator
         tp = TopicPartition(OFFSETS_TOPIC, gc._store.partition_for(group_id))
+        if on_append:
+            self.add_partitions_on_append(transactional_id, producer_id, producer_epoch, [tp])
+            return
         coord = self.transaction_coordinator
         with self._txn_lock:
             r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, [tp],
@@ -230,12 +319,41 @@ class TxnApi(BrokerCore):
         if r.error is not None:
             raise r.error
 
+    def add_partitions_on_append(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 partitions: Iterable) -> None:
+        """KIP-890 TV2: a transactional Produce v12+ (or TxnOffsetCommit v5+) adds its partition
+        to the producer's transaction itself, before the append — Kafka's partition leader asks
+        the coordinator through ``AddPartitionsToTxnManager`` with ``addPartition``, and the
+        id's transaction version becomes 2. The coordinator's answer reaches the client as the
+        leader gives it: PRODUCER_FENCED (an epoch that is not the current one, e.g. the epoch
+        before the last EndTxn bumped it) as INVALID_PRODUCER_EPOCH, which Produce carries."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        coord = self.transaction_coordinator
+        with self._txn_lock:
+            r = self._drive(coord.add_partitions(transactional_id, producer_id, producer_epoch, tps,
+                                                 client_txn_version=_TV2))
+        if isinstance(r.error, ProducerFencedError):
+            raise InvalidProducerEpochError(str(r.error))
+        if r.error is not None:
+            raise r.error
+
     def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: dict) -> None:
+                          offsets: dict, *, member_id: str = "", generation_id: int = -1,
+                          group_instance_id: Optional[str] = None) -> None:
         """TxnOffsetCommit: ``offsets`` ({TopicPartition: OffsetAndMetadata | int}) become the
         group's committed offsets when the transaction commits, and are dropped if it aborts.
-        The group's partition must be in the transaction (AddOffsetsToTxn first)."""
+        The group's partition must be in the transaction (AddOffsetsToTxn first).
+
+        KIP-447: ``member_id``, ``generation_id`` and ``group_instance_id`` (the consumer's
+        group metadata; TxnOffsetCommit v3+) are checked against the group as Kafka's group
+        coordinator does (:meth:`~kafkasim.coordinator.commits.CommitsMixin.validate_txn_offset_commit`):
+        a zombie member's commit gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+        FENCED_INSTANCE_ID and nothing is staged. The defaults (no member, generation -1) are
+        what clients before v3 send, and are not checked against a group's members."""
         norm = check_commit_offsets(offsets)
+        check_arg("member_id", member_id, str, what="a str")
+        check_arg("generation_id", generation_id, "int")
+        check_arg("group_instance_id", group_instance_id, "str", none_ok=True)
         coord = self.transaction_coordinator
         with self._txn_lock:
             md = coord.metadata(transactional_id)
@@ -245,24 +363,30 @@ class TxnApi(BrokerCore):
                 raise InvalidTxnStateError(
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group {group_id!r} before "
                     f"AddOffsetsToTxn, or from producer {producer_id} epoch {producer_epoch} that is not current")
+            self.group_coordinator.validate_txn_offset_commit(group_id, member_id, generation_id, group_instance_id)
             with self.group_coordinator._lock:
                 self.group_coordinator._store.store_txn_offsets(group_id, norm, self.clock.now_ms(),
                                                                 producer_id, producer_epoch)
             self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
-                version: Optional[int] = None) -> None:
-        """EndTxn: commit or abort the transaction; its markers are written before this returns."""
+                version: Optional[int] = None, client_txn_version: int = 1) -> tuple[int, int]:
+        """EndTxn: commit or abort the transaction; its markers are written before this returns.
+        Returns ``(producer id, epoch)`` for the next transaction: with ``client_txn_version``
+        2 (EndTxn v5, KIP-890) the epoch is one higher (a new producer id at epoch 0 once the
+        epoch is exhausted), and the markers carry it; with 1 both stay."""
         coord = self.transaction_coordinator
         with self._txn_lock:
             r = self._drive(coord.end_txn(transactional_id, producer_id, producer_epoch, bool(commit),
-                                          version=version))
+                                          client_txn_version, version=version))
         if r.error is not None:
             raise r.error
+        return r.producer_id, r.producer_epoch
 
     def tick_transactions(self) -> int:
         """The coordinator's periodic tasks on the broker's clock (abort transactions past their
-        timeout, expire idle ids); returns how many transactional ids they changed.
+        timeout, expire idle ids) and the retry of markers waiting for a partition's leader;
+        returns how many transactional ids they changed or completed.
 
         A broker whose ``__transaction_state`` exists loads the coordinator here if nothing has
         yet (as Kafka loads it at startup): the transactions a crash left prepared get their
@@ -273,18 +397,27 @@ class TxnApi(BrokerCore):
                     return 0
         coord = self.transaction_coordinator
         with self._txn_lock:
+            waiting = len(self._txn_markers_pending)
             for tid, (markers, left) in sorted(self._txn_markers_pending.items()):
                 self._write_markers(markers, left)        # partitions that had no leader
+            completed = waiting - len(self._txn_markers_pending)
             steps = coord.tick()
             for step in steps:
                 self._drive(step)
-        return len(steps)
+        return len(steps) + completed
 
     def describe_transactions(self, transactional_ids: Iterable[str]):
         return self.transaction_coordinator.describe(list(transactional_ids))
 
     def list_transactions(self, states_filter: Iterable[str] = (), producer_id_filter: Iterable[int] = (),
                           duration_filter_ms: int = -1):
+        """ListTransactions; before any transaction (no ``__transaction_state`` yet) the answer is
+        empty and the topic is not created (Kafka creates it on FindCoordinator, not here)."""
+        if "_txn_coordinator" not in self.__dict__:
+            if TRANSACTION_STATE_TOPIC not in self._topics:
+                from kafkasim.coordinator.transactions import TransactionCoordinator
+                return TransactionCoordinator(self.clock, lambda: -1).list(states_filter, producer_id_filter,
+                                                                           duration_filter_ms)
         return self.transaction_coordinator.list(states_filter, producer_id_filter, duration_filter_ms)
 
     # -- produce-side verification ---------------------------------------------------------------

@@ -13,6 +13,9 @@ it runs until then. Where it reads:
   consumer), committing on exit; ``from_beginning`` applies without a committed offset;
 - neither: every partition, no group, nothing committed.
 
+``isolation_level`` is Kafka's console consumer's ``--isolation-level`` (default
+``read_uncommitted``); transaction markers are never shown.
+
 :class:`MessageFormatter` is Kafka's DefaultMessageFormatter: properties ``print.timestamp``,
 ``print.partition``, ``print.offset``, ``print.headers``, ``print.key``, ``print.value``
 (default: the value only), ``key.separator`` (between every column; default tab),
@@ -60,12 +63,15 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
             offset: Union[None, str, int] = None, from_beginning: bool = False,
             max_records: Optional[int] = None, timeout_ms: Optional[int] = None,
             client_id: str = "kafkasim-console-consumer",
-            on_wait: Optional[Callable[[str], None]] = None) -> Iterator[ConsumerRecord]:
+            on_wait: Optional[Callable[[str], None]] = None,
+            isolation_level: str = "read_uncommitted") -> Iterator[ConsumerRecord]:
     """Yield records of ``topic`` (see the module docstring for where from and until when).
 
     ``on_wait(text)`` is called once, with ``group_id``, while the consumer first waits for
     the group to assign it partitions (the coordinator holds a new group's first rebalance
-    for ``group.initial.rebalance.delay.ms``, 3 s by default, as Kafka's does)."""
+    for ``group.initial.rebalance.delay.ms``, 3 s by default, as Kafka's does).
+    ``isolation_level`` (Kafka's ``--isolation-level``): ``read_committed`` reads only committed
+    transactional records, up to the last stable offset."""
     reset = "earliest" if from_beginning else "latest"
     clock = broker.clock
     # created as the broker's auto.create.topics.enable says (Kafka's console consumer's first
@@ -75,7 +81,8 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
         if not 0 <= partition < count:
             raise InvalidArgumentError(f"partition {partition} of topic {topic} does not exist "
                                        f"(it has partitions 0..{count - 1})")
-        c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock)
+        c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock,
+                     isolation_level=isolation_level)
         tp = TopicPartition(topic, partition)
         c.assign([tp])
         start = offset if offset is not None else reset
@@ -86,11 +93,12 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
         else:
             c.seek(tp, start)
     elif group_id is None:
-        c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock)
+        c = Consumer(broker, auto_offset_reset=reset, client_id=client_id, clock=clock,
+                     isolation_level=isolation_level)
         c.assign([TopicPartition(topic, p) for p in range(count)])
     else:
         c = Consumer(broker, topic, group_id=group_id, auto_offset_reset=reset, client_id=client_id,
-                     clock=clock)
+                     clock=clock, isolation_level=isolation_level)
     n = 0
     told = False
     try:

@@ -6,7 +6,9 @@
   ``exclude_internal_topics=True``), ``partitions_for_topic(topic)`` (a set of ints, or
   None for an unknown topic);
 - offsets: ``beginning_offsets``, ``end_offsets``, ``offsets_for_times`` (values are
-  :class:`~kafkasim.types.OffsetAndTimestamp` or None), ``committed(tp, metadata=False)``
+  :class:`~kafkasim.types.OffsetAndTimestamp` or None; under read_committed the end offset
+  is the last stable offset and a look-up by time finds only offsets below it, as Kafka's
+  ListOffsets with the consumer's isolation level), ``committed(tp, metadata=False)``
   (an int, or an :class:`~kafkasim.types.OffsetAndMetadata` with ``metadata=True``, or
   None), ``highwater(tp)`` (the high watermark the last fetch of ``tp`` saw, None before
   one);
@@ -48,27 +50,36 @@ class OffsetLookups:
         except UnknownTopicOrPartitionError:
             return None
 
+    def _list_offset(self, tp: TopicPartition, timestamp: int) -> tuple[int, int]:
+        """ListOffsets with this consumer's isolation level, as Kafka's consumer sends it (end
+        offsets, look-ups by time, resets to latest): read_committed is bounded by the LSO."""
+        if self._fetcher.isolation_level == 1:
+            return self._broker.list_offsets(tp.topic, tp.partition, timestamp, isolation_level=1)
+        return self._broker.list_offsets(tp.topic, tp.partition, timestamp)
+
     def beginning_offsets(self, partitions, timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
         timeout_arg(timeout_ms)
         return {tp: self._broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
                 for tp in partitions_arg(partitions)}
 
     def end_offsets(self, partitions, timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
+        """The offset a read would end at: the high watermark, or under read_committed the
+        last stable offset (Kafka's ListOffsets LATEST with the consumer's isolation level)."""
         timeout_arg(timeout_ms)
-        return {tp: self._broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
-                for tp in partitions_arg(partitions)}
+        return {tp: self._list_offset(tp, LATEST)[0] for tp in partitions_arg(partitions)}
 
     def offsets_for_times(self, timestamps: dict, timeout_ms: Optional[int] = None) \
             -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         """{TopicPartition: ts} → {TopicPartition: OffsetAndTimestamp or None}: the first
-        record at or after ``ts``, None when every record is older (kafka-python's)."""
+        record at or after ``ts``, None when every record is older (kafka-python's), or when
+        it is not below the last stable offset yet under read_committed (Kafka's)."""
         check_arg("timestamps", timestamps, "mapping", what="a mapping of TopicPartition to timestamp")
         timeout_arg(timeout_ms)
         wanted = [(check_topic_partition(tp), check_arg(f"the timestamp for {tp}", ts, "int", min=0))
                   for tp, ts in timestamps.items()]
         out = {}
         for tp, ts in wanted:
-            off, t = self._broker.list_offsets(tp.topic, tp.partition, ts)
+            off, t = self._list_offset(tp, ts)
             out[tp] = None if off < 0 else OffsetAndTimestamp(off, t, -1)
         return out
 

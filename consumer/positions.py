@@ -1,7 +1,9 @@
 """Where a consumer reads: kafka-python's position and flow-control calls, as a mixin of
 :class:`kafkasim.consumer.consumer.Consumer` (needs ``self._lock``, ``self._subs``,
-``self._fetcher``, ``self._iter_batches``, ``self._broker``, ``self.config`` and
-``self._keep_positions``).
+``self._fetcher``, ``self._iter_batches``, ``self._broker``, ``self.config``,
+``self._keep_positions`` and :class:`~kafkasim.consumer.lookups.OffsetLookups`'s
+``_list_offset``: a reset or seek to the end goes to the last stable offset under
+read_committed, as Kafka's consumer).
 
 - ``position(tp)``: the offset of the next record the application will be handed,
   initialised on first need from the group's committed offset, else by
@@ -45,7 +47,7 @@ class Positions:
                 raise NoOffsetForPartitionError(
                     f"Undefined offset with no reset policy for partition: {tp}")
             ts = EARLIEST if reset == "earliest" else LATEST
-            self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+            self._subs.state(tp).position = self._list_offset(tp, ts)[0]
 
     def _reset_out_of_range(self, tp: TopicPartition) -> None:
         """Kafka's fetcher on OFFSET_OUT_OF_RANGE: reset by auto_offset_reset, or raise."""
@@ -56,7 +58,7 @@ class Positions:
                 f"Fetch position {state.position} is out of range for partition {tp} "
                 "and auto_offset_reset is none")
         ts = EARLIEST if reset == "earliest" else LATEST
-        state.position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+        state.position = self._list_offset(tp, ts)[0]
         if self._keep_positions is not None:   # a reset moves the position even then (Kafka's)
             self._keep_positions[tp] = state.position
 
@@ -83,7 +85,7 @@ class Positions:
         with self._lock:
             tps = tps or self._subs.assigned()
             for tp in tps:
-                self._subs.state(tp).position = self._broker.list_offsets(tp.topic, tp.partition, ts)[0]
+                self._subs.state(tp).position = self._list_offset(tp, ts)[0]
                 self._fetcher.invalidate(tp)
             self._iter_batches.clear()
 

@@ -129,7 +129,7 @@ class OffsetsStore:
             offset, end = log.log_start_offset, log.log_end_offset
             while offset < end:
                 batches = log.read_batches(offset, _READ_BYTES)
-                next_offset = batches[-1][0].base_offset + batches[-1][0].last_offset_delta + 1 if batches else offset
+                next_offset = batches[-1][0].last_offset + 1 if batches else end
                 if next_offset <= offset:   # cannot happen below the log end: never spin
                     raise IllegalStateError(f"{OFFSETS_TOPIC}: a read at offset {offset} below the log end "
                                             f"{end} did not advance")
@@ -141,7 +141,7 @@ class OffsetsStore:
                             for rec in txn:
                                 self._apply_or_warn(state, rec)
                         continue
-                    records = [r for r in rb.iter_records(buf, 0, h, where=OFFSETS_TOPIC) if r.offset >= offset]
+                    records = list(rb.iter_records(buf, 0, h, where=OFFSETS_TOPIC, min_offset=offset))
                     if h.attributes & rb.ATTR_TRANSACTIONAL:
                         pending.setdefault(h.producer_id, []).extend(records)
                         continue

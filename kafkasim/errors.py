@@ -42,6 +42,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   │                                        ├── NoReassignmentInProgressError (85)
     │   │                                        ├── GroupSubscribedToTopicError (86)
     │   │                                        ├── ProducerFencedError (90)
+    │   │                                        ├── InvalidUpdateVersionError (95)
     │   │                                        ├── TransactionalIdNotFoundError (105)
     │   │                                        ├── MismatchedEndpointTypeError (114)
     │   │                                        ├── TransactionAbortableError (120)
@@ -96,6 +97,7 @@ __all__ = [
     "InvalidTxnStateError", "InvalidProducerIdMappingError", "InvalidTransactionTimeoutError",
     "ConcurrentTransactionsError", "TransactionCoordinatorFencedError", "OperationNotAttemptedError",
     "ProducerFencedError", "TransactionalIdNotFoundError", "TransactionAbortableError",
+    "InvalidUpdateVersionError",
 ]
 
 
@@ -452,6 +454,12 @@ class GroupSubscribedToTopicError(BrokerResponseError):
 class ProducerFencedError(BrokerResponseError):
     """Raised when a transactional request carries an epoch older than the coordinator's: another
     producer with the same transactional id initialised since (or the transaction timed out)."""
+
+
+@_code(95, "The given version update is not valid.")
+class InvalidUpdateVersionError(BrokerResponseError):
+    """Raised when a feature update names an unknown feature or a level outside the supported
+    range (UpdateFeatures; ``Broker.update_features``)."""
 
 
 @_code(105, "The transactionalId could not be found.")

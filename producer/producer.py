@@ -104,6 +104,9 @@ class Producer:
             self._txn = TransactionManager(broker, cfg["transactional_id"], cfg["transaction_timeout_ms"],
                                            self._clock, cfg["retry_backoff_ms"])
         seed = cfg["seed"]
+        if not isinstance(seed, (type(None), int, float, str, bytes, bytearray)):
+            raise InvalidConfigurationError(f"Invalid value {seed!r} for configuration seed: Expected None, an "
+                                            "integer, a number, a string or bytes (what random.Random takes)")
 
         self.partitioner = make_partitioner(cfg["partitioner"]).bind(
             clock=self._clock, rng=random.Random(seed), batch_size=self._batch_size)

@@ -14,7 +14,11 @@ keeps the client side of Kafka's transaction protocol (txn facts §1, kafka-pyth
    before the first produce to each partition (AddPartitionsToTxn), and sets the
    transactional attribute on every batch.
 4. ``send_offsets_to_transaction()``: AddOffsetsToTxn then TxnOffsetCommit; the offsets
-   become the group's only if the transaction commits.
+   become the group's only if the transaction commits. The consumer's group metadata
+   (member id, generation, group instance id) goes with them and the group coordinator
+   checks it (KIP-447): a consumer rebalanced out of the group gets
+   :class:`~kafkasim.errors.CommitFailedError` (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, as
+   kafka-python) or FencedInstanceIdError, and the transaction must be aborted.
 5. ``commit_transaction()``: IN_TRANSACTION → COMMITTING_TRANSACTION, flush, EndTxn(commit)
    → READY. ``abort_transaction()``: IN_TRANSACTION or ABORTABLE_ERROR →
    ABORTING_TRANSACTION, EndTxn(abort) → READY. A transaction that added nothing sends no
@@ -44,9 +48,9 @@ from typing import Any, Optional
 
 from kafkasim.clock import Clock
 from kafkasim.errors import (
-    ConcurrentTransactionsError, IllegalStateError, InvalidArgumentError, InvalidProducerEpochError,
-    InvalidProducerIdMappingError, KafkaSimError, KafkaTimeoutError, ProducerFencedError,
-    TransactionalIdAuthorizationFailedError,
+    CommitFailedError, ConcurrentTransactionsError, IllegalGenerationError, IllegalStateError, InvalidArgumentError,
+    InvalidProducerEpochError, InvalidProducerIdMappingError, KafkaSimError, KafkaTimeoutError, ProducerFencedError,
+    TransactionalIdAuthorizationFailedError, UnknownMemberIdError,
 )
 from kafkasim.types import ConsumerGroupMetadata, TopicPartition
 
@@ -213,10 +217,14 @@ class TransactionManager:
 
     def send_offsets(self, offsets: dict, group_metadata: Any) -> None:
         """AddOffsetsToTxn + TxnOffsetCommit for the group of ``group_metadata``."""
+        member = {}
         if isinstance(group_metadata, str):
             group_id = group_metadata
         elif isinstance(group_metadata, ConsumerGroupMetadata) or hasattr(group_metadata, "group_id"):
             group_id = group_metadata.group_id
+            member = {"member_id": getattr(group_metadata, "member_id", "") or "",
+                      "generation_id": getattr(group_metadata, "generation_id", -1),
+                      "group_instance_id": getattr(group_metadata, "group_instance_id", None)}
         else:
             raise InvalidArgumentError("send_offsets_to_transaction expects group_metadata to be a "
                                        f"ConsumerGroupMetadata or a group_id str, got {type(group_metadata)!r}")
@@ -232,8 +240,16 @@ class TransactionManager:
                 self._retrying(self._broker.add_offsets_to_txn, self.transactional_id, self.producer_id,
                                self.producer_epoch, group_id)
                 self._offsets_added = True
-                self._retrying(self._broker.txn_offset_commit, self.transactional_id, group_id,
-                               self.producer_id, self.producer_epoch, dict(offsets))
+                try:
+                    self._retrying(self._broker.txn_offset_commit, self.transactional_id, group_id,
+                                   self.producer_id, self.producer_epoch, dict(offsets), **member)
+                except (IllegalGenerationError, UnknownMemberIdError) as exc:
+                    # KIP-447, as kafka-python and Java: the consumer's group metadata is stale
+                    # (it was rebalanced out); the transaction must be aborted
+                    failed = CommitFailedError(f"Transaction offset commit failed due to consumer group "
+                                               f"metadata mismatch: {type(exc).__name__}: {exc}")
+                    failed.__cause__ = exc
+                    raise failed
             except KafkaSimError as exc:
                 raise self._failed(exc) from None
 

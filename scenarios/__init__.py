@@ -87,7 +87,7 @@ LABS: list[Lab] = [
         "Java (murmur2) and librdkafka (consistent_random) producers split the same keys",
         ("mixed_clients",)),
     Lab(13, "retry-reorder", "retry_reorder",
-        "retries with 5 in flight reorder and duplicate records unless idempotent",
+        "retries with 5 in flight reorder and duplicate records unless idempotent; last step: transactional",
         ("retry_reorder",)),
     Lab(14, "consumer-crash", "consumer_crash",
         "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
@@ -116,6 +116,13 @@ LABS += [
         "6 brokers in 3 racks, RF 3: a whole rack fails and acks=all still succeeds; rack-unaware does not"),
     Lab(9, "add-broker-reassign", "add_broker_reassign",
         "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
+]
+
+# ---- transactions (wt-txnlab): exactly-once (15)
+LABS += [
+    Lab(15, "exactly-once", "exactly_once",
+        "consume-transform-produce crashes and restarts: at-least-once and idempotent totals count "
+        "payments twice, transactions with read_committed are exact"),
 ]
 
 

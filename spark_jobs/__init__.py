@@ -6,11 +6,14 @@ reading a data dir: local, ``file://`` or any pyarrow file system), ``datasource
 ``splits`` (input planning: packing small segments, cutting big ones at index-verified
 batch boundaries), ``common`` (shared read/report/chart/exit-code helpers), ``options``
 (CLI options), ``progress`` (phases on the terminal), the jobs ``ordering`` (with
-``causes``), ``skew``, ``lag``, ``repartition``, ``copartition``, ``audit_all`` (ordering,
-skew and lag from one scan), and ``package`` (the ``--py-files`` zip). See docs/spark-audits.md.
+``causes``), ``skew``, ``lag``, ``repartition``, ``copartition``, ``transactions`` (over
+``batch_headers``: the data source's one-row-per-batch mode), ``audit_all`` (ordering, skew
+and lag from one scan, and transactions), and ``package`` (the ``--py-files`` zip). See
+docs/spark-audits.md.
 
 Layering (a ``forbidden`` contract in pyproject.toml): imports only the vocabulary, the
 record format (``kafkasim.records``), partitioning (``kafkasim.partitioning``), the
-offsets-topic schema (``kafkasim.protocol.offsets``) and ``kafkasim.storage.layout``;
+offsets-topic and transaction-log schemas (``kafkasim.protocol.offsets``,
+``kafkasim.protocol.txn_log``) and ``kafkasim.storage.layout``;
 never the broker, coordinator, producer, consumer or the storage engine.
 """

@@ -1,4 +1,4 @@
-"""``kafkasim audit all``: the ordering, skew and lag audits in one Spark session, from one scan.
+"""``kafkasim audit all``: the ordering, skew, lag and transactions audits in one Spark session.
 
 Run it::
 
@@ -14,11 +14,12 @@ or ``kafkasim audit all --data-dir DIR``. Steps (each a phase of the terminal pr
    need — key rows, time windows, the sequenced records, the lag look-ups of the commits),
    persisted, and scan them plus ``__consumer_offsets`` for corrupt batches;
 4. run ordering, skew and lag over that one scan (each its ``build_report`` with
-   ``scan=`` and ``corruption=``) at the same time, from three threads of this driver
-   (Spark runs concurrent jobs; their small queries are latency-bound, so the cores
-   overlap them), then release it.
+   ``scan=`` and ``corruption=``), and transactions over its own batch-header scan
+   (``mode=batches``: headers only, no record decoded but the output topic's), at the same
+   time, from four threads of this driver (Spark runs concurrent jobs; their small queries
+   are latency-bound, so the cores overlap them), then release the scan.
 
-The JSON report is ``{"ordering": ..., "skew": ..., "lag": ..., "verdict": ...}`` (each
+The JSON report is ``{"ordering": ..., "skew": ..., "lag": ..., "transactions": ..., "verdict": ...}`` (each
 as its own job writes it); ``verdict`` is ``failed`` when any audit failed, else ``ok``
 when any is ``ok``, else ``not enough data``. Exit code 3 when it is ``failed``.
 ``--plot-dir DIR`` writes ``skew.png``, ``lag.png`` and (with a commit history)
@@ -42,12 +43,12 @@ from kafkasim.spark_jobs.session import plain_ctrl_c, quiet_interrupts, stop_now
 
 __all__ = ["build_report", "text", "run", "main", "AUDITS"]
 
-AUDITS = ("ordering", "skew", "lag")
+AUDITS = ("ordering", "skew", "lag", "transactions")
 
 
 def build_report(spark, data_dir: str, topics: list[str], args, progress: Optional[Progress] = None) -> dict:
-    """One scan → the three reports (see the module docstring)."""
-    from kafkasim.spark_jobs import lag, ordering, skew
+    """One scan → the four reports (see the module docstring)."""
+    from kafkasim.spark_jobs import lag, ordering, skew, transactions
     from kafkasim.spark_jobs.partials import Spec
     from kafkasim.spark_jobs.scan import Scan
     progress = progress or Progress.disabled()
@@ -78,8 +79,13 @@ def build_report(spark, data_dir: str, topics: list[str], args, progress: Option
                 spark, data_dir, topics, args.group, max_lag_records=args.max_lag_records,
                 max_lag_ms=args.max_lag_ms, corrupt=args.corrupt, plot=plot("lag.png"), scan=scan,
                 commits=commits, corruption=corruption),
+            "transactions": lambda: transactions.build_report(
+                spark, data_dir, topics, input_topic=args.input_topic, output_topic=args.output_topic,
+                now_ms=args.now_ms, max_transaction_timeout_min=args.max_transaction_timeout, corrupt=args.corrupt,
+                max_details=args.max_details,
+                corruption=mine(topics) if {args.input_topic, args.output_topic} - {None} <= set(topics) else None),
         }
-        with progress.phase("auditing", "ordering, skew and lag in parallel"):
+        with progress.phase("auditing", "ordering, skew, lag and transactions in parallel"):
             pool = ThreadPoolExecutor(len(jobs), thread_name_prefix="audit")
             try:
                 running = {name: pool.submit(progress.timed, name, job) for name, job in jobs.items()}
@@ -98,8 +104,8 @@ def build_report(spark, data_dir: str, topics: list[str], args, progress: Option
 
 
 def text(rep: dict) -> str:
-    from kafkasim.spark_jobs import lag, ordering, skew
-    texts = {"ordering": ordering.text, "skew": skew.text, "lag": lag.text}
+    from kafkasim.spark_jobs import lag, ordering, skew, transactions
+    texts = {"ordering": ordering.text, "skew": skew.text, "lag": lag.text, "transactions": transactions.text}
     parts = [texts[a](rep[a]) for a in AUDITS]
     parts.append("audit all: " + ", ".join(f"{a} {rep[a]['verdict']}" for a in AUDITS)
                  + f" -> {rep['verdict'].upper()}")
@@ -115,6 +121,8 @@ def run(args, spark=None) -> int:
     with progress.phase("checking inputs"):
         data_dir = common.data_dir_of(args)
         topics = common.check_inputs(data_dir, args.topic)           # before the JVM starts
+        from kafkasim.spark_jobs.transactions import check_args
+        check_args(args, data_dir)                                   # its input/output topics and limits
         size = common.input_bytes(data_dir, topics)
     own = spark is None
     quiet_interrupts()      # Ctrl-C: one line from the CLI, no py4j tracebacks
@@ -137,7 +145,7 @@ def run(args, spark=None) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:
-    p = common.job_parser("audit_all", "Run the ordering, skew and lag audits in one Spark session.",
+    p = common.job_parser("audit_all", "Run the ordering, skew, lag and transactions audits in one Spark session.",
                           "spark-submit spark_jobs/audit_all.py --data-dir ./kafkasim-data --json audits.json")
     options.all_audits(p)
     return run(p.parse_args(argv), spark)

@@ -76,7 +76,8 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
         from kafkasim.spark_jobs.datasource import read_local_table, schema_of, SCHEMA
         from kafkasim.spark_jobs.partials import PARTIALS_SCHEMA
         from kafkasim.spark_jobs.offset_commits import COMMITS_SCHEMA
-        ddl = {"partials": PARTIALS_SCHEMA, "commits": COMMITS_SCHEMA}.get(mode) or (
+        from kafkasim.spark_jobs.batch_headers import BATCHES_SCHEMA
+        ddl = {"partials": PARTIALS_SCHEMA, "commits": COMMITS_SCHEMA, "batches": BATCHES_SCHEMA}.get(mode) or (
             schema_of(columns) if columns else SCHEMA)
         table = read_local_table(data_dir, list(topics) if topics else None,
                                  list(columns) if columns else None, corrupt, **options)
@@ -102,7 +103,8 @@ def reads_in_driver(spark, data_dir: str, topics: Optional[Sequence[str]], mode:
     log_dir = LogDir(data_dir)
     master = spark.sparkContext.master
     in_process = master.startswith("local") and not master.startswith("local-cluster")
-    if not (limit > 0 and in_process and log_dir.is_local and mode in (None, "records", "partials", "commits")):
+    if not (limit > 0 and in_process and log_dir.is_local
+            and mode in (None, "records", "partials", "commits", "batches")):
         return False
     return sum(s.size for s in log_dir.segments(set(topics) if topics else None)) <= limit
 

@@ -41,7 +41,10 @@ Options (all optional, case-insensitive):
   look-ups) and ships only that to the JVM; the option ``partials`` carries the spec
   (``partials.Spec.to_json()``). The audits read the log this way (``scan.Scan``).
   ``commits`` (for ``__consumer_offsets``) returns its offset commits
-  (``offset_commits.COMMITS_SCHEMA``), decoded in the scan tasks.
+  (``offset_commits.COMMITS_SCHEMA``), decoded in the scan tasks. ``batches`` returns one
+  row per batch from its header (``batch_headers.BATCHES_SCHEMA``: offsets, record count,
+  producer, transactional/control bits, a control record's type); data records are not
+  decoded (the transactions audit reads it).
 - ``batchRows``: rows per Arrow batch (default 65536).
 - ``maxPartitionBytes`` (default 134217728 = 128 MiB, ``spark.sql.files.maxPartitionBytes``'s
   default), ``openCostInBytes`` (default 4194304 = 4 MiB) and ``minPartitionNum`` (default 1;
@@ -80,10 +83,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kafkasim.errors import CorruptRecordError, InvalidArgumentError
-from kafkasim.spark_jobs import offset_commits, partials, splits
+from kafkasim.spark_jobs import batch_headers, offset_commits, partials, splits
 from kafkasim.spark_jobs.arrow_rows import _ARROW_SCHEMA, _Columns
 from kafkasim.spark_jobs.logdir import LogDir, SegmentRef
 from kafkasim.records import record_batch as rb
+from kafkasim.records.control import read_control_batch
 from kafkasim.records.columns import ArrowColumnBuilder
 from kafkasim.records.framing import BatchIterator
 
@@ -105,7 +109,7 @@ _COLUMN_TYPES = dict(_COLUMNS)
 _CORRUPTION_COLUMNS = [part.strip().split(" ")[0] for part in CORRUPTION_SCHEMA.split(",")]
 
 _NO_END = 2 ** 63 - 1
-_MODES = ("records", "corruption", "partials", "commits")
+_MODES = ("records", "corruption", "partials", "commits", "batches")
 
 
 class CorruptBatchWarning(UserWarning):
@@ -178,7 +182,8 @@ class KafkasimDataSource(DataSource):
     def schema(self):
         opts = _Options(self.options)
         return {"corruption": CORRUPTION_SCHEMA, "partials": partials.PARTIALS_SCHEMA,
-                "commits": offset_commits.COMMITS_SCHEMA}.get(opts.mode, SCHEMA)
+                "commits": offset_commits.COMMITS_SCHEMA,
+                "batches": batch_headers.BATCHES_SCHEMA}.get(opts.mode, SCHEMA)
 
     def reader(self, schema):
         opts = _Options(self.options)
@@ -192,6 +197,9 @@ class KafkasimDataSource(DataSource):
             if [f.name for f in schema.fields] != [f.name for f in offset_commits.ARROW_SCHEMA]:
                 raise InvalidArgumentError("mode commits reads COMMITS_SCHEMA; a user schema cannot change it")
             opts.columns = list(offset_commits.READ_COLUMNS)
+        elif opts.mode == "batches":
+            if [f.name for f in schema.fields] != [f.name for f in batch_headers.ARROW_SCHEMA]:
+                raise InvalidArgumentError("mode batches reads BATCHES_SCHEMA; a user schema cannot change it")
         elif [f.name for f in schema.fields] != _CORRUPTION_COLUMNS:
             raise InvalidArgumentError(f"mode corruption reads CORRUPTION_SCHEMA ({CORRUPTION_SCHEMA}); "
                                        f"a user schema cannot change it")
@@ -263,6 +271,8 @@ class _Reader(DataSourceReader):
         if self.opts.mode == "commits":
             return offset_commits.commit_batches(
                 batch for p in pieces for batch in read_segment_arrow(self.logdir, p.seg, self.opts, p))
+        if self.opts.mode == "batches":
+            return (batch for p in pieces for batch in read_segment_headers(self.logdir, p.seg, self.opts, p))
         return (batch for p in pieces for batch in read_segment_arrow(self.logdir, p.seg, self.opts, p))
 
 
@@ -341,10 +351,10 @@ def _missing_offsets(seg: SegmentRef, next_offset: int,
 _FLUSH_BYTES = 256 << 20   # Arrow binary columns hold < 2 GiB; flush well before
 
 
-def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
-                       piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
-    """Decode one segment (or one ``piece`` of it) into Arrow batches with ``SCHEMA`` (the
-    data source's ``read``)."""
+def _policy(seg: SegmentRef, opts: _Options, piece: Optional[splits.Piece]):
+    """``(on_corrupt, want)`` of a segment read under ``opts``: what a corrupt batch does
+    (``corrupt=fail`` raises, ``report`` logs and warns), and which batches the offset and
+    time options keep."""
     def on_corrupt(pos, exc):
         if opts.corrupt == "fail":
             raise exc
@@ -354,6 +364,14 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
         return (h.next_offset > opts.start_offset and h.base_offset < opts.end_offset
                 and h.max_timestamp >= opts.start_ts)
 
+    return on_corrupt, want
+
+
+def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
+                       piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
+    """Decode one segment (or one ``piece`` of it) into Arrow batches with ``SCHEMA`` (the
+    data source's ``read``)."""
+    on_corrupt, want = _policy(seg, opts, piece)
     cols = _Columns(seg)
     with logdir.open_segment(seg.path) as buf:
         for _pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, cols.builder, piece):
@@ -362,6 +380,32 @@ def read_segment_arrow(logdir: LogDir, seg: SegmentRef, opts: _Options,
                 yield cols.flush(opts)
     if cols.builder.rows:
         yield cols.flush(opts)
+
+
+def read_segment_headers(logdir: LogDir, seg: SegmentRef, opts: _Options,
+                         piece: Optional[splits.Piece] = None) -> Iterator[pa.RecordBatch]:
+    """One row per valid batch of one segment (or ``piece``), ``batch_headers.BATCHES_SCHEMA``
+    (``mode=batches``): records of data batches are not decoded; a control batch's record is.
+    A control record that does not decode is corrupt data (``opts.corrupt``), its batch kept
+    with a null ``control_type``."""
+    on_corrupt, want = _policy(seg, opts, piece)
+    rows = batch_headers.BatchRows(seg.topic, seg.partition)
+    with logdir.open_segment(seg.path) as buf:
+        for pos, h in _iter_valid_batches(buf, seg, on_corrupt, want, None, piece):
+            ctype = epoch = None
+            if h.attributes & rb.ATTR_CONTROL:
+                try:
+                    got = read_control_batch(buf, pos, h, where=seg.path)
+                except CorruptRecordError as exc:
+                    on_corrupt(pos, exc)
+                    got = None
+                if got is not None:
+                    ctype, epoch = got[0].type, (got[1].coordinator_epoch if got[1] else None)
+            rows.add(h, ctype, epoch)
+            if len(rows) >= opts.batch_rows:
+                yield rows.flush()
+    if len(rows):
+        yield rows.flush()
 
 
 def scan_segment_corruption(logdir: LogDir, seg: SegmentRef) -> list[dict]:
@@ -400,6 +444,8 @@ def read_local_table(path: str, topics: Optional[list] = None, columns: Optional
         opts.columns, schema = list(partials.READ_COLUMNS), partials.ARROW_SCHEMA
     elif opts.mode == "commits":
         opts.columns, schema = list(offset_commits.READ_COLUMNS), offset_commits.ARROW_SCHEMA
+    elif opts.mode == "batches":
+        schema = batch_headers.ARROW_SCHEMA
     else:
         opts.columns = list(columns) if columns else [n for n, _ in _COLUMNS]
         schema = pa.schema([_ARROW_SCHEMA.field(n) for n in opts.columns])

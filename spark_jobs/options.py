@@ -101,13 +101,38 @@ def copartition(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-details", type=int, default=1000, help="at most this many detail rows")
 
 
+def _transactions(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument("--input-topic", default=None, metavar="TOPIC",
+                   help=prefix + "input topic of a consume-transform-produce pipeline (needs --output-topic): "
+                        "the inputs its output names are looked up in it")
+    p.add_argument("--output-topic", default=None, metavar="TOPIC",
+                   help=prefix + "output topic whose committed records name their input in the header "
+                        "kafkasim-input ('<partition>:<offset>'); inputs named more than once are violations")
+    p.add_argument("--now-ms", type=int, default=None, metavar="MS",
+                   help=prefix + "the time open transactions are measured against, in ms since the epoch "
+                        "(default: the newest timestamp in the log)")
+    p.add_argument("--max-transaction-timeout", type=int, default=None, metavar="MINUTES",
+                   help=prefix + "an open transaction older than this many minutes is hanging (default: the "
+                        "transaction.timeout.ms recorded in __transaction_state for its transactional id, "
+                        "else 15, as kafka-transactions.sh find-hanging)")
+
+
+def transactions(p: argparse.ArgumentParser) -> None:
+    """Options of the transactions audit."""
+    _transactions(p)
+    p.add_argument("--max-details", type=int, default=1000,
+                   help="at most this many aborted-producer and duplicated-input rows in the report "
+                        "(counts stay exact)")
+
+
 def all_audits(p: argparse.ArgumentParser) -> None:
-    """Options of ``audit all``: those of ordering, skew and lag (one ``--plot-dir`` for the charts)."""
+    """Options of ``audit all``: those of ordering, skew, lag and transactions (one ``--plot-dir`` for the charts)."""
     _min_records(p)
     p.add_argument("--sequence", default="header", help="ordering: where the send sequence comes from")
     _value_format(p, "ordering: ")
     p.add_argument("--partitioner", default="murmur2", help="ordering: the producers' partitioner (default murmur2)")
-    p.add_argument("--max-details", type=int, default=1000, help="ordering: at most this many detail rows")
+    p.add_argument("--max-details", type=int, default=1000,
+                   help="ordering and transactions: at most this many detail rows")
     p.add_argument("--top-k", type=int, default=10, help="skew: hot keys to list (default 10)")
     p.add_argument("--window-ms", type=int, default=60_000, help="skew: time window (default 60000 = 1 min)")
     p.add_argument("--window-threshold", type=float, default=5.0, help="skew: window max/avg alert (default 5)")
@@ -115,9 +140,10 @@ def all_audits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", action="append", default=None, help="lag: group to report (repeatable)")
     p.add_argument("--max-lag-records", type=int, default=None, help="lag: violation above this lag (records)")
     p.add_argument("--max-lag-ms", type=int, default=None, help="lag: violation above this lag (ms)")
+    _transactions(p, "transactions: ")
     p.add_argument("--plot-dir", default=None, metavar="DIR",
                    help="write skew.png, lag.png and lag-history.png into DIR")
 
 
 ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition,
-               "all": all_audits}
+               "transactions": transactions, "all": all_audits}

@@ -426,8 +426,12 @@ class Log(ReplicaLogOps, LogStartOps):
                 if not cfg.compact:
                     return compaction.empty_stats()
                 cleanable, contiguous_from = [], self._segments.contiguous_from
+                # never past the first unstable offset (Kafka's firstUncleanableOffset): an open
+                # transaction's batches cannot be told committed from aborted yet
+                unstable = self._transactions().first_unstable_offset()
+                stable_end = (1 << 63) if unstable is None else unstable
                 for seg, upper in self._segments.with_upper_bounds():   # ends at the first kept: seg
-                    if seg is self._segments.active:
+                    if seg is self._segments.active or upper > stable_end:
                         break
                     if cfg.min_compaction_lag_ms > 0:
                         self._load_indexes(seg, upper)
@@ -437,13 +441,16 @@ class Log(ReplicaLogOps, LogStartOps):
                 if not cleanable:
                     return compaction.empty_stats()
                 self.write_cleaner_checkpoint(seg.base_offset)   # before any rewrite: gaps may follow (§2.4)
+                aborted = self.collect_aborted_txns(cleanable[0][0], seg.base_offset)
             stats = compaction.compact_segments(cleanable, now - cfg.delete_retention_ms, self.swap_cleaned_segment,
-                                                seg.base_offset, contiguous_from)
+                                                seg.base_offset, contiguous_from, aborted)
             log_.info("%s: compacted %s", self.directory, stats)
             return stats
 
-    def swap_cleaned_segment(self, base: int, cleaned_path: str) -> LogSegment:
-        """Replace the closed segment ``base`` by the file at ``cleaned_path`` (FORMAT.md §6)."""
+    def swap_cleaned_segment(self, base: int, cleaned_path: str, txn_entries=None) -> LogSegment:
+        """Replace the closed segment ``base`` by the file at ``cleaned_path`` (FORMAT.md §6);
+        ``txn_entries`` (a list of ``AbortedTxn``): its ``.txnindex`` as the cleaner left it
+        (None: keep the old one)."""
         with self._lock:
             self._check_open()
             old = self._segments.get(base)
@@ -455,6 +462,10 @@ class Log(ReplicaLogOps, LogStartOps):
             new = LogSegment.open_closed(self.directory, base, self._config.index_interval_bytes, self._report)
             new.contiguous = False   # compacted (the cleaner checkpoint is past it)
             new.rebuild_indexes(final=True, upper_bound_offset=upper)
+            if txn_entries is not None and txn_entries != new.txn_index.entries():
+                new.txn_index.reset()
+                for entry in txn_entries:
+                    new.txn_index.append(entry)
             new.flush(fsync=True)
             self._segments.add(new)
             self._load_indexes(new, upper)

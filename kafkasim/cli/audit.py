@@ -1,4 +1,4 @@
-"""``kafkasim audit all|ordering|skew|lag|repartition|copartition``: the Spark audits of a data dir.
+"""``kafkasim audit all|ordering|skew|lag|repartition|copartition|transactions``: the Spark audits of a data dir.
 
 Each subcommand parses the job's options (``spark_jobs/<job>.py``: the same options as
 ``spark-submit spark_jobs/<job>.py``) and calls the job's ``run``, which reads the
@@ -21,7 +21,7 @@ from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
 __all__ = ["register", "JOBS"]
 
 JOBS = {
-    "all": ("Run the ordering, skew and lag audits in one Spark session, from one scan.",
+    "all": ("Run the ordering, skew, lag and transactions audits in one Spark session.",
             "kafkasim audit all --data-dir ./kafkasim-data --plot-dir reports --json audits.json"),
     "ordering": ("Check per-key partition stability, send order and partitioner conformance.",
                  "kafkasim audit ordering --data-dir ./kafkasim-data --topic orders --json ordering.json"),
@@ -33,6 +33,9 @@ JOBS = {
                     "kafkasim audit repartition --data-dir ./kafkasim-data --topic orders --to 12"),
     "copartition": ("Check that two topics are co-partitioned on their keys.",
                     "kafkasim audit copartition --data-dir ./kafkasim-data --topic orders --topic payments"),
+    "transactions": ("Report read_committed views, aborted records, hanging transactions and inputs consumed twice.",
+                     "kafkasim audit transactions --data-dir ./kafkasim-data --input-topic orders "
+                     "--output-topic totals --json txn.json"),
 }
 
 

@@ -3,7 +3,8 @@
 Runs until Ctrl-C, ``--max-messages`` or ``--timeout-ms`` without a message; then prints
 ``Processed a total of N messages`` to stderr and exits 0, as Kafka's tool does. Option
 rules are Kafka's (``--offset`` needs ``--partition``; ``--partition`` excludes ``--group``;
-``--offset`` excludes ``--from-beginning``).
+``--offset`` excludes ``--from-beginning``). ``--isolation-level read_committed`` reads only
+committed transactional records (default ``read_uncommitted``, as Kafka's tool).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from kafkasim.cli.common import add_broker_options, command, key_values, non_neg
     positive_int
 from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 
-__all__ = ["register"]
+__all__ = ["register", "ISOLATION_LEVELS"]
+
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 def register(sub) -> None:
@@ -45,6 +48,9 @@ def register(sub) -> None:
                         "print.partition, print.offset, print.headers, print.key, print.value (true/false), "
                         "key.separator, line.separator, headers.separator, null.literal "
                         "(default: the value only)")
+    p.add_argument("--isolation-level", default="read_uncommitted", metavar="LEVEL",
+                   help="read_committed to filter out transactional records that are not committed; "
+                        "read_uncommitted to read all records (default: read_uncommitted)")
     add_broker_options(p)
     p.add_argument("--json", action="store_true",
                    help="one JSON object per record (JSON lines): topic, partition, offset, timestamp, "
@@ -65,13 +71,16 @@ def _consume(args) -> int:
             offset = parse_offset(args.offset)
     elif args.offset is not None:
         raise InvalidArgumentError("The partition is required when offset is specified.")
+    if args.isolation_level not in ISOLATION_LEVELS:
+        raise InvalidArgumentError(f"Invalid value {args.isolation_level} for configuration isolation.level: "
+                                   f"String must be one of: {', '.join(ISOLATION_LEVELS)}")
     formatter = MessageFormatter(key_values(args.property, "--property"))
     out = getattr(sys.stdout, "buffer", None)
     n = 0
     with open_broker(args) as broker:
         records = consume(broker, args.topic, group_id=args.group, partition=args.partition, offset=offset,
                           from_beginning=args.from_beginning, max_records=args.max,
-                          timeout_ms=args.timeout_ms,
+                          timeout_ms=args.timeout_ms, isolation_level=args.isolation_level,
                           on_wait=lambda text: print(f"kafkasim consume: {text}", file=sys.stderr, flush=True))
         try:
             for r in records:

@@ -3,7 +3,8 @@
 ``dump-log PATH`` prints a segment's batches in the layout of Kafka's ``kafka-dump-log.sh
 --files F`` (``--print-data-log``, alias ``--records``: and their records with key and payload;
 ``--deep-iteration``: records without them; ``--offsets-decoder``: ``__consumer_offsets`` records
-decoded), or an index file's entries; exit 1 if the file holds a corrupt batch (the reason on
+decoded; ``--transaction-log-decoder``: ``__transaction_state`` records decoded; a transaction
+marker's record shows ``endTxnMarker: COMMIT|ABORT coordinatorEpoch: N``), or an index file's entries; exit 1 if the file holds a corrupt batch (the reason on
 stderr; stdout says ``Found N invalid bytes at the end of F`` as Kafka does). ``verify-log`` checks every partition of the data dir and exits 1 on any
 corruption, naming file and position. ``upgrade-data-dir DATA_DIR`` converts a data dir
 written in kafkasim's old record format (format version 1) to Kafka's record batch v2, once,
@@ -40,6 +41,10 @@ def register(sub) -> None:
     p.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets records as kafka-dump-log does "
                         "(offset_commit::group=G,partition=T-P / group_metadata::group=G); implies --print-data-log")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="decode __transaction_state records as kafka-dump-log does "
+                        "(transaction_metadata::transactionalId=T / producerId:..,state=..); "
+                        "implies --print-data-log")
     add_json(p)
 
     p = command(sub, "upgrade-data-dir",
@@ -60,8 +65,11 @@ def _dump(args) -> int:
     paths = list(args.path) + ([f for f in args.files.split(",") if f] if args.files else [])
     if not paths:
         raise InvalidArgumentError("no file to dump: give a path, or --files FILE1,FILE2")
-    decoder = _offsets_decoder if args.offsets_decoder else None
-    data = args.print_data_log or args.offsets_decoder
+    if args.offsets_decoder and args.transaction_log_decoder:
+        raise InvalidArgumentError("--offsets-decoder and --transaction-log-decoder cannot be used together")
+    decoder = _offsets_decoder if args.offsets_decoder else _transaction_log_decoder if args.transaction_log_decoder \
+        else None
+    data = args.print_data_log or args.offsets_decoder or args.transaction_log_decoder
     records = data or args.deep_iteration
     dumps = [(path, list(dump_segment(path, records=records, decoder=decoder))) for path in paths]
     failed = False
@@ -169,6 +177,34 @@ def _offsets_decoder(key, value) -> tuple:
     else:
         text = f"offset={v.offset}" + (f",metadata={v.metadata}" if v.metadata else "")
     return f"offset_commit::group={k.group},partition={k.topic}-{k.partition}", text
+
+
+def _transaction_log_decoder(key, value) -> tuple:
+    """kafka-dump-log's --transaction-log-decoder rendering of one __transaction_state record
+    (Kafka's ``TransactionLog.formatRecordKeyAndValue``): ``transaction_metadata::transactionalId=T``
+    / ``producerId:P,producerEpoch:E,state=S,partitions=[t-0,...],txnLastUpdateTimestamp=N,
+    txnTimeoutMs=N``, ``<DELETE>`` for a tombstone, ``unknown::version=V`` (no payload) for a key
+    version Kafka does not know. The partitions are sorted (Kafka prints its set's order)."""
+    from kafkasim.errors import CorruptRecordError
+    from kafkasim.protocol.txn_log import decode_txn_record
+
+    if key is None:
+        return "<undecodable: Failed to decode message using transaction log decoder (message had a missing key)>", \
+            None
+    try:
+        k, v = decode_txn_record(key, value)
+    except CorruptRecordError as exc:
+        return f"<undecodable: {exc}>", None
+    if k.is_unknown:
+        return f"unknown::version={k.version}", None
+    if v is None:
+        return f"transaction_metadata::transactionalId={k.transactional_id}", "<DELETE>"
+    partitions = sorted((t, p) for t, ps in v.transaction_partitions or () for p in ps)
+    return (f"transaction_metadata::transactionalId={k.transactional_id}",
+            f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={v.state_name},"
+            f"partitions=[{','.join(f'{t}-{p}' for t, p in partitions)}],"
+            f"txnLastUpdateTimestamp={v.transaction_last_update_timestamp_ms},"
+            f"txnTimeoutMs={v.transaction_timeout_ms}")
 
 
 def _upgrade(args) -> int:

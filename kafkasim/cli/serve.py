@@ -23,6 +23,7 @@ def register(sub) -> None:
                      "Ctrl-C or SIGTERM stops it cleanly. Creates the data dir if missing, "
                      "as a Kafka broker creates its log dir",
                 example="kafkasim serve --data-dir ./kafkasim-data --listen 127.0.0.1:9092\n"
+                        "  kafkasim serve --data-dir ./tv1 --feature transaction.version=1\n"
                         "  kafkasim serve --data-dir ./lab --brokers 0:r1,1:r2,2:r3 --listen 127.0.0.1:9092",
                 handler=_serve)
     add_data_dir(p)
@@ -49,6 +50,10 @@ def register(sub) -> None:
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="a broker config by its server.properties name, as kafka-server-start.sh's "
                         "--override (repeatable), e.g. leader.imbalance.check.interval.seconds=5")
+    p.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
+                   help="a finalized feature level, as kafka-storage.sh format --feature (repeatable): "
+                        "transaction.version=2 (the default, as a new Kafka 4.0 cluster: clients that read "
+                        "it use KIP-890's transactions), 1 or 0 (clients keep the original protocol)")
     p.add_argument("--max-request-bytes", type=positive_int, default=104_857_600,
                    help="largest request accepted (socket.request.max.bytes, default 104857600)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
@@ -86,6 +91,31 @@ def _overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _features(pairs: list[str]) -> dict[str, int]:
+    """``["transaction.version=1", ...]`` → ``{"transaction.version": 1}`` (names and levels
+    checked against what the broker supports)."""
+    from kafkasim.broker.metadata import SUPPORTED_FEATURES
+
+    out = {}
+    for pair in pairs:
+        name, sep, level = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidArgumentError(f"--feature {pair!r}: expected NAME=LEVEL, e.g. transaction.version=2")
+        if name not in SUPPORTED_FEATURES:
+            raise InvalidArgumentError(f"--feature {pair!r}: unknown feature {name!r} (supported: "
+                                       f"{', '.join(sorted(SUPPORTED_FEATURES))})")
+        lo, hi = SUPPORTED_FEATURES[name]
+        try:
+            number = int(level.strip())
+        except ValueError:
+            raise InvalidArgumentError(f"--feature {pair!r}: level {level.strip()!r} is not a number") from None
+        if not lo <= number <= hi:
+            raise InvalidArgumentError(f"--feature {pair!r}: level {number} is outside {lo}-{hi}")
+        out[name] = number
+    return out
+
+
 def _broker_configs(args) -> dict:
     """``--override`` configs, with the two dedicated flags as the configs they name
     (``auto.create.topics.enable``, ``num.partitions``), which --override may not contradict."""
@@ -119,6 +149,7 @@ def _serve(args) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise InvalidArgumentError(f"--metrics-port {args.metrics_port}: outside 0-65535")
 
+    features = _features(args.feature)
     brokers = None
     if args.brokers is not None:
         from kafkasim.broker.cluster import parse_brokers
@@ -148,5 +179,5 @@ def _serve(args) -> int:
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
           on_ready=ready, metrics_port=args.metrics_port, brokers=brokers,
-          broker_configs=_broker_configs(args))
+          broker_configs=_broker_configs(args), features=features)
     return 0

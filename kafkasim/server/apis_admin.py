@@ -1,4 +1,4 @@
-"""Handlers for the cluster and admin APIs: ApiVersions, Metadata, FindCoordinator,
+"""Handlers for the cluster and admin APIs: ApiVersions, UpdateFeatures, Metadata, FindCoordinator,
 InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
 IncrementalAlterConfigs, DescribeLogDirs.
 
@@ -21,7 +21,7 @@ from kafkasim.server import cluster
 from kafkasim.server.api import APIS, api, error_code, error_message
 from kafkasim.server.codec import ms
 
-__all__ = ["advertised_versions"]
+__all__ = ["advertised_versions", "advertised_features"]
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -37,9 +37,54 @@ def advertised_versions() -> list[dict]:
             for a in sorted(APIS.values(), key=lambda a: a.key)]
 
 
+def advertised_features(broker, version: int) -> dict:
+    """ApiVersions' feature fields (v3+, KIP-584), as a Kafka 4 broker fills them: every
+    supported feature with its level range — for v0–v3 requests without the features whose
+    range starts at 0 (Kafka's schema: older clients cannot read such a range) — and the
+    finalized levels (min = max = the level) with their epoch. ``transaction.version`` 2
+    finalized is what tells a client to use KIP-890's transactions (EndTxn v5, Produce v12,
+    TxnOffsetCommit v5)."""
+    supported = [{"name": name, "min_version": lo, "max_version": hi}
+                 for name, (lo, hi) in sorted(broker.supported_features.items()) if version >= 4 or lo > 0]
+    finalized = [{"name": name, "min_version_level": level, "max_version_level": level}
+                 for name, level in sorted(broker.finalized_features.items())]
+    return {"supported_features": supported, "finalized_features": finalized,
+            "finalized_features_epoch": broker.finalized_features_epoch}
+
+
 @api(18, "ApiVersions", 0, 4)
 async def api_versions(ctx, req):
-    return {"error_code": 0, "api_keys": advertised_versions()}
+    return {"error_code": 0, "api_keys": advertised_versions(), **advertised_features(ctx.broker, req.api_version)}
+
+
+_UPGRADE_TYPES = {1: "upgrade", 2: "safe_downgrade", 3: "unsafe_downgrade"}   # FeatureUpdate.UpgradeType
+
+
+@api(57, "UpdateFeatures", 0, 2)
+async def update_features(ctx, req):
+    """``kafka-features.sh upgrade/downgrade``: ``Broker.update_features``, all or none. v0's
+    ``allow_downgrade`` is a safe downgrade; v1's ``upgrade_type`` 1/2/3 upgrade/safe/unsafe
+    downgrade, and ``validate_only``. Success: a NONE result per feature (v0–1; v2 has no
+    results); failure: the top-level error (INVALID_UPDATE_VERSION) and no results, as
+    Kafka's ``UpdateFeaturesResponse.createWithErrors``."""
+    body = req.body
+    levels, types = {}, {}
+    for u in body.feature_updates:
+        if u.feature in levels:
+            exc = InvalidRequestError(f"UpdateFeatures: feature {u.feature!r} appears more than once")
+            ctx.refused(str(exc))
+            return {"error_code": error_code(exc), "error_message": str(exc), "results": []}
+        levels[u.feature] = int(u.max_version_level)
+        if req.api_version == 0:
+            types[u.feature] = "safe_downgrade" if u.allow_downgrade else "upgrade"
+        else:
+            types[u.feature] = _UPGRADE_TYPES.get(int(u.upgrade_type), f"unknown ({int(u.upgrade_type)})")
+    _, code, message = await ctx.attempt(ctx.broker.update_features, levels, upgrade_types=types,
+                                         validate_only=bool(getattr(body, "validate_only", False)))
+    if code:
+        return {"error_code": code, "error_message": message, "results": []}
+    return {"error_code": 0, "error_message": None,
+            "results": [{"feature": name, "error_code": 0, "error_message": None} for name in levels]}
 
 
 @api(3, "Metadata", 0, 12)
@@ -99,11 +144,13 @@ async def find_coordinator(ctx, req):
     return {k: first[k] for k in ("node_id", "host", "port", "error_code", "error_message")}
 
 
-@api(22, "InitProducerId", 0, 4)
+@api(22, "InitProducerId", 0, 5)
 async def init_producer_id(ctx, req):
     """Without a transactional id: a new idempotent producer id. With one: the transaction
     coordinator's (``Broker.init_transactional_producer_id``), fencing the id's earlier
-    producer; the version decides PRODUCER_FENCED (v4) or INVALID_PRODUCER_EPOCH."""
+    producer; the version decides PRODUCER_FENCED (v4+) or INVALID_PRODUCER_EPOCH. v5 only
+    lets the answer carry TRANSACTION_ABORTABLE (KIP-890); v6 (KIP-939 two-phase commit) is
+    not served."""
     body = req.body
     if body.transactional_id is not None:
         result, code, _ = await ctx.attempt(

@@ -42,7 +42,8 @@ import time
 
 from kafkasim.errors import (
     CorruptRecordError, FetchSessionIdNotFoundError, InvalidFetchSessionEpochError, InvalidRecordError,
-    InvalidRequiredAcksError, KafkaSimError, NotLeaderOrFollowerError, TransactionalIdAuthorizationFailedError,
+    InvalidRequiredAcksError, InvalidTxnStateError, KafkaSimError, NotLeaderOrFollowerError,
+    TransactionAbortableError, TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError, UnsupportedCompressionTypeError,
 )
 from kafkasim.records import framing
@@ -99,6 +100,10 @@ def _batches(records, where: str) -> list:
     return out
 
 
+_FIRST_ABORTABLE_PRODUCE = 11   # "Version 11 adds support for new error code TRANSACTION_ABORTABLE (KIP-890)"
+_FIRST_TV2_PRODUCE = 12         # "Version 12 is the same as version 11 (KIP-890)": adds its partition itself
+
+
 def _produce_partition(broker, topic: str, partition: int, records, acks: int, node=None,
                        version: int = 9, transactional_id=None) -> dict:
     """Append one partition's batch, as sent; the result row (runs on the executor).
@@ -108,7 +113,10 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
     (UNSUPPORTED_COMPRESSION_TYPE); as ``KafkaApis.handleProduceRequest``, a transactional
     batch in a request without a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     (Kafka answers it for the whole request; here for that partition). Whether the batch
-    belongs to an ongoing transaction is the broker's check (INVALID_TXN_STATE)."""
+    belongs to an ongoing transaction is the broker's check (INVALID_TXN_STATE). From v12
+    (KIP-890 TV2) a transactional batch first adds its partition to the transaction
+    (``Broker.add_partitions_on_append``; an epoch that is not the transaction's current one
+    is INVALID_PRODUCER_EPOCH)."""
     _check_partition(broker, topic, partition)
     first = None
     appended = 0
@@ -122,8 +130,20 @@ def _produce_partition(broker, topic: str, partition: int, records, acks: int, n
     if version < 7 and batches[0][0].attributes & framing.ATTR_COMPRESSION_MASK == 4:
         raise UnsupportedCompressionTypeError(
             f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    h = batches[0][0]
+    if version >= _FIRST_TV2_PRODUCE and transactional_id is not None and h.attributes & framing.ATTR_TRANSACTIONAL:
+        # KIP-890 TV2: the partition joins the transaction here (Kafka's leader: addPartition)
+        _check_leader(broker, topic, partition, node)
+        broker.add_partitions_on_append(transactional_id, h.producer_id, h.producer_epoch, [(topic, partition)])
     for header, batch in batches:
-        result = broker.produce(topic, partition, batch, acks, **_at(node))
+        try:
+            result = broker.produce(topic, partition, batch, acks, **_at(node))
+        except InvalidTxnStateError as exc:
+            # a transactional batch outside its transaction: Kafka's verification answers
+            # TRANSACTION_ABORTABLE, which a client before v11 is told as INVALID_TXN_STATE
+            if version >= _FIRST_ABORTABLE_PRODUCE and header.attributes & framing.ATTR_TRANSACTIONAL:
+                raise TransactionAbortableError(str(exc)) from exc
+            raise
         first = first or result
         if not result.duplicate:
             appended += header.record_count
@@ -155,8 +175,11 @@ def _produce_all(broker, topic_data, acks: int, node=None, version: int = 9, tra
     return responses, appended
 
 
-@api(0, "Produce", 3, 9)
+@api(0, "Produce", 3, 12)
 async def produce(ctx, req):
+    """v10 (KIP-951) adds leader hints to a NOT_LEADER_OR_FOLLOWER answer: left out (the client
+    asks Metadata instead). v11: a transactional batch outside its transaction is
+    TRANSACTION_ABORTABLE (INVALID_TXN_STATE before). v12 is KIP-890's TV2 produce."""
     body = req.body
     acks = body.acks
     if acks not in (0, 1, -1):
@@ -319,14 +342,11 @@ def _list_offset(broker, topic: str, partition: int, timestamp: int, node=None, 
                  isolation_level: int = 0):
     """``(offset, timestamp, leader epoch)`` as Kafka's ListOffsets answers them; LATEST is
     the last stable offset for read_committed (``isolation_level`` 1), the high watermark
-    otherwise."""
+    otherwise, and a timestamp look-up finds only offsets below that."""
     _check_partition(broker, topic, partition)
     broker.check_leader_epoch(topic, partition, current_epoch, **_at(node))
     _check_leader(broker, topic, partition, node)
-    if timestamp == -1 and isolation_level == 1:
-        offset, found_ts = broker.last_stable_offset(topic, partition), -1
-    else:
-        offset, found_ts = broker.list_offsets(topic, partition, timestamp)
+    offset, found_ts = broker.list_offsets(topic, partition, timestamp, isolation_level=isolation_level)
     return offset, found_ts, broker.offset_leader_epoch(topic, partition, timestamp, offset)
 
 

@@ -4,11 +4,18 @@ which serve idempotent producers and groups too, are in :mod:`kafkasim.server.ap
 
 Each is one call into the broker's transaction API (:mod:`kafkasim.broker.txn_api`), whose
 errors carry Kafka's codes; the request's version is passed on where Kafka's answer depends
-on it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for older clients). The versions served
-are the ones the Python clients send without KIP-890's transaction version 2 (no client here
-reads ``transaction.version``, and kafkasim does not advertise it): AddPartitionsToTxn 0–3
-(the client form; v4+ is broker to broker), AddOffsetsToTxn 0–3, EndTxn 0–3,
-TxnOffsetCommit 0–3, DescribeTransactions 0, ListTransactions 0–1.
+on it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for older clients). Versions served:
+AddPartitionsToTxn 0–3 (the client form; v4+ is broker to broker), AddOffsetsToTxn 0–4,
+EndTxn 0–5, TxnOffsetCommit 0–5, DescribeTransactions 0, ListTransactions 0–1.
+
+KIP-890 transaction version 2, which a client uses when ApiVersions finalizes
+``transaction.version`` at 2 (:func:`kafkasim.server.apis_admin.advertised_features`), is
+decided by the request's version, as Kafka's ``KafkaApis`` decides it: EndTxn v5 bumps the
+epoch on every commit and abort and answers the producer id and epoch to use next;
+TxnOffsetCommit v5 adds the group's ``__consumer_offsets`` partition to the transaction
+itself (no AddOffsetsToTxn), as Produce v12 adds its partition (:mod:`kafkasim.server.apis_data`).
+AddOffsetsToTxn v4, EndTxn v4 and TxnOffsetCommit v4 differ from v3 only in that the client
+knows TRANSACTION_ABORTABLE.
 
 Loop-thread coroutines; the broker calls run on the executor.
 """
@@ -59,7 +66,7 @@ async def add_partitions_to_txn(ctx, req):
             for p in t.partitions]} for t in topics]}
 
 
-@api(25, "AddOffsetsToTxn", 0, 3)
+@api(25, "AddOffsetsToTxn", 0, 4)
 async def add_offsets_to_txn(ctx, req):
     body = req.body
     _, code, _ = await ctx.attempt(ctx.broker.add_offsets_to_txn, body.transactional_id, body.producer_id,
@@ -67,26 +74,47 @@ async def add_offsets_to_txn(ctx, req):
     return {"error_code": code}
 
 
-@api(26, "EndTxn", 0, 3)
+_FIRST_TV2_END_TXN = 5           # EndTxn v5: "enables bumping epoch on every transaction (KIP-890 Part 2)"
+_FIRST_TV2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5: adds the offsets partition itself (KIP-890)
+
+
+@api(26, "EndTxn", 0, 5)
 async def end_txn(ctx, req):
+    """v5 is TV2: the epoch is bumped and the answer carries the producer id and epoch for the
+    next transaction (-1/-1 with an error, as Kafka)."""
     body = req.body
-    _, code, _ = await ctx.attempt(ctx.broker.end_txn, body.transactional_id, body.producer_id,
-                                   body.producer_epoch, bool(body.committed), version=req.api_version)
+    tv = 2 if req.api_version >= _FIRST_TV2_END_TXN else 1
+    result, code, _ = await ctx.attempt(ctx.broker.end_txn, body.transactional_id, body.producer_id,
+                                        body.producer_epoch, bool(body.committed), version=req.api_version,
+                                        client_txn_version=tv)
     if not code:
         ctx.data_waker.notify()                # the markers moved the LSO: wake read_committed fetches
-    return {"error_code": code}
+    pid, epoch = result if result is not None else (-1, -1)
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
 
-@api(28, "TxnOffsetCommit", 0, 3)
+@api(28, "TxnOffsetCommit", 0, 5)
 async def txn_offset_commit(ctx, req):
-    """The offsets become the group's when the transaction commits. The KIP-447 member and
-    generation fields (v3) are read but not checked against the group (docs/differences.md)."""
+    """The offsets become the group's when the transaction commits. From v3 the consumer's
+    group metadata (KIP-447: member id, generation, group instance id) is checked against the
+    group; before v3 there is none (generation -1), as Kafka reads those versions. v5 (TV2)
+    first adds the group's ``__consumer_offsets`` partition to the transaction (Kafka's
+    verification with ``addPartition``, before the group's checks)."""
     body = req.body
+    member = {}
+    if req.api_version >= 3:
+        member = {"member_id": body.member_id or "", "generation_id": int(body.generation_id),
+                  "group_instance_id": body.group_instance_id}
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1))
         for t in body.topics for p in t.partitions}
-    _, code, _ = await ctx.attempt(ctx.broker.txn_offset_commit, body.transactional_id, body.group_id,
-                                   body.producer_id, body.producer_epoch, offsets)
+    code = 0
+    if req.api_version >= _FIRST_TV2_TXN_OFFSET_COMMIT:
+        _, code, _ = await ctx.attempt(ctx.broker.add_offsets_to_txn, body.transactional_id, body.producer_id,
+                                       body.producer_epoch, body.group_id, on_append=True)
+    if not code:
+        _, code, _ = await ctx.attempt(ctx.broker.txn_offset_commit, body.transactional_id, body.group_id,
+                                       body.producer_id, body.producer_epoch, offsets, **member)
     return {"topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
         for t in body.topics]}

@@ -33,6 +33,9 @@ delete_records                         DeleteRecords (to the partition's leader)
 elect                                  ElectLeaders
 alter_partition_reassignments /        AlterPartitionReassignments /
 list_partition_reassignments           ListPartitionReassignments
+describe_transactions / list_trans-    DescribeTransactions / ListTransactions /
+actions / describe_producers /         DescribeProducers / WriteTxnMarkers
+write_txn_marker                       (:mod:`kafkasim.server.remote_txn`)
 =====================================  =================================================
 
 Versions are negotiated: the connection starts with ApiVersions and each request uses the
@@ -61,8 +64,10 @@ from __future__ import annotations
 
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.remote_conn import CLIENT_VERSIONS, RemoteConnection
+from kafkasim.server.remote_features import FeatureCalls
 from kafkasim.server.remote_groups import GroupCalls
 from kafkasim.server.remote_topics import TopicCalls
+from kafkasim.server.remote_txn import TxnAdminCalls
 
 __all__ = ["RemoteBroker", "parse_bootstrap", "CLIENT_VERSIONS"]
 
@@ -77,7 +82,7 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class RemoteBroker(GroupCalls, TopicCalls, RemoteConnection):
+class RemoteBroker(GroupCalls, TopicCalls, TxnAdminCalls, FeatureCalls, RemoteConnection):
     """The Broker API over one connection to a Kafka-protocol server (see the module docstring).
 
     Example::

@@ -41,6 +41,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (2, 7), 20: (1, 6), 22: (0, 4),
     32: (1, 4), 35: (1, 4), 37: (0, 3), 42: (0, 2), 44: (0, 1),
     21: (0, 2), 43: (1, 2), 45: (0, 1), 46: (0, 0), 47: (0, 0),
+    27: (1, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1), 57: (1, 2),
 }
 """The versions this client can write and read, per API key (the server's choice is intersected)."""
 

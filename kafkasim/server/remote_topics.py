@@ -230,15 +230,16 @@ class TopicCalls:
         _raise(answer.error_code, None, "InitProducerId")
         return answer.producer_id, answer.producer_epoch
 
-    def _fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int):
+    def _fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int, isolation_level: int = 0,
+                       answer_out: Optional[list] = None):
         """One Fetch: ``(records bytes, [(position, header)], high watermark, log start)``,
         the batches as the server stored them (Kafka v2), each CRC-checked; a partial batch at
-        the end is left out, as Kafka's clients do."""
+        the end is left out, as Kafka's clients do. ``answer_out`` gets the partition's answer."""
         from kafkasim.records import framing
 
         (answer,) = self._leader_call(topic, [partition], 1, lambda ps: {
             "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max(1, max_bytes),
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{
                 "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max(1, max_bytes)}]}],
@@ -254,6 +255,8 @@ class TopicCalls:
                     f"Fetch offset {offset} is out of range for partition {topic}-{partition} "
                     f"(log start {p.log_start_offset}, log end {p.high_watermark})")
             _raise(code, None, f"{topic}-{partition}")
+        if answer_out is not None:
+            answer_out.append(p)
         buf = p.records or b""
         batches = framing.BatchIterator(buf, where=f"fetch from {topic}-{partition}")
         found = list(batches)
@@ -269,6 +272,25 @@ class TopicCalls:
         where = f"fetch from {topic}-{partition}"
         records = [r for pos, h in batches for r in rb.iter_records(buf, pos, h, where=where, min_offset=offset)]
         return FetchResult(records, hw, start, hw)
+
+    def fetch_batches(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576, *,
+                      node: Optional[int] = None, isolation_level: int = 0):
+        """Fetch as the stored batches (``(header, bytes)``, control batches included) with the
+        last stable offset and, for ``isolation_level`` 1 (read_committed), the aborted
+        transactions of the range read: what a read_committed consumer needs. ``node`` is
+        accepted for the Protocol; the request goes to the partition's leader."""
+        from kafkasim.broker.data import BatchFetchResult
+        from kafkasim.storage.txn_index import AbortedTxn
+
+        got: list = []
+        buf, batches, hw, start = self._fetch_batches(topic, partition, offset, max_bytes, isolation_level, got)
+        p = got[0]
+        aborted = None
+        if isolation_level == 1:
+            aborted = [AbortedTxn(int(a.producer_id), int(a.first_offset), -1, -1)
+                       for a in (p.aborted_transactions or ())]
+        return BatchFetchResult([(h, bytes(buf[pos:pos + h.size])) for pos, h in batches], hw, start, hw,
+                                getattr(p, "last_stable_offset", -1), aborted)
 
     def fetch_columns(self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576):
         from kafkasim.broker import ColumnFetchResult
@@ -288,12 +310,13 @@ class TopicCalls:
             cols.headers.extend(headers[skip:])
         return ColumnFetchResult(cols, hw, start, hw)
 
-    def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int) -> dict:
+    def _list_offsets_many(self, topic: str, partitions: Iterable[int], timestamp: int,
+                           isolation_level: int = 0) -> dict:
         partitions = list(partitions)
         if not partitions:
             return {}
         answers = self._leader_call(topic, partitions, 2, lambda ps: {
-            "replica_id": -1, "isolation_level": 0, "topics": [{
+            "replica_id": -1, "isolation_level": isolation_level, "topics": [{
                 "name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
                                                "timestamp": timestamp} for p in ps]}]})
         out = {}
@@ -307,12 +330,17 @@ class TopicCalls:
                 out[p.partition_index] = (p.offset, p.timestamp)
         return out
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    def list_offsets(self, topic: str, partition: int, timestamp: int, *,
+                     isolation_level: int = 0) -> tuple[int, int]:
         if not isinstance(timestamp, int) or timestamp < MAX_TIMESTAMP:
             raise InvalidConfigurationError(
                 f"list_offsets timestamp must be -3 (max timestamp), -2 (earliest), -1 (latest) or >= 0, "
                 f"got {timestamp!r}")
-        return self._list_offsets_many(topic, [partition], timestamp)[partition]
+        if isolation_level not in (0, 1) or isinstance(isolation_level, bool):
+            raise InvalidConfigurationError(
+                f"list_offsets isolation_level must be 0 (read_uncommitted) or 1 (read_committed), "
+                f"got {isolation_level!r}")
+        return self._list_offsets_many(topic, [partition], timestamp, isolation_level)[partition]
 
     # ------------------------------------------------------------------ groups
 

@@ -41,18 +41,23 @@ __all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_add
 log = logging.getLogger("kafkasim.server")
 
 TXN_TICK_S = 1.0
-"""How often the one served broker runs its transaction coordinator's periodic tasks."""
+"""How often a served single broker runs its transaction coordinator's due tasks (Kafka's
+scheduler: aborting transactions past ``transaction.timeout.ms`` is checked every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` by the coordinator's own
+clock; a served cluster runs them in ``Cluster.tick()``)."""
 
 CRASH_POINT_ENV = "KAFKASIM_CRASH_POINT"
 CRASH_EXIT_CODE = 70
 """The exit code of a process ended at its crash point (EX_SOFTWARE)."""
+
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
           stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
-          brokers=None, broker_configs: Optional[Mapping[str, Any]] = None) -> None:
+          brokers=None, broker_configs: Optional[Mapping[str, Any]] = None,
+          features: Optional[Mapping[str, int]] = None) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
@@ -65,7 +70,10 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     ``broker_configs``: broker configs by their server.properties names (what
     ``kafka-server-start.sh --override name=value`` sets), e.g. a short
-    ``leader.imbalance.check.interval.seconds``; checked before anything is opened."""
+    ``leader.imbalance.check.interval.seconds``; checked before anything is opened.
+
+    ``features``: finalized feature levels (``{"transaction.version": 1}``, what
+    ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``)."""
     from kafkasim.broker import Broker
 
     crash_hook = _crash_hook(os.environ.get(CRASH_POINT_ENV))      # checked before anything opens
@@ -81,6 +89,17 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     else:
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
     broker.crash_hook = crash_hook
+    if features:
+        try:
+            # the levels a new data dir is formatted with, up or down from what it has (no
+            # write, and no new epoch, when they are already those)
+            changed = {name: level for name, level in features.items()
+                       if broker.finalized_features.get(name, 0) != level}
+            if changed:
+                broker.update_features(changed, upgrade_types={name: "unsafe_downgrade" for name in changed})
+        except BaseException:
+            broker.close()
+            raise
     metrics = None
     positions = FetchPositions(broker.data_dir)      # the live view's member positions
     try:
@@ -126,7 +145,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         bound_host, bound_port = await server.start()
     except OSError as exc:
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    ticker = asyncio.create_task(_tick_transactions(broker, stop))
+    ticker = asyncio.create_task(_tick_transactions(broker, server, stop))
     try:
         metrics_port = metrics.port if metrics is not None else None
         write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port)
@@ -135,27 +154,26 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         await stop.wait()
     finally:
         ticker.cancel()
-        try:
-            await ticker
-        except asyncio.CancelledError:
-            pass
+        await asyncio.gather(ticker, return_exceptions=True)
         await server.close()
 
 
-async def _tick_transactions(broker, stop: asyncio.Event) -> None:
-    """Every :data:`TXN_TICK_S` until ``stop``: the transaction coordinator's periodic tasks
-    (``Broker.tick_transactions``, due by ``transaction.abort.timed.out.transaction.cleanup
-    .interval.ms``); the first run, right at start, loads the coordinator so transactions a
-    crash left prepared get their markers. (A served cluster ticks in ClusterListeners; the
-    one broker's log maintenance runs on its LogCleaner thread.)"""
+async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -> None:
+    """Until ``stop``: ``broker.tick_transactions()`` on the executor, at once and then every
+    :data:`TXN_TICK_S` (the first run loads the coordinator, so transactions a crash left
+    prepared get their markers without waiting for a client); when it aborted, expired or
+    completed something, wake the read_committed long polls (markers move the last stable
+    offset). A served cluster runs them in ``Cluster.tick()``."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
-            await loop.run_in_executor(None, broker.tick_transactions)
+            if await loop.run_in_executor(None, broker.tick_transactions):
+                server.wake_fetches()
         except Exception:
             log.exception("transaction coordinator tick failed")
         try:
             await asyncio.wait_for(stop.wait(), TXN_TICK_S)
+            return
         except asyncio.TimeoutError:
             pass
 

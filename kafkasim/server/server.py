@@ -112,6 +112,11 @@ class KafkaServer:
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
 
+    def wake_fetches(self) -> None:
+        """Wake the long-polling fetches to look again (something outside a request moved a
+        high watermark or a last stable offset, e.g. a timed-out transaction's abort)."""
+        self._wakers[0].notify()
+
     @property
     def listening(self) -> bool:
         return self._server is not None

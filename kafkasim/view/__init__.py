@@ -7,12 +7,14 @@ the data dir's files, read-only, while another process (``kafkasim serve``, a la
 
 - :mod:`kafkasim.view.tail`: follows one partition directory's segment files;
 - :mod:`kafkasim.view.groups`: folds ``__consumer_offsets`` into groups, owners and rebalances;
+- :mod:`kafkasim.view.txns`: open transactions (partitions' batches and ``__transaction_state``)
+  and each partition's last stable offset;
 - :mod:`kafkasim.view.snapshot`: :class:`DataDirWatcher`, one JSON-ready snapshot per poll;
 - :mod:`kafkasim.view.server`: :class:`ViewServer`, the page, ``/snapshot.json`` and ``/events``
   (server-sent events); the page itself is ``static/`` (HTML, CSS, plain JS; no build step).
 
-This package imports only storage's read-only layout helpers, the record format and the
-offsets-topic codec (an import-linter contract forbids the broker, clients and log writers).
+This package imports only storage's read-only layout helpers and the log's transaction fold
+(``storage.transactions``, pure), the record format and the offsets- and transaction-topic codecs (an import-linter contract forbids the broker, clients and log writers).
 Importing it is cheap: the submodules load when used.
 """
 

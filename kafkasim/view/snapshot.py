@@ -17,6 +17,14 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   (murmur2: Java, kafka-python; crc32: librdkafka; FNV-1a: Sarama) gives its key. A record
   with no producer (a lab appending to partitions it picks, as ``consumer-scaling`` does) is
   "unknown producer", never a mismatch;
+- per partition also the ``high_watermark`` (the log end offset on one broker; on a cluster
+  the least log end offset of the ISR replicas read) and the ``last_stable_offset`` (Kafka's
+  LSO: the first offset of the earliest open transaction, bounded by the high watermark),
+  and ``transactions``: the open transactions per producer id with their transactional id,
+  state and partitions (:mod:`kafkasim.view.txns`, from the partitions' batches and
+  ``__transaction_state``, which is not drawn as a topic). A control batch (a transaction
+  marker) is not a record: not counted, not in ``recent``, whose rows of a transaction say
+  ``open``, ``committed`` or ``aborted`` (``txn``);
 - ``producers``: who wrote the records, from the batch headers (producer id, for idempotent
   producers) and the ``kafkasim.producer`` record header (the client id, when stamped); a
   record with neither is counted under ``unidentified``;
@@ -50,6 +58,10 @@ watcher only reads (plain ``open``/``pread``, never a ``Log``, never the data di
 Time comes from the injected clock (:mod:`kafkasim.clock`), so a test drives the rates with
 a ``MockClock``. Thread-safety: not thread-safe; one poller thread owns a watcher (the view
 server publishes the snapshots it returns, which are plain data).
+
+Over 500 lines because it is one job, turning the files of a data dir into one snapshot:
+the per-source folds live in their own modules (tail, groups, txns), and what is left is how
+they meet (which replica's numbers a partition shows, the active topic, the clock kind).
 """
 
 from __future__ import annotations
@@ -66,10 +78,13 @@ from kafkasim.errors import InvalidArgumentError, OldLogFormatError
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.partitioning.hashing import fnv1a32
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
+from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
+from kafkasim.records.framing import ATTR_TRANSACTIONAL
 from kafkasim.storage import data_format, layout
 from kafkasim.types import PRODUCER_HEADER
 from kafkasim.view.groups import GroupsModel
 from kafkasim.view.tail import DEFAULT_BUDGET, PartitionTail
+from kafkasim.view.txns import PartitionTxns, TxnStateModel, is_control, last_stable_offset, open_transactions
 
 __all__ = ["DataDirWatcher", "SNAPSHOT_VERSION", "ADDRESS_FILE"]
 
@@ -83,8 +98,11 @@ CLUSTER_FILE = "cluster.json"   # meta/cluster.json: a cluster's controller stat
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KEY_CHARS = 60
 ROOT = -1
-"""The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``)."""
+"""The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``,
+``__transaction_state``)."""
 MAX_EVENTS = 30
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+"""Not drawn as topics: read for the groups and the transactions."""
 
 
 def _text(b: Optional[bytes]) -> Optional[str]:
@@ -114,12 +132,13 @@ _PARTITIONER_NAMES = ("murmur2 (Kafka's default)", "crc32 (librdkafka)",
                       "fnv1a (Sarama)")
 
 
-def _recent_row(r: tuple) -> dict[str, Any]:
-    """One "recent records" row from what the tail kept: ``(topic, partition, offset, timestamp,
-    key, partitions, producer, identified)``."""
-    topic, partition, offset, timestamp, key, n, producer, identified = r
+def _recent_row(r: list) -> dict[str, Any]:
+    """One "recent records" row from what the tail kept: ``[topic, partition, offset, timestamp,
+    key, partitions, producer, identified, producer id, txn]``; ``txn`` is None (not in a
+    transaction), ``open``, ``committed`` or ``aborted`` (its marker was read)."""
+    topic, partition, offset, timestamp, key, n, producer, identified, _, txn = r
     return {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
-            "key": _text(key), "partitions": n, "producer": producer,
+            "key": _text(key), "partitions": n, "producer": producer, "txn": txn,
             **_routing(key, n, partition, identified=identified)}
 
 
@@ -209,6 +228,8 @@ class DataDirWatcher:
         self.rate_window_ms = rate_window_ms
         self.budget = budget
         self._tails: dict[tuple[int, str, int], PartitionTail] = {}
+        self._txns: dict[tuple[int, str, int], PartitionTxns] = {}   # the decoded replica of each partition
+        self._txn_state = TxnStateModel()
         self._old_format: dict[tuple[int, str, int], str] = {}   # partitions refused: old record format
         self._samples: dict[tuple[str, int], deque] = {}
         self.recent_per_topic = recent
@@ -351,6 +372,8 @@ class DataDirWatcher:
                 ident += (None,)
         if self._identity is not None and ident != self._identity:
             self._tails.clear()
+            self._txns.clear()
+            self._txn_state = TxnStateModel()
             self._old_format.clear()
             self._samples.clear()
             self._recent.clear()
@@ -386,7 +409,7 @@ class DataDirWatcher:
         present: dict[tuple[int, str, int], str] = {}
         scans = list(log_dirs)
         if log_dirs and log_dirs[0][1] != self.data_dir:
-            scans.append((ROOT, self.data_dir))   # a cluster keeps __consumer_offsets at the root
+            scans.append((ROOT, self.data_dir))   # a cluster keeps its internal topics at the root
         for broker_id, path in scans:
             try:
                 partitions = layout.list_partitions(path)
@@ -395,7 +418,7 @@ class DataDirWatcher:
                     problems.append(f"cannot list {path}: {exc}")
                 continue
             for pd, ppath in partitions:
-                if broker_id == ROOT and pd.topic != OFFSETS_TOPIC:
+                if broker_id == ROOT and pd.topic not in INTERNAL_TOPICS:
                     continue
                 present[(broker_id, pd.topic, pd.partition)] = ppath
         decoded: set[tuple[str, int]] = set()     # records are decoded from one replica only
@@ -419,11 +442,25 @@ class DataDirWatcher:
             problems.extend(tail.problems)
         for key in [k for k in self._tails if k not in present]:
             del self._tails[key]
+            self._txns.pop(key, None)
         self.polls += 1
         return self._snapshot(now, topics, log_dirs, self._read_cluster(problems), behind, problems)
 
     def _follow(self, key: tuple[int, str, int], tail: PartitionTail, first_replica: bool) -> None:
         _, topic, partition = key
+        if topic == TRANSACTION_STATE_TOPIC:
+            if not first_replica:
+                tail.poll()
+                return
+            apply_txn = self._txn_state.apply
+
+            def on_state_batch(h, cols) -> None:
+                if is_control(h):
+                    return
+                for k, v in zip(cols[2], cols[3]):
+                    apply_txn(k, v, tail.path)
+            tail.poll(on_state_batch, decode=True)
+            return
         if topic == OFFSETS_TOPIC:
             if not first_replica:
                 tail.poll()
@@ -437,11 +474,23 @@ class DataDirWatcher:
             tail.poll(on_offsets_batch, decode=True)
             return
         if not first_replica:
+            self._txns.pop(key, None)
             tail.poll()
             return
+        txns = self._txns.get(key)
+        if txns is None:
+            txns = self._txns[key] = PartitionTxns()
 
         def on_batch(h, cols) -> None:
             deltas, tsds, keys, _, headers = cols
+            if is_control(h):              # a transaction marker: no record a consumer sees
+                done = txns.on_control_batch(h, keys[0] if keys else None, tail.path)
+                if done is not None:
+                    self._mark_recent(topic, partition, h.producer_id, *done)
+                return
+            transactional = bool(h.attributes & ATTR_TRANSACTIONAL)
+            if transactional:
+                txns.on_data_batch(h)
             count = len(deltas)
             pid = h.producer_id if h.producer_id >= 0 else None
             fallback = f"producer id {pid}" if pid is not None else "unidentified"
@@ -466,9 +515,17 @@ class DataDirWatcher:
                 client = idents[i] if idents else None
                 # the row is rendered when a snapshot shows it (_recent_row): while catching up, most
                 # rows are pushed out by later batches before any snapshot is taken
-                recent.append((topic, partition, h.base_offset + deltas[i], h.base_timestamp + tsds[i],
-                               keys[i], n, client or fallback, client is not None or pid is not None))
-        tail.poll(on_batch, decode=True)
+                recent.append([topic, partition, h.base_offset + deltas[i], h.base_timestamp + tsds[i],
+                               keys[i], n, client or fallback, client is not None or pid is not None, pid,
+                               "open" if transactional else None])
+        tail.poll(on_batch, decode=True, on_rewind=txns.rewind)   # a segment read again: its transactions too
+
+    def _mark_recent(self, topic: str, partition: int, pid: int, first: int, marker: int, aborted: bool) -> None:
+        """The kept rows of the transaction a marker completed: committed, or aborted (a
+        read_committed consumer never sees those)."""
+        for row in self._recent.get(topic, ()):
+            if row[1] == partition and row[8] == pid and first <= row[2] < marker:
+                row[9] = "aborted" if aborted else "committed"
 
     def _count_producer(self, ident: str, client: Optional[str], pid: Optional[int], topic: str,
                         partition: int, timestamp: int, count: int = 1) -> None:
@@ -516,10 +573,12 @@ class DataDirWatcher:
         for (broker_id, topic, partition), tail in sorted(self._tails.items()):
             replicas.setdefault((topic, partition), []).append((broker_id, tail))
         leos: dict[tuple[str, int], int] = {}
-        names = sorted(set(topics) | {t for t, _ in replicas if t != OFFSETS_TOPIC})
+        names = sorted(set(topics) | {t for t, _ in replicas if t not in INTERNAL_TOPICS})
         out_topics = []
+        decoded = {(t, p): txns for (_, t, p), txns in self._txns.items()}
+        log_starts: dict[tuple[str, int], int] = {}
         for name in names:
-            if name == OFFSETS_TOPIC:
+            if name in INTERNAL_TOPICS:
                 continue
             count = max([topics.get(name, 0)] + [p + 1 for t, p in replicas if t == name])
             parts = []
@@ -533,9 +592,14 @@ class DataDirWatcher:
                     best = max(held, key=lambda bt: bt[1].log_end_offset)[1] if held else None
                 leo = best.log_end_offset if best else 0
                 leos[(name, p)] = leo
+                start = log_starts[(name, p)] = best.log_start_offset if best else 0
+                in_sync = [t.log_end_offset for b, t in held if b in placed["isr"]]
+                hw = min([leo] + in_sync)      # the least log end offset of the ISR (the leader's alone: LEO)
                 parts.append({"partition": p, "records": best.records if best else 0,
-                              "log_start_offset": best.log_start_offset if best else 0,
-                              "log_end_offset": leo, "segments": best.segment_count if best else 0,
+                              "log_start_offset": start,
+                              "log_end_offset": leo, "high_watermark": hw,
+                              "last_stable_offset": last_stable_offset(decoded.get((name, p)), start, hw),
+                              "segments": best.segment_count if best else 0,
                               "rate": self._rate((name, p), now, leo),
                               "replicas": placed["replicas"], "leader": placed["leader"],
                               "isr": placed["isr"], "held_by": [b for b, _ in held]})
@@ -549,6 +613,16 @@ class DataDirWatcher:
         self._note_changes(now, brokers, out_topics)
         groups = self._groups.to_json(leos, self._read_positions(server))
         active = _active(self._written, groups, out_topics)
+        clock = self._clock_kind(now)
+        if clock["simulated"]:      # "open for" on the data's own clock: up to the newest time it shows
+            ref = max([r[3] for rs in self._recent.values() for r in rs] +
+                      [t for t in (self._txn_state.newest_timestamp,) if t is not None], default=now)
+        else:
+            ref = now
+        transactions = open_transactions({tp: x for tp, x in decoded.items() if tp in leos},
+                                         self._txn_state, log_starts, ref)
+        problems.extend(self._txn_state.problems)
+        problems.extend(x.problem for x in self._txns.values() if x.problem)
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,
@@ -561,7 +635,8 @@ class DataDirWatcher:
                               for r in reversed(self._recent[name])), key=lambda r: r["timestamp"], reverse=True),
             "groups": groups,
             "active": active,
-            "clock": self._clock_kind(now),
+            "clock": clock,
+            "transactions": transactions,
             "rebalances": list(reversed(self._groups.rebalances)),
             "problems": problems,
         }

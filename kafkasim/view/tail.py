@@ -20,7 +20,9 @@ Invariants:
   the files as they are now;
 - at most ``budget`` bytes are read per partition per poll (more only to take one batch larger
   than that whole), so one poll stays short on a large data dir: a tail that has more to read
-  says so (``behind``) and catches up over polls, oldest segment first.
+  says so (``behind``) and catches up over polls, oldest segment first;
+- ``records`` counts data records: a control batch (a transaction marker, attribute 0x20)
+  takes an offset but holds no record a consumer sees, so it is counted in ``markers``.
 
 Thread-safety: not thread-safe; one owner (the view's poller thread) calls :meth:`poll`.
 """
@@ -33,7 +35,7 @@ from typing import Callable, Optional
 
 from kafkasim.errors import CorruptRecordError, KafkaStorageError
 from kafkasim.records import record_batch as rb
-from kafkasim.records.framing import BatchHeader, BatchIterator
+from kafkasim.records.framing import ATTR_CONTROL, BatchHeader, BatchIterator
 from kafkasim.storage import layout
 from kafkasim.storage.files import storage_errors
 
@@ -52,7 +54,8 @@ class _Segment:
     base_offset: int
     inode: int
     position: int = 0          # bytes walked (whole, valid batches)
-    records: int = 0           # records in those batches
+    records: int = 0           # data records in those batches
+    markers: int = 0           # control batches (transaction markers) among them
     first_offset: Optional[int] = None
     next_offset: Optional[int] = None   # offset after the last batch walked
     stuck: Optional[str] = None          # why reading stopped at a corrupt batch
@@ -76,6 +79,11 @@ class PartitionTail:
         return sum(s.records for s in self._segments.values())
 
     @property
+    def markers(self) -> int:
+        """Control batches (transaction markers) walked so far, over the segments that exist now."""
+        return sum(s.markers for s in self._segments.values())
+
+    @property
     def log_start_offset(self) -> int:
         for base in sorted(self._segments):
             s = self._segments[base]
@@ -95,12 +103,15 @@ class PartitionTail:
         return len(self._segments)
 
     # -- following ------------------------------------------------------------------------------
-    def poll(self, on_batch: Optional[OnBatch] = None, *, decode: bool = False) -> int:
+    def poll(self, on_batch: Optional[OnBatch] = None, *, decode: bool = False,
+             on_rewind: Optional[Callable[[int], None]] = None) -> int:
         """Walk what was appended since the last poll; returns the number of new batches.
 
         ``on_batch(header, columns)`` is called for each, in offset order; ``columns`` are the
         decoded records when ``decode`` is true (a batch whose records do not decode is
-        reported like a corrupt one and stops that segment), else None.
+        reported like a corrupt one and stops that segment), else None. ``on_rewind(base)``
+        is called before a segment already walked is read again from 0 (its file replaced or
+        shrunk), so a reader folding the batches forgets what it learnt from ``base`` on.
         """
         self.problems = []
         self.behind = False
@@ -122,6 +133,8 @@ class PartitionTail:
                 continue
             s = self._segments.get(base)
             if s is None or s.inode != st.st_ino or st.st_size < s.position:
+                if s is not None and on_rewind is not None:
+                    on_rewind(base)
                 s = self._segments[base] = _Segment(base, st.st_ino)
             if s.stuck is not None:
                 self.problems.append(s.stuck)
@@ -158,7 +171,10 @@ class PartitionTail:
                 except CorruptRecordError as exc:
                     walk.reject(exc)
                     break
-            s.records += h.record_count
+            if h.attributes & ATTR_CONTROL:
+                s.markers += 1
+            else:
+                s.records += h.record_count
             if s.first_offset is None:
                 s.first_offset = h.base_offset
             s.next_offset = h.next_offset

@@ -85,7 +85,12 @@ def test_a_transactional_batch_needs_its_partition_in_an_ongoing_transaction(b):
     assert b.list_offsets("t", 0, -1)[0] == 0
 
 
-def test_a_second_producer_with_the_same_id_fences_the_first(b):
+@pytest.mark.parametrize("server_tv, bumps", [(1, 2), (2, 3)])
+def test_a_second_producer_with_the_same_id_fences_the_first(b, server_tv, bumps):
+    """The fence bumps the epoch, the retry bumps it again; with transaction.version 2
+    finalized (the default, as Kafka 4.0) the coordinator's abort is a TV2 abort and bumps it
+    once more in between, as Kafka's (it aborts with the server's transaction version)."""
+    b.update_features({"transaction.version": server_tv}, upgrade_types={"transaction.version": "safe_downgrade"})
     pid, e0 = b.init_transactional_producer_id("tx", 60_000)
     b.add_partitions_to_txn("tx", pid, e0, [("t", 0)])
     b.produce("t", 0, batch(pid, e0, 0))
@@ -93,7 +98,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(b):
     with pytest.raises(ConcurrentTransactionsError):
         b.init_transactional_producer_id("tx", 60_000)
     pid2, e2 = b.init_transactional_producer_id("tx", 60_000)
-    assert pid2 == pid and e2 == e0 + 2
+    assert pid2 == pid and e2 == e0 + bumps
     with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
         b.end_txn("tx", pid, e0, commit=True)
     got, r = values(b, 1)

@@ -15,7 +15,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
-from kafkasim.broker.protocol import BrokerAPI, ServedBrokerAPI, TransactionalBrokerAPI
+from kafkasim.broker.protocol import BrokerAPI, ServedBrokerAPI, TransactionAdminAPI, TransactionalBrokerAPI
 from kafkasim.server.remote import RemoteBroker
 
 P = inspect.Parameter
@@ -23,7 +23,7 @@ P = inspect.Parameter
 
 def _declared(protocol) -> list[str]:
     return sorted(n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")) + (
-        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI) else [])
+        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI, TransactionAdminAPI) else [])
 
 
 def _problems(impl, protocol) -> list[str]:
@@ -98,3 +98,9 @@ def test_instances_are_recognised_by_isinstance(tmp_path):
     with Broker(tmp_path / "d") as b:
         assert isinstance(b, ServedBrokerAPI) and isinstance(b, BrokerAPI)
     assert not isinstance(object(), BrokerAPI)
+
+
+@pytest.mark.parametrize("impl", [Broker, Cluster, RemoteBroker], ids=lambda c: c.__name__)
+def test_every_implementation_serves_the_transaction_admin_calls(impl):
+    """kafkasim transactions works on a data dir and against a server alike."""
+    assert _problems(impl, TransactionAdminAPI) == []

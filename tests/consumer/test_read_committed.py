@@ -10,6 +10,7 @@ from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
 from kafkasim.consumer import Consumer
 from kafkasim.consumer.fetcher import batches_to_columns
+from kafkasim.errors import InvalidArgumentError
 from kafkasim.producer import Producer
 from kafkasim.records import record_batch as rb
 from kafkasim.records.control import encode_control_batch
@@ -91,3 +92,32 @@ def test_group_metadata_names_the_group_and_member(b):
     c = Consumer(b, "t", group_id="g", group_instance_id="i-1")
     md = c.group_metadata()
     assert md.group_id == "g" and md.group_instance_id == "i-1"
+
+
+def test_end_offsets_and_look_ups_by_time_under_read_committed_stop_at_the_lso(b):
+    """Kafka's consumer sends ListOffsets with its isolation level: under read_committed
+    ``end_offsets`` is the last stable offset, ``offsets_for_times`` finds nothing at or past
+    it, and ``seek_to_end`` goes to it; read_uncommitted answers by the high watermark."""
+    t = 1_700_000_000_000
+    p = Producer(b, transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction(); p.send("t", b"a", timestamp_ms=t + 1); p.commit_transaction()   # 0, marker 1
+    p.begin_transaction(); p.send("t", b"d", timestamp_ms=t + 5); p.flush()                # 2, open
+    rc = Consumer(b, isolation_level="read_committed")
+    ru = Consumer(b, isolation_level="read_uncommitted")
+    assert rc.end_offsets([TP0]) == {TP0: 2} and ru.end_offsets([TP0]) == {TP0: 3}
+    assert rc.offsets_for_times({TP0: t + 5}) == {TP0: None}
+    assert ru.offsets_for_times({TP0: t + 5})[TP0].offset == 2
+    assert rc.offsets_for_times({TP0: t})[TP0].offset == 0
+    assert b.list_offsets("t", 0, -3, isolation_level=1) == (-1, -1)    # max timestamp: the open record
+    rc.assign([TP0]); rc.seek_to_end(TP0)
+    assert rc.position(TP0) == 2
+    p.commit_transaction()                                               # marker 3: LSO = HW = 4
+    assert rc.end_offsets([TP0]) == {TP0: 4}
+    assert rc.offsets_for_times({TP0: t + 5})[TP0].offset == 2
+    assert b.list_offsets("t", 0, -3, isolation_level=1) == (2, t + 5)
+
+
+def test_list_offsets_refuses_an_isolation_level_that_is_not_0_or_1(b):
+    with pytest.raises(InvalidArgumentError, match="isolation_level"):
+        b.list_offsets("t", 0, -1, isolation_level=2)

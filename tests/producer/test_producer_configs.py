@@ -39,10 +39,11 @@ def test_an_unknown_name_names_its_close_matches(broker, clock):
     ("fault_mode", "lost", "String must be one of: lost_request, lost_response"),
     ("enable_idempotence", "maybe", "Expected value to be either true or false"),
     ("compression_type", "brotli", "String must be one of: gzip, snappy, lz4, zstd"),
+    ("seed", (42, 1), "Expected None, an integer, a number, a string or bytes (what random.Random takes)"),
 ])
 def test_bad_values_are_rejected_with_kafkas_wording(broker, clock, name, value, why):
     with pytest.raises(InvalidConfigurationError,
-                       match=f"^Invalid value {value!r} for configuration {name}: {why}$".replace("(", r"\(")):
+                       match=f"^Invalid value {value!r} for configuration {name}: {why}$".replace("(", r"\(").replace(")", r"\)")):
         Producer(broker, clock=clock, **{name: value})
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.clock import MockClock
-from kafkasim.spark_jobs import audit_all, lag, ordering, skew
+from kafkasim.spark_jobs import audit_all, lag, ordering, skew, transactions
 from kafkasim.spark_jobs.common import EXIT_VIOLATIONS, shuffle_partitions_for
 from kafkasim.producer.producer import LOST_REQUEST
 from kafkasim.partitioning.partitioners import partition_for_key
@@ -124,8 +124,14 @@ def test_audit_all_reports_what_a_brute_force_recount_of_the_segments_finds(spar
     assert {k: v for k, v in rep["lag"].items() if k != "history"} == \
         {k: v for k, v in alone["lag"].items() if k != "history"}
     assert (plots / "skew.png").read_bytes()[:4] == b"\x89PNG" and (plots / "lag.png").exists()
-    assert {"checking inputs", "starting Spark", "reading", "auditing", "ordering", "skew", "lag"} == \
+    assert {"checking inputs", "starting Spark", "reading", "auditing", "ordering", "skew", "lag", "transactions"} == \
         set(rep["timings_s"])
+    # transactions: the log holds no transactional batch
+    tx_alone = tmp_path / "transactions.json"
+    transactions.main(["--data-dir", d, "--json", str(tx_alone)], spark=spark)
+    capsys.readouterr()
+    assert rep["transactions"] == json.loads(tx_alone.read_text())
+    assert rep["transactions"]["verdict"] == "not enough data" and rep["transactions"]["open_transactions"] == []
 
 
 def test_a_small_input_gets_the_small_session_settings_and_a_large_one_does_not():

@@ -203,9 +203,9 @@ def test_compaction_moves_the_cleaner_checkpoint_before_it_swaps_a_segment_in(tm
     real = compaction.compact_segments
 
     def interrupted(segments, horizon, swap, *bounds):
-        def swap_then_crash(base, cleaned):
+        def swap_then_crash(base, cleaned, txn_entries):
             seen.append(log.cleaner_checkpoint())
-            swap(base, cleaned)
+            swap(base, cleaned, txn_entries)
             raise KafkaStorageError("disk gone after the first swap")
         return real(segments, horizon, swap_then_crash, *bounds)
 

@@ -3,7 +3,10 @@
 A page loads; a record produced by kafka-python appears in the count of the partition Kafka's
 partitioner chose (``murmur2(key) mod N``), read from the DOM; a second consumer joining the
 group changes the owners shown, and the screenshots before and after show it: the owner colour
-of a partition that moved changes, the colour of one that stayed does not.
+of a partition that moved changes, the colour of one that stayed does not. A kafka-python
+transactional producer's open transaction is listed with its transactional id and partition, the
+partition shows its LSO held at the transaction's first offset below the high watermark, and both
+change when it commits.
 """
 
 from __future__ import annotations
@@ -137,4 +140,46 @@ def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_p
         for m in members:
             m.close()
     assert not [e for m in members for e in m.errors]
+    assert chromium.console == [], chromium.console
+
+
+LSO_CELLS = """[...document.querySelectorAll('[data-partition]')].map(g => ({partition: g.dataset.partition,
+  lso: +g.dataset.lso, hw: +g.dataset.hw, text: g.textContent}))"""
+TXN_ROWS = """[...document.querySelectorAll('#transactions tbody tr')].map(tr => ({id: tr.dataset.transactionalId,
+  partitions: tr.dataset.partitions, text: tr.textContent}))"""
+
+
+def test_the_live_view_shows_an_open_transaction_and_the_lso_it_holds_back(tmp_path, serve_process, view_process,
+                                                                           chromium):
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    server = serve_process(tmp_path / "data")
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    admin.create_topics([NewTopic("payments", 2, 1)])
+    admin.close()
+    url = view_process(tmp_path / "data")
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="view-tx")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(3):
+        producer.send("payments", b"v%d" % i, partition=1)
+    producer.flush()
+    chromium.navigate(url)
+
+    def rows():
+        return chromium.evaluate(TXN_ROWS) or []
+
+    wait_until(lambda: any(r["id"] == "view-tx" for r in rows()), 30, 0.2, "the open transaction on the page")
+    (row,) = rows()
+    assert row["partitions"] == "payments-1" and "Ongoing" in row["text"] and "from offset 0" in row["text"]
+    cell = {c["partition"]: c for c in chromium.evaluate(LSO_CELLS)}["payments-1"]
+    assert (cell["lso"], cell["hw"]) == (0, 3) and "LSO 0 (open txn)" in cell["text"]
+    not_blank(chromium.screenshot(str(tmp_path / "open-transaction.png")))
+    producer.commit_transaction()
+    producer.close(timeout=5)
+    wait_until(lambda: not rows(), 30, 0.2, "the committed transaction to leave the page")
+    cell = {c["partition"]: c for c in chromium.evaluate(LSO_CELLS)}["payments-1"]
+    assert (cell["lso"], cell["hw"]) == (4, 4) and "LSO 4" in cell["text"]
+    assert not chromium.evaluate("document.getElementById('no-transactions').hidden")
     assert chromium.console == [], chromium.console

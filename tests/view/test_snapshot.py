@@ -396,3 +396,133 @@ def test_broker_boxes_follow_a_stop_a_restart_and_a_reassignment(tmp_path, clock
         cluster.reassign({TopicPartition("orders", 0): [2, 0]})
         moved, _ = roles()
         assert 0 in moved[2] and 0 not in moved[1]            # the new broker holds the moved replica
+
+
+# -- transactions -------------------------------------------------------------------------------
+
+def open_txn(broker, partitions=(0, 2), tid="tx", per_partition=2):
+    """A transactional producer with records sent (flushed) to ``partitions`` of orders, not committed."""
+    p = Producer(broker, transactional_id=tid)
+    p.init_transactions()
+    p.begin_transaction()
+    for part in partitions:
+        for i in range(per_partition):
+            p.send("orders", key=b"t%d" % i, value=b"v", partition=part)
+    p.flush()
+    return p
+
+
+def test_the_lso_is_below_the_high_watermark_while_a_transaction_is_open_and_equal_after_commit(data, clock):
+    broker, d = data
+    produce(broker, 12)                               # committed-by-default data before the transaction
+    ends = {p: broker.list_offsets("orders", p, -1)[0] for p in range(4)}
+    w = DataDirWatcher(d, clock=clock)
+    txn = open_txn(broker, partitions=(0, 2))
+    parts = partitions(w.poll())
+    for p in range(4):
+        assert parts[p]["high_watermark"] == parts[p]["log_end_offset"] == broker.list_offsets("orders", p, -1)[0]
+        assert parts[p]["last_stable_offset"] == broker.last_stable_offset("orders", p)
+    for p in (0, 2):
+        assert parts[p]["last_stable_offset"] == ends[p] < parts[p]["high_watermark"] == ends[p] + 2
+    for p in (1, 3):
+        assert parts[p]["last_stable_offset"] == parts[p]["high_watermark"] == ends[p]
+    txn.commit_transaction()
+    parts = partitions(w.poll())
+    for p in range(4):
+        assert parts[p]["last_stable_offset"] == parts[p]["high_watermark"] == broker.last_stable_offset("orders", p)
+    assert parts[0]["high_watermark"] == ends[0] + 3            # two records and the COMMIT marker
+    assert parts[0]["records"] == sum(1 for _ in range(ends[0])) + 2   # the marker is not a record
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_an_open_transaction_is_listed_with_its_transactional_id_and_partitions_until_it_ends(data, clock, commit):
+    broker, d = data
+    produce(broker, 5)
+    before = {p: broker.list_offsets("orders", p, -1)[0] for p in range(4)}
+    w = DataDirWatcher(d, clock=clock)
+    assert w.poll()["transactions"] == []
+    start = clock.now_ms()
+    txn = open_txn(broker, partitions=(1, 3), tid="payments-tx")
+    clock.advance(7_000)
+    untouched = tree_state(d)
+    snap = w.poll()
+    assert tree_state(d) == untouched                  # reading __transaction_state wrote nothing
+    (t,) = snap["transactions"]
+    (listed,) = broker.list_transactions().transactions
+    assert (t["transactional_id"], t["producer_id"], t["state"]) == (
+        "payments-tx", listed.producer_id, "Ongoing")
+    assert [(x["topic"], x["partition"], x["first_offset"]) for x in t["partitions"]] == [
+        ("orders", 1, before[1]), ("orders", 3, before[3])]
+    assert t["started_ms"] == start and t["open_ms"] == 7_000 and t["timeout_ms"] == 60_000
+    assert [x["name"] for x in snap["topics"]] == ["orders"]           # __transaction_state is not drawn
+    assert snap["active"]["topic"] == "orders"
+    if commit:
+        txn.commit_transaction()
+    else:
+        txn.abort_transaction()
+    snap = w.poll()
+    assert snap["transactions"] == []
+    assert [(r["offset"], r["txn"]) for r in snap["recent"] if r["key"].startswith("t")] == [
+        (o, "committed" if commit else "aborted") for p in (3, 1) for o in (before[p] + 1, before[p])]
+
+
+def test_markers_are_not_recent_records_and_aborted_records_are_marked(data, clock):
+    broker, d = data
+    w = DataDirWatcher(d, clock=clock)
+    txn = open_txn(broker, partitions=(0,), tid="gone", per_partition=2)
+    assert [(r["offset"], r["txn"]) for r in w.poll()["recent"]] == [(1, "open"), (0, "open")]
+    txn.abort_transaction()
+    txn.begin_transaction()
+    txn.send("orders", key=b"kept", value=b"v", partition=0)
+    txn.commit_transaction()
+    produce(broker, 1, prefix="plain")
+    rows = {(r["partition"], r["offset"]): r for r in w.poll()["recent"]}
+    assert (0, 2) not in rows and (0, 4) not in rows      # the ABORT and COMMIT markers' offsets
+    assert [rows[(0, o)]["txn"] for o in (0, 1, 3)] == ["aborted", "aborted", "committed"]
+    assert [r["txn"] for k, r in rows.items() if r["key"].startswith("plain")] == [None]
+    fetched = broker.fetch_batches("orders", 0, 0, isolation_level=0).batches
+    assert sum(1 for h, _ in fetched if h.attributes & rb.ATTR_CONTROL) == 2
+    p0 = partitions(w.poll())[0]
+    assert p0["records"] == p0["log_end_offset"] - 2          # each marker takes an offset, holds no record
+
+
+def test_a_cluster_keeps_transaction_state_at_its_root_and_the_view_names_the_open_transaction(tmp_path, clock):
+    from kafkasim.broker.cluster import Cluster
+
+    d = str(tmp_path / "cluster")
+    with Cluster(d, [(0, "r1"), (1, "r2"), (2, "r3")], clock=clock) as cluster:
+        cluster.create_topic("orders", 3, replication_factor=3)
+        txn = Producer(cluster, transactional_id="ctx")
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send("orders", b"a", partition=1)
+        txn.flush()
+        assert any(name.startswith("__transaction_state-") for name in os.listdir(d))   # at the root
+        w = DataDirWatcher(d, clock=clock)
+        snap = w.poll()
+        (t,) = snap["transactions"]
+        assert (t["transactional_id"], t["state"]) == ("ctx", "Ongoing")
+        assert [(x["topic"], x["partition"], x["first_offset"]) for x in t["partitions"]] == [("orders", 1, 0)]
+        p1 = partitions(snap)[1]
+        assert p1["last_stable_offset"] == cluster.last_stable_offset("orders", 1) == 0 < p1["high_watermark"]
+        txn.commit_transaction()
+        snap = w.poll()
+        assert snap["transactions"] == []
+        assert partitions(snap)[1]["last_stable_offset"] == cluster.last_stable_offset("orders", 1) == 1
+    assert [x["name"] for x in snap["topics"]] == ["orders"]
+
+
+def test_a_control_batch_whose_key_does_not_decode_is_a_problem_not_a_crash(tmp_path, clock):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=clock) as broker:
+        broker.create_topic("orders", 1)
+        broker.append_records("orders", 0, [(clock.now_ms(), b"k", b"v", ())])
+    seg = os.path.join(d, "orders-0", "00000000000000000000.log")
+    with open(seg, "ab") as f:        # a control batch (0x30) whose one record's key is 1 byte, not 4
+        f.write(rb.encode_batch(1, [(0, clock.now_ms(), b"\x00", b"\x00" * 6, ())], producer_id=9,
+                                producer_epoch=0, attributes=rb.ATTR_TRANSACTIONAL | rb.ATTR_CONTROL))
+    snap = DataDirWatcher(d, clock=clock).poll()
+    assert partitions(snap)[0]["log_end_offset"] == 2 and partitions(snap)[0]["records"] == 1
+    (problem,) = snap["problems"]
+    assert "control batch at offset 1" in problem and "at least 4 bytes" in problem
+    assert os.path.dirname(seg) in problem

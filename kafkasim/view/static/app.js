@@ -26,6 +26,21 @@ function leadership(p) {
     (p.replicas.length > 1 ? ` of ${p.replicas.join(",")}` : "");
 }
 
+// The offsets a read_committed consumer may read up to: the LSO, shown beside the high watermark
+// when a transaction holds it back (LSO < HW), and the HW beside the LEO when followers lag.
+function offsets(p) {
+  let text = p.high_watermark === p.log_end_offset ? `LEO = HW ${p.log_end_offset}`
+    : `LEO ${p.log_end_offset} · HW ${p.high_watermark}`;
+  text += p.last_stable_offset < p.high_watermark ? ` · LSO ${p.last_stable_offset} (open txn)` : ` · LSO ${p.last_stable_offset}`;
+  return text;
+}
+
+function duration(s, ms) {
+  if (ms == null) return "–";
+  const text = ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round(ms % 60000 / 1000)} s`;
+  return s.clock && s.clock.simulated ? `${text} (simulated)` : text;
+}
+
 function fit(text, n) { return text.length <= n ? text : text.slice(0, n - 1) + "…"; }
 
 function colorOf(index) { return index == null ? UNOWNED : PALETTE[index % PALETTE.length]; }
@@ -186,7 +201,8 @@ function drawDiagram(s, topic, group) {
     nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
                             class: "link" }));
     const g = el("g", { "data-partition": `${topic}-${p.partition}`, "data-records": p.records,
-                        "data-leo": p.log_end_offset, "data-owner": m ? m.label : "",
+                        "data-leo": p.log_end_offset, "data-hw": p.high_watermark, "data-lso": p.last_stable_offset,
+                        "data-owner": m ? m.label : "",
                         "data-owner-color": colorOf(m ? m.color : null), "data-leader": p.leader });
     const fill = colorOf(m ? m.color : null);
     g.append(el("rect", { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
@@ -195,15 +211,16 @@ function drawDiagram(s, topic, group) {
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
       g.append(el("text", { x: X.part + 24, y: y + cellH - 5, class: "count" },
-                  `P${p.partition} · ${recs} · LEO ${p.log_end_offset}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` +
+                  `P${p.partition} · ${recs} · ${offsets(p)}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` +
                   leadership(p)));
     } else {
       g.append(el("text", { x: X.part + 24, y: y + 13, class: "title" }, `P${p.partition}`));
       g.append(el("text", { x: X.part + 60, y: y + 13, class: "count" }, recs));
       g.append(el("text", { x: X.part + 24, y: y + 26, class: "small" },
-                  `LEO ${p.log_end_offset}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
+                  `${offsets(p)}${lagText(p.partition)} · ${p.rate.toFixed(1)} rec/s · ` + leadership(p)));
     }
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
+                             `high watermark ${p.high_watermark}, last stable offset ${p.last_stable_offset}, ` +
                              `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
     nodes.push(g);
     if (m) {
@@ -278,12 +295,34 @@ function drawRecent(s, topic) {
     const tr = h("tr");
     const hashed = r.hash_partition == null ? "null key: not hashed" : String(r.hash_partition);
     if (r.mismatch) tr.className = "mismatch";
+    if (r.txn) { tr.classList.add("txn-" + r.txn); tr.dataset.txn = r.txn; }
     for (const v of [when(s, r.timestamp), r.offset, r.key == null ? "null" : r.key, hashed, r.partition,
-                     r.routed_by || "–", r.producer])
+                     r.routed_by || "–", r.producer, r.txn ? `transaction ${r.txn}` : "–"])
       tr.append(h("td", String(v)));
     return tr;
   }));
   document.getElementById("recent-topic").textContent = topic ? `of ${topic}, newest first` : "newest first";
+}
+
+// Open transactions, one row per producer: what holds each partition's LSO back.
+function drawTransactions(s) {
+  const body = document.querySelector("#transactions tbody");
+  const txns = s.transactions || [];
+  document.getElementById("no-transactions").hidden = txns.length > 0;
+  body.replaceChildren(...txns.map(t => {
+    const tr = h("tr");
+    tr.dataset.transactionalId = t.transactional_id || "";
+    tr.dataset.producerId = t.producer_id;
+    tr.dataset.partitions = t.partitions.map(p => `${p.topic}-${p.partition}`).join(",");
+    const parts = t.partitions.map(p => `${p.topic}-${p.partition}` +
+      (p.first_offset == null ? " (no record yet)" : ` from offset ${p.first_offset}`)).join(", ");
+    for (const v of [t.transactional_id || "unknown (not in __transaction_state)",
+                     `${t.producer_id}` + (t.producer_epoch == null ? "" : ` / epoch ${t.producer_epoch}`),
+                     t.state || "–", parts, duration(s, t.open_ms) +
+                       (t.timeout_ms == null ? "" : ` of ${(t.timeout_ms / 1000).toFixed(0)} s timeout`)])
+      tr.append(h("td", String(v)));
+    return tr;
+  }));
 }
 
 function drawRebalances(s, group) {
@@ -343,6 +382,7 @@ function render(s) {
   const t = drawDiagram(s, topic, group);
   animateFlows(s, topic);
   drawRecent(s, topic);
+  drawTransactions(s);
   drawRebalances(s, group);
   drawClusterEvents(s);
   document.getElementById("summary").textContent = t
