@@ -97,7 +97,7 @@ def test_a_sigkilled_transactional_producer_is_aborted_after_its_timeout(tmp_pat
     child = None
     try:
         _create(served.bootstrap, TOPIC, PARTITIONS)
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, served.bootstrap, "doomed", "4000", "30"],
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, served.bootstrap, "doomed", "6000", "30"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = child.stdout.readline()
         assert line.strip() == "flushed", f"producer child failed: {line!r} {child.stderr.read()[-2000:]!r}"
@@ -107,7 +107,7 @@ def test_a_sigkilled_transactional_producer_is_aborted_after_its_timeout(tmp_pat
         assert _latest(served.host, served.port, 0) == [10, 10, 10]
         assert _latest(served.host, served.port, 1) == [0, 0, 0]
         assert _state(served.host, served.port, "doomed") == "Ongoing"
-        # the timeout (4 s from AddPartitionsToTxn) aborts it: an ABORT marker on every partition
+        # the timeout (6 s from AddPartitionsToTxn) aborts it: an ABORT marker on every partition
         wait_until(lambda: _state(served.host, served.port, "doomed") == "CompleteAbort", 30,
                    what="the coordinator to abort the timed-out transaction")
         assert _latest(served.host, served.port, 1) == _latest(served.host, served.port, 0) == [11, 11, 11]
