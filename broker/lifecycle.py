@@ -154,7 +154,8 @@ class Lifecycle(BrokerCore):
 
         First it runs the transaction coordinator's periodic tasks that are due
         (:meth:`~kafkasim.broker.txn_api.TxnApi.tick_transactions`: abort transactions past
-        ``transaction.timeout.ms`` every 10 s, expire idle transactional ids), as Kafka's
+        ``transaction.timeout.ms`` every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+        10 s by default; expire idle transactional ids; retry markers waiting for a leader), as Kafka's
         scheduler does whatever the log cleaner does.
         """
         self._check_open()

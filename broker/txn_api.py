@@ -13,7 +13,10 @@ asks (its ``Persist`` and ``WriteMarkers`` effects, the loop of its module docst
 - **markers**: a COMMIT or ABORT control batch (:meth:`kafkasim.storage.log.Log.append_control`)
   on every partition of the transaction, stamped with the partition's leader epoch; on
   ``__consumer_offsets`` partitions the group offsets the transaction committed
-  (TxnOffsetCommit) are applied on COMMIT and dropped on ABORT;
+  (TxnOffsetCommit, already in that log as the producer's transactional records) are
+  applied on COMMIT and dropped on ABORT. Markers are written as acks=all (on the ISR before
+  they count). A partition with no leader (offline, in a cluster) keeps its marker pending, retried by every :meth:`TxnApi.tick_transactions` until it is
+  written; EndTxn has answered already (as Kafka, whose marker channel waits for the leader);
 - **produce**: a transactional batch is accepted only from the producer id and epoch of an
   Ongoing transaction that added the partition (Kafka's verification, KIP-890 part 1;
   INVALID_TXN_STATE otherwise);
@@ -38,13 +41,15 @@ writes take each partition's lock as produce does.
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from kafkasim.arguments import check_arg, check_commit_offsets
 from kafkasim.errors import (
     CoordinatorNotAvailableError, InvalidProducerEpochError, InvalidTxnStateError, InvalidUpdateVersionError,
     KafkaSimError, ProducerFencedError,
 )
+from kafkasim.protocol.offsets import OFFSETS_TOPIC
+from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader
 from kafkasim.types import TopicPartition
 
@@ -52,16 +57,27 @@ from kafkasim.broker.core import BrokerCore
 from kafkasim.broker.metadata import DEFAULT_FEATURE_LEVELS, SUPPORTED_FEATURES, TRANSACTION_VERSION_FEATURE
 
 __all__ = ["TxnApi", "TRANSACTION_VERSION_FEATURE", "SUPPORTED_FEATURES", "DEFAULT_FEATURE_LEVELS",
-           "UPGRADE_TYPES"]
+           "UPGRADE_TYPES", "CRASH_POINTS"]
 
 UPGRADE_TYPES = ("upgrade", "safe_downgrade", "unsafe_downgrade")
 """Kafka's ``FeatureUpdate.UpgradeType`` (UpdateFeatures' ``upgrade_type`` 1, 2, 3)."""
 _TV2 = 2
 
+CRASH_POINTS = ("txn.after_prepare_commit", "txn.after_first_commit_marker")
+"""Where :attr:`TxnApi.crash_hook` is called: after PrepareCommit is persisted to
+``__transaction_state`` and before any marker is written; after the first partition's COMMIT
+marker is written and before the others. A test hook: ``kafkasim serve`` installs one that
+ends the process (``os._exit``) when ``KAFKASIM_CRASH_POINT`` names the point, so a crash
+test can SIGKILL-equivalently stop the broker exactly there (tests/server/test_txn_crashes.py)."""
+
 
 class TxnApi(BrokerCore):
     """InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
     TxnOffsetCommit, DescribeTransactions, ListTransactions (see the module docstring)."""
+
+    crash_hook: Optional[Callable[[str], None]] = None
+    """Test hook: called with each :data:`CRASH_POINTS` name as the markers are written (None:
+    nothing is called). Only ``kafkasim serve`` sets it, from ``KAFKASIM_CRASH_POINT``."""
 
     @property
     def transaction_coordinator(self):
@@ -84,16 +100,34 @@ class TxnApi(BrokerCore):
                                       TRANSACTION_STATE_TOPIC_CONFIGS)
                 n = self._topics[TRANSACTION_STATE_TOPIC].partitions
                 store = TxnStateStore([self.log(TRANSACTION_STATE_TOPIC, p) for p in range(n)])
-                coord = TransactionCoordinator(self.clock, lambda: self.init_producer_id()[0],
-                                               transaction_version=self._feature_levels()[TRANSACTION_VERSION_FEATURE])
+                cfg = self.broker_config
+                coord = TransactionCoordinator(
+                    self.clock, lambda: self.init_producer_id()[0],
+                    transaction_max_timeout_ms=cfg["transaction.max.timeout.ms"],
+                    transactional_id_expiration_ms=cfg["transactional.id.expiration.ms"],
+                    abort_timed_out_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                    remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                    transaction_version=self._feature_levels()[TRANSACTION_VERSION_FEATURE])
                 self._txn_store = store
                 self._txn_lock = threading.RLock()
                 self._txn_offsets: dict[str, dict[str, dict[TopicPartition, object]]] = {}
+                self._txn_markers_pending: dict[str, tuple] = {}   # tid -> (WriteMarkers, partitions left)
                 resend = coord.load(store.load())
+                self._restore_txn_offsets(coord)
                 self._txn_coordinator = coord
                 for markers in resend:
                     self._write_markers(markers)
         return coord
+
+    def _restore_txn_offsets(self, coord) -> None:
+        """The group offsets of transactions still open or prepared at load (TxnOffsetCommit
+        wrote them to ``__consumer_offsets`` as the producer's transactional records; their
+        marker is not written yet), so the transaction's marker applies or drops them."""
+        pending = self.group_coordinator.pending_txn_offsets
+        for tid in sorted(coord._txns):
+            md = coord._txns[tid]
+            if md.state.name in ("ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT") and md.producer_id in pending:
+                self._txn_offsets[tid] = {g: dict(offsets) for g, offsets in pending[md.producer_id].items()}
 
     # -- features (KIP-584; transaction.version is KIP-890's) ---------------------------------------
     def _feature_levels(self) -> dict:
@@ -174,21 +208,52 @@ class TxnApi(BrokerCore):
             self._write_markers(result.markers)
         return result
 
-    def _write_markers(self, markers) -> None:
-        """A marker on every partition of the transaction, then Complete* persisted."""
+    def _write_markers(self, markers, partitions=None) -> None:
+        """A marker on every partition of the transaction (``partitions``: those still without
+        one), then Complete* persisted. A partition with no leader now (offline) keeps its
+        marker pending: :meth:`tick_transactions` retries it, and the transaction completes
+        once every marker is written (Kafka's marker channel waits for the leader the same
+        way; meanwhile the id answers CONCURRENT_TRANSACTIONS). A marker is written as an
+        acks=all produce is (``PartitionState.append_as_leader``): copied to the ISR before it
+        counts, so a leader change cannot lose it; a retriable failure (no leader, the ISR
+        below ``min.insync.replicas``) also leaves it pending."""
         coord = self.transaction_coordinator
-        offsets = self._txn_offsets.pop(markers.transactional_id, {})
-        for tp in sorted(markers.partitions):
+        hook = self.crash_hook if markers.commit and partitions is None else None
+        if hook is not None:
+            hook("txn.after_prepare_commit")
+        left = set()
+        for tp in sorted(markers.partitions if partitions is None else partitions):
             part = self._partition(tp.topic, tp.partition) if tp.topic in self._topics else None
             if part is None:
                 continue                              # the topic was deleted meanwhile
             with part.lock:
-                part.leader_log(None).append_control(markers.producer_id, markers.producer_epoch, markers.commit,
-                                                     markers.coordinator_epoch, part.leader_epoch)
-                part.producer_table().on_marker(markers.producer_id, markers.producer_epoch)
-        if markers.commit:
-            for group_id, committed in sorted(offsets.items()):
-                self._txn_commit_offsets(group_id, committed)
+                try:
+                    log = part.leader_log(None)
+
+                    def append(_batch, leader_epoch, log=log):
+                        return log.append_control(markers.producer_id, markers.producer_epoch, markers.commit,
+                                                  markers.coordinator_epoch, leader_epoch)
+
+                    # acks=all, as Kafka's WriteTxnMarkers: on the ISR before it counts as written
+                    part.append_as_leader(None, None, -1, log.config.min_insync_replicas, append)
+                    part.producer_table().on_marker(markers.producer_id, markers.producer_epoch)
+                except KafkaSimError as exc:
+                    if not exc.retriable:
+                        raise
+                    left.add(tp)             # no leader, too small an ISR: retried by tick_transactions
+                    continue
+            if hook is not None:
+                hook("txn.after_first_commit_marker")
+                hook = None
+        if not any(tp.topic == OFFSETS_TOPIC for tp in left):   # the group's marker is written
+            offsets = self._txn_offsets.pop(markers.transactional_id, {})
+            if markers.commit:
+                for group_id, committed in sorted(offsets.items()):
+                    self._txn_commit_offsets(group_id, committed)
+        if left:
+            self._txn_markers_pending[markers.transactional_id] = (markers, left)
+            return
+        self._txn_markers_pending.pop(markers.transactional_id, None)
         step = coord.complete(markers.transactional_id)
         self._drive(step)
 
@@ -201,8 +266,7 @@ class TxnApi(BrokerCore):
             if g is None:
                 from kafkasim.coordinator.group import Group
                 g = gc._groups[group_id] = Group(group_id, state_timestamp_ms=now)
-            gc._store.store_offsets(group_id, committed, now)
-            for tp, om in committed.items():
+            for tp, om in committed.items():      # (the log has them: the transactional records + marker)
                 g.offsets[tp] = (om, now)
 
     # -- requests ------------------------------------------------------------------------------
@@ -243,7 +307,6 @@ class TxnApi(BrokerCore):
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction.
         ``on_append``: a TV2 client's TxnOffsetCommit v5+ adding it itself (see
         :meth:`add_partitions_on_append`)."""
-        from kafkasim.protocol.offsets import OFFSETS_TOPIC
         gc = self.group_coordinator
         tp = TopicPartition(OFFSETS_TOPIC, gc._store.partition_for(group_id))
         if on_append:
@@ -287,7 +350,6 @@ class TxnApi(BrokerCore):
         a zombie member's commit gets ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
         FENCED_INSTANCE_ID and nothing is staged. The defaults (no member, generation -1) are
         what clients before v3 send, and are not checked against a group's members."""
-        from kafkasim.protocol.offsets import OFFSETS_TOPIC
         norm = check_commit_offsets(offsets)
         check_arg("member_id", member_id, str, what="a str")
         check_arg("generation_id", generation_id, "int")
@@ -302,6 +364,9 @@ class TxnApi(BrokerCore):
                     f"transactional id {transactional_id!r}: TxnOffsetCommit for group {group_id!r} before "
                     f"AddOffsetsToTxn, or from producer {producer_id} epoch {producer_epoch} that is not current")
             self.group_coordinator.validate_txn_offset_commit(group_id, member_id, generation_id, group_instance_id)
+            with self.group_coordinator._lock:
+                self.group_coordinator._store.store_txn_offsets(group_id, norm, self.clock.now_ms(),
+                                                                producer_id, producer_epoch)
             self._txn_offsets.setdefault(transactional_id, {}).setdefault(group_id, {}).update(norm)
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
@@ -320,15 +385,26 @@ class TxnApi(BrokerCore):
 
     def tick_transactions(self) -> int:
         """The coordinator's periodic tasks on the broker's clock (abort transactions past their
-        timeout, expire idle ids); returns how many transactional ids they changed."""
+        timeout, expire idle ids) and the retry of markers waiting for a partition's leader;
+        returns how many transactional ids they changed or completed.
+
+        A broker whose ``__transaction_state`` exists loads the coordinator here if nothing has
+        yet (as Kafka loads it at startup): the transactions a crash left prepared get their
+        markers, and open ones their timeout, without waiting for a transactional client."""
         if "_txn_coordinator" not in self.__dict__:
-            return 0
+            with self._lock:
+                if self._closed or TRANSACTION_STATE_TOPIC not in self._topics:
+                    return 0
         coord = self.transaction_coordinator
         with self._txn_lock:
+            waiting = len(self._txn_markers_pending)
+            for tid, (markers, left) in sorted(self._txn_markers_pending.items()):
+                self._write_markers(markers, left)        # partitions that had no leader
+            completed = waiting - len(self._txn_markers_pending)
             steps = coord.tick()
             for step in steps:
                 self._drive(step)
-        return len(steps)
+        return len(steps) + completed
 
     def describe_transactions(self, transactional_ids: Iterable[str]):
         return self.transaction_coordinator.describe(list(transactional_ids))
@@ -338,7 +414,6 @@ class TxnApi(BrokerCore):
         """ListTransactions; before any transaction (no ``__transaction_state`` yet) the answer is
         empty and the topic is not created (Kafka creates it on FindCoordinator, not here)."""
         if "_txn_coordinator" not in self.__dict__:
-            from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
             if TRANSACTION_STATE_TOPIC not in self._topics:
                 from kafkasim.coordinator.transactions import TransactionCoordinator
                 return TransactionCoordinator(self.clock, lambda: -1).list(states_filter, producer_id_filter,

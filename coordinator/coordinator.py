@@ -140,6 +140,7 @@ class GroupCoordinator(RebalanceMixin, CommitsMixin, AdminMixin):
         # topic's end offsets keeps runs reproducible, while a coordinator restarted after
         # any group activity does not hand out the ids of its previous incarnation again
         # (a zombie of it cannot pass for a new member).
+        self.pending_txn_offsets = state.pending_txn_offsets   # the transaction coordinator takes them
         ends = ",".join(map(str, state.end_offsets))
         self._rng = random.Random(f"{self._seed}:{self.clock.now_ms()}:{ends}")
         for gid, meta in state.groups.items():

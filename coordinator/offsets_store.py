@@ -4,9 +4,10 @@ The store appends records (encoded by :mod:`kafkasim.protocol.offsets`) to the
 partition of the internal topic that owns the group (``partition_for_group``) and,
 on start, replays every partition from its log start to its log end to rebuild the
 latest value of every key. It receives the partition logs from its owner (the broker);
-it needs of each only ``append(records)``, ``read_batches(offset, max_bytes)`` (the
-stored batches from the one holding ``offset``), ``log_start_offset`` and
-``log_end_offset`` (:class:`kafkasim.storage.log.Log`).
+it needs of each only ``append(records)``, ``append_batch(batch, in_transaction=True)``,
+``read_batches(offset, max_bytes)`` (whole stored batches from the one holding ``offset``),
+``log_start_offset`` and ``log_end_offset``
+(:class:`kafkasim.storage.log.Log`).
 
 Invariants:
 - an append returns only after the log accepted the batch, so a commit that
@@ -18,8 +19,12 @@ Invariants:
   taken for the end;
 - a record that does not decode (not written by this store) is reported as a
   RuntimeWarning and skipped; it never stops the coordinator from loading;
-- control batches (the COMMIT/ABORT markers of transactions that committed group offsets,
-  TxnOffsetCommit) are not the store's records and are stepped over, as Kafka's loader does.
+- offsets committed in a transaction (TxnOffsetCommit, :meth:`OffsetsStore.store_txn_offsets`)
+  are a transactional batch of the producer, as Kafka writes them: the replay holds them
+  pending until that producer's marker on the partition (COMMIT applies them, ABORT drops
+  them; a control batch is never taken for an offset record); those still pending at the log
+  end are ``LoadedState.pending_txn_offsets`` (the transaction is open or prepared: the
+  transaction coordinator completes it).
 
 Without logs (``logs=None``) the store keeps nothing and loads nothing: a
 coordinator without persistence, for pure state-machine use.
@@ -37,8 +42,8 @@ from kafkasim.protocol.offsets import (
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )
 from kafkasim.errors import CorruptRecordError, IllegalStateError
-from kafkasim.records.framing import ATTR_CONTROL
-from kafkasim.records.record_batch import iter_records
+from kafkasim.records import record_batch as rb
+from kafkasim.records.control import read_control_batch
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["OffsetsStore", "LoadedState"]
@@ -55,6 +60,8 @@ class LoadedState:
         self.offsets: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]] = {}
         self.skipped = 0   # records that did not decode (reported as warnings)
         self.end_offsets: tuple[int, ...] = ()   # each partition's log end offset at load
+        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        """producer id -> group -> offsets of a transaction with no marker yet (see the module docstring)."""
 
 
 class OffsetsStore:
@@ -83,6 +90,19 @@ class OffsetsStore:
                 for tp, om in offsets.items()]
         self._append(group_id, recs)
 
+    def store_txn_offsets(self, group_id: str, offsets: dict, now_ms: int, producer_id: int,
+                          producer_epoch: int) -> None:
+        """TxnOffsetCommit: one transactional batch of the producer (no sequence, as Kafka's
+        ``GroupMetadataManager.storeOffsets``), made effective by the transaction's marker."""
+        if self._logs is None or not offsets:
+            return
+        recs = [(i, now_ms, encode_offset_key(group_id, tp.topic, tp.partition),
+                 encode_offset_value(om.offset, om.metadata, now_ms, om.leader_epoch), ())
+                for i, (tp, om) in enumerate(offsets.items())]
+        batch = rb.encode_batch(0, recs, producer_id=producer_id, producer_epoch=producer_epoch,
+                                base_sequence=rb.NO_SEQUENCE, attributes=rb.ATTR_TRANSACTIONAL)
+        self._logs[self.partition_for(group_id)].append_batch(batch, in_transaction=True)
+
     def store_group(self, group_id: str, value: dict, now_ms: int) -> None:
         self._append(group_id, [(now_ms, encode_group_key(group_id), encode_group_value(value), ())])
 
@@ -105,6 +125,7 @@ class OffsetsStore:
             return state
         state.end_offsets = tuple(log.log_end_offset for log in self._logs)
         for log in self._logs:
+            pending: dict[int, list] = {}     # producer id -> its transactional records, in order
             offset, end = log.log_start_offset, log.log_end_offset
             while offset < end:
                 batches = log.read_batches(offset, _READ_BYTES)
@@ -112,17 +133,39 @@ class OffsetsStore:
                 if next_offset <= offset:   # cannot happen below the log end: never spin
                     raise IllegalStateError(f"{OFFSETS_TOPIC}: a read at offset {offset} below the log end "
                                             f"{end} did not advance")
-                records = [rec for h, raw in batches if not h.attributes & ATTR_CONTROL
-                           for rec in iter_records(raw, 0, h, min_offset=offset)]
+                for h, buf in batches:
+                    if h.attributes & rb.ATTR_CONTROL:
+                        control = read_control_batch(buf, 0, h, where=OFFSETS_TOPIC)
+                        txn = pending.pop(h.producer_id, [])
+                        if control is not None and control[0].is_commit:
+                            for rec in txn:
+                                self._apply_or_warn(state, rec)
+                        continue
+                    records = list(rb.iter_records(buf, 0, h, where=OFFSETS_TOPIC, min_offset=offset))
+                    if h.attributes & rb.ATTR_TRANSACTIONAL:
+                        pending.setdefault(h.producer_id, []).extend(records)
+                        continue
+                    for rec in records:
+                        self._apply_or_warn(state, rec)
                 offset = next_offset
+            for pid, records in pending.items():   # no marker yet: the transaction is still open
                 for rec in records:
                     try:
-                        self._apply(state, rec.key, rec.value)
-                    except CorruptRecordError as exc:   # not written by us: report, skip
-                        warnings.warn(f"{OFFSETS_TOPIC} offset {rec.offset}: skipped: {exc}",
-                                      RuntimeWarning, stacklevel=2)
-                        state.skipped += 1
+                        k, v = decode_record(rec.key, rec.value)
+                    except CorruptRecordError:
+                        continue
+                    if isinstance(k, OffsetKey) and v is not None:
+                        state.pending_txn_offsets.setdefault(pid, {}).setdefault(k.group, {})[
+                            TopicPartition(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.metadata,
+                                                                                       v.leader_epoch)
         return state
+
+    def _apply_or_warn(self, state: LoadedState, rec) -> None:
+        try:
+            self._apply(state, rec.key, rec.value)
+        except CorruptRecordError as exc:   # not written by us: report, skip
+            warnings.warn(f"{OFFSETS_TOPIC} offset {rec.offset}: skipped: {exc}", RuntimeWarning, stacklevel=3)
+            state.skipped += 1
 
     @staticmethod
     def _apply(state: LoadedState, key: bytes, value: Optional[bytes]) -> None:

@@ -237,6 +237,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="how often the broker's maintenance pass runs (retention, compaction and the flush.ms check)"),
     _D("replica.lag.time.max.ms", "long", 30_000, min=1,
        doc="a follower not caught up with the leader for this long leaves the ISR (kafkasim.broker.replica)"),
+    _D("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000, min=1,
+       doc="how often the transaction coordinator aborts transactions open longer than their "
+           "transaction.timeout.ms (Broker.tick(); kafkasim serve ticks on real time)"),
+    _D("transaction.max.timeout.ms", "int", 900_000, min=1,
+       doc="the largest transaction.timeout.ms a producer may ask for (InitProducerId answers "
+           "INVALID_TRANSACTION_TIMEOUT above it)"),
+    _D("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000, min=1,
+       doc="how often the transaction coordinator removes transactional ids idle past "
+           "transactional.id.expiration.ms"),
+    _D("transactional.id.expiration.ms", "int", 604_800_000, min=1,
+       doc="a transactional id with no transaction for this long is removed (a tombstone in "
+           "__transaction_state)"),
 ]}
 """Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
 

@@ -27,7 +27,7 @@ import contextlib
 import os
 
 from kafkasim.errors import CorruptRecordError, IllegalStateError
-from kafkasim.records.framing import BatchHeader, decode_header, verify
+from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader, decode_header, verify
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from kafkasim.storage.files import fsync_dir, storage_errors
 from kafkasim.storage.loader import load_segments
@@ -59,6 +59,8 @@ class ReplicaLogOps:
         """Under the lock: roll if due, write ``batch`` stamped with ``h.base_offset`` and count
         it for ``flush.messages``/``flush.ms`` (the one write path of producer and follower appends)."""
         self._maybe_roll(h.size, h, now)
+        if self._txns is None and h.producer_id >= 0 and h.attributes & ATTR_TRANSACTIONAL:
+            self._transactions()      # loaded before the write: a rebuild must not see this batch
         self._segments.active.append(batch, h, now)
         self._track_written(batch, h)
         self._unflushed_messages += h.record_count

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from typing import Any, Callable, Mapping, Optional
 
@@ -35,9 +36,20 @@ from kafkasim.server.api import ServerOptions
 from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
-__all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address"]
+__all__ = ["serve", "ADDRESS_FILE", "read_address", "write_address", "remove_address", "CRASH_POINT_ENV"]
 
 log = logging.getLogger("kafkasim.server")
+
+TXN_TICK_S = 1.0
+"""How often a served single broker runs its transaction coordinator's due tasks (Kafka's
+scheduler: aborting transactions past ``transaction.timeout.ms`` is checked every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` by the coordinator's own
+clock; a served cluster runs them in ``Cluster.tick()``)."""
+
+CRASH_POINT_ENV = "KAFKASIM_CRASH_POINT"
+CRASH_EXIT_CODE = 70
+"""The exit code of a process ended at its crash point (EX_SOFTWARE)."""
+
 
 def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           options: Optional[ServerOptions] = None,
@@ -62,9 +74,9 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
     ``features``: finalized feature levels (``{"transaction.version": 1}``, what
     ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``)."""
-    import os
-
     from kafkasim.broker import Broker
+
+    crash_hook = _crash_hook(os.environ.get(CRASH_POINT_ENV))      # checked before anything opens
 
     is_cluster = os.path.exists(os.path.join(data_dir, "meta", "cluster.json"))
     if brokers is not None and not is_cluster and os.path.isdir(data_dir) and os.listdir(data_dir):
@@ -76,6 +88,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
         broker = Cluster(data_dir, brokers, clock=SystemClock(), broker_configs=broker_configs)
     else:
         broker = Broker(data_dir, clock=SystemClock(), broker_configs=broker_configs)
+    broker.crash_hook = crash_hook
     if features:
         try:
             # the levels a new data dir is formatted with, up or down from what it has (no
@@ -145,29 +158,45 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
         await server.close()
 
 
-TXN_TICK_S = 1.0
-"""How often a served single broker runs its transaction coordinator's due tasks (Kafka's
-scheduler: aborting transactions past ``transaction.timeout.ms`` is checked every
-``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s, by the coordinator's
-own clock; a served cluster runs them in ``Cluster.tick()``)."""
-
-
 async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -> None:
-    """Until ``stop``: every :data:`TXN_TICK_S`, ``broker.tick_transactions()`` on the
-    executor; when it aborted or expired something, wake the read_committed long polls
-    (an abort's markers move the last stable offset)."""
+    """Until ``stop``: ``broker.tick_transactions()`` on the executor, at once and then every
+    :data:`TXN_TICK_S` (the first run loads the coordinator, so transactions a crash left
+    prepared get their markers without waiting for a client); when it aborted, expired or
+    completed something, wake the read_committed long polls (markers move the last stable
+    offset). A served cluster runs them in ``Cluster.tick()``."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), TXN_TICK_S)
-            return
-        except asyncio.TimeoutError:
-            pass
         try:
             if await loop.run_in_executor(None, broker.tick_transactions):
                 server.wake_fetches()
         except Exception:
             log.exception("transaction coordinator tick failed")
+        try:
+            await asyncio.wait_for(stop.wait(), TXN_TICK_S)
+            return
+        except asyncio.TimeoutError:
+            pass
+
+
+def _crash_hook(point: Optional[str]) -> Optional[Callable[[str], None]]:
+    """The broker's ``crash_hook`` for ``KAFKASIM_CRASH_POINT`` (read once, at start; a test
+    hook, see :data:`kafkasim.broker.txn_api.CRASH_POINTS`): it ends the process with
+    :data:`CRASH_EXIT_CODE`, no shutdown and no flush, when the broker reaches that point.
+    None when the variable is unset or empty."""
+    if not point:
+        return None
+    from kafkasim.broker.txn_api import CRASH_POINTS
+
+    if point not in CRASH_POINTS:
+        raise InvalidArgumentError(f"{CRASH_POINT_ENV}={point!r}: not a crash point (one of "
+                                   f"{', '.join(CRASH_POINTS)})")
+
+    def crash(reached: str) -> None:
+        if reached == point:
+            os.write(2, f"kafkasim: crash point {point} reached: exiting\n".encode())
+            os._exit(CRASH_EXIT_CODE)
+
+    return crash
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,

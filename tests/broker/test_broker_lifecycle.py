@@ -89,7 +89,11 @@ def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
                                    "leader.imbalance.check.interval.seconds": 300,
                                    "leader.imbalance.per.broker.percentage": 10,
                                    "auto.create.topics.enable": True, "num.partitions": 1,
-                                   "default.replication.factor": 1}
+                                   "default.replication.factor": 1,
+                                   "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
+                                   "transaction.max.timeout.ms": 900_000,
+                                   "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
+                                   "transactional.id.expiration.ms": 604_800_000}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):
