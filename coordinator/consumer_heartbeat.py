@@ -122,6 +122,11 @@ class ConsumerGroupCoordinator:
         return sorted(self._groups)
 
     @property
+    def assignor_names(self) -> tuple[str, ...]:
+        """The server assignors in ``group.consumer.assignors`` order (the first is the default)."""
+        return tuple(self._assignors)
+
+    @property
     def topics(self) -> Mapping[str, TopicMetadata]:
         return dict(self._topics)
 

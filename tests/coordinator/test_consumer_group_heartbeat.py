@@ -374,3 +374,13 @@ def test_a_member_joining_without_a_member_record_starts_at_epoch_zero():
     coordinator.heartbeat(join("foo", "m1"))
     assert coordinator.group("foo").members["m1"] == ConsumerGroupMember(
         "m1", member_epoch=1, previous_member_epoch=0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",))
+
+
+@pytest.mark.parametrize("code,cls,retriable", [
+    (110, FencedMemberEpochError, False), (111, UnreleasedInstanceIdError, False),
+    (112, UnsupportedAssignorError, False), (113, "StaleMemberEpochError", False),
+    (128, InvalidRegularExpressionError, False)])
+def test_the_consumer_protocols_error_codes_are_kafkas(code, cls, retriable):
+    from kafkasim import errors
+    cls = getattr(errors, cls) if isinstance(cls, str) else cls
+    assert errors.for_code(code) is cls and cls.errno == code and cls.retriable is retriable

@@ -159,7 +159,7 @@ class Simulation:
 
     def check_safety(self) -> None:
         users: dict[tuple, str] = {}
-        group = self.coordinator._groups.get(GROUP)
+        group = self.coordinator.group(GROUP) if GROUP in self.coordinator.groups() else None
         server_owners = group.owners() if group is not None else {}
         for client in self.live.values():
             for t, ps in client.owned.items():
@@ -181,7 +181,7 @@ class Simulation:
                 self.check_safety()
 
     def check_converged(self) -> None:
-        group = self.coordinator._groups.get(GROUP)
+        group = self.coordinator.group(GROUP) if GROUP in self.coordinator.groups() else None
         if group is None:
             assert not self.live
             return
