@@ -224,6 +224,14 @@ class ConsumerGroup:
     def update_member(self, new: ConsumerGroupMember) -> None:
         """Add or replace a member, moving its partition epochs (refuses a second owner)."""
         old = self.members.get(new.member_id)
+        mine = {(t, p) for t, ps in old.owned().items() for p in ps} if old is not None else set()
+        for t, ps in new.owned().items():       # check first: a refused change changes nothing
+            for p in ps:
+                previous = self._partition_epochs.get((t, p))
+                if previous is not None and (t, p) not in mine:
+                    raise IllegalStateError(
+                        f"Cannot set the epoch of {t}-{p} to {new.member_epoch} because the partition is "
+                        f"still owned at epoch {previous} (member {new.member_id} of group {self.group_id})")
         if old is not None:
             self._remove_epochs(old)
         self._add_epochs(new)

@@ -16,7 +16,7 @@ from kafkasim.coordinator.consumer_heartbeat import SESSION_EXPIRED, ConsumerGro
 from kafkasim.errors import (
     FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError,
     InvalidRegularExpressionError, InvalidRequestError, UnknownMemberIdError, UnknownServerError,
-    UnreleasedInstanceIdError, UnsupportedAssignorError,
+    StaleMemberEpochError, UnreleasedInstanceIdError, UnsupportedAssignorError, for_code,
 )
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest as Req
 from tests.coordinator.consumer_group_support import PreparedAssignor, beat, join, mk, topic
@@ -252,6 +252,29 @@ def test_static_member_cannot_join_while_the_instance_id_is_held():
         coordinator.heartbeat(beat("foo", "m9", 2, instance_id="i9"))
 
 
+def test_static_leave_checks_the_instance_id():
+    # Kafka's testShouldThrowUnknownMemberIdExceptionWhenUnknownStaticMemberLeaves and
+    # testShouldThrowFencedInstanceIdExceptionWhenStaticMemberWithDifferentMemberIdLeaves.
+    coordinator, _, _ = _static_group()
+    with pytest.raises(UnknownMemberIdError, match="^Instance id unknown-i1 is unknown.$"):
+        coordinator.heartbeat(beat("foo", "m1", -2, instance_id="unknown-i1"))
+    with pytest.raises(FencedInstanceIdError, match="^Static member unknown-m1 with instance id i1 was fenced by "
+                                                    "member m1.$"):
+        coordinator.heartbeat(beat("foo", "unknown-m1", -2, instance_id="i1"))
+    assert coordinator.group("foo").members["m1"].member_epoch == 2
+
+
+def test_static_member_epoch_validation():
+    # Kafka's testConsumerGroupMemberEpochValidationForStaticMember: epochs are checked as for
+    # a dynamic member, and the previous epoch with a subset of its partitions is accepted.
+    coordinator, _, _ = _static_group()
+    with pytest.raises(FencedMemberEpochError, match=r"greater member epoch \(200\)"):
+        coordinator.heartbeat(beat("foo", "m1", 200, instance_id="i1"))
+    with pytest.raises(FencedMemberEpochError, match=r"smaller member epoch \(1\)"):
+        coordinator.heartbeat(beat("foo", "m1", 1, instance_id="i1"))
+    assert coordinator.heartbeat(beat("foo", "m1", 1, owned=mk(foo=(0, 1)), instance_id="i1")).member_epoch == 2
+
+
 def test_static_member_leaving_for_good_with_minus_one_frees_its_partitions():
     coordinator, _, _ = _static_group()
     coordinator.heartbeat(beat("foo", "m2", -1, instance_id="i2"))
@@ -378,9 +401,7 @@ def test_a_member_joining_without_a_member_record_starts_at_epoch_zero():
 
 @pytest.mark.parametrize("code,cls,retriable", [
     (110, FencedMemberEpochError, False), (111, UnreleasedInstanceIdError, False),
-    (112, UnsupportedAssignorError, False), (113, "StaleMemberEpochError", False),
+    (112, UnsupportedAssignorError, False), (113, StaleMemberEpochError, False),
     (128, InvalidRegularExpressionError, False)])
 def test_the_consumer_protocols_error_codes_are_kafkas(code, cls, retriable):
-    from kafkasim import errors
-    cls = getattr(errors, cls) if isinstance(cls, str) else cls
-    assert errors.for_code(code) is cls and cls.errno == code and cls.retriable is retriable
+    assert for_code(code) is cls and cls.errno == code and cls.retriable is retriable
