@@ -190,35 +190,46 @@ class ConsumerGroupCoordinator:
         else:
             metadata = group.subscription_metadata
 
-        # 2. The target assignment, when the group epoch moved past it.
+        # 2. The target assignment, when the group epoch moved past it; 3. reconcile the member
+        # towards its target, against the partitions owned now (as Kafka, before its records
+        # are replayed). Both may refuse the heartbeat: nothing has changed yet.
         try:
             if group_epoch > group.assignment_epoch:
-                target = self._compute_target(group, members_after, metadata, replaced, updated)
+                target: Optional[dict] = self._compute_target(group, members_after, metadata, replaced, updated)
                 target_epoch = group_epoch
+                member_target = target.get(updated.member_id, {})
             else:
-                target = None
-                target_epoch = group.assignment_epoch
+                target, target_epoch = None, group.assignment_epoch
+                member_target = group.target_assignment_of(updated.member_id, updated.instance_id)
+            final = updated
+            if not updated.is_reconciled_to(target_epoch):
+                final = reconcile(updated, target_epoch, member_target, group.current_partition_epoch,
+                                  request.topic_partitions)
         except Exception:
             group.resolved_regexes = regexes_before
             raise
 
-        # From here on nothing can fail but a broken invariant: apply the change.
+        # Apply the change (nothing can fail here but a broken invariant).
         self._groups[group.group_id] = group
         if replaced is not None:
             self._forget_timers(group.group_id, replaced.member_id)
             old_target = group.target_assignment.get(replaced.member_id, {})
             group.remove_member(replaced.member_id)
             group.target_assignment[updated.member_id] = old_target
-        group.update_member(updated)
         group.subscription_metadata = dict(metadata)
         group.metadata_refresh_deadline_ms = now + METADATA_REFRESH_INTERVAL_MS
-        group.set_group_epoch(group_epoch)
         if target is not None:
             group.set_target_assignment(target_epoch, target)
-
-        # 3. Reconcile the member towards its target.
-        final = self._maybe_reconcile(group, updated, request.topic_partitions)
-        self._session_deadline[(group.group_id, final.member_id)] = now + self.config.session_timeout_ms
+        group.update_member(final)
+        group.set_group_epoch(group_epoch)
+        key = (group.group_id, final.member_id)
+        if final != updated:
+            # Kafka's rebalance timeout: a member asked to revoke must do so within its own.
+            if final.state is MemberState.UNREVOKED_PARTITIONS:
+                self._rebalance_deadline[key] = (now + max(final.rebalance_timeout_ms, 0), final.member_epoch)
+            else:
+                self._rebalance_deadline.pop(key, None)
+        self._session_deadline[key] = now + self.config.session_timeout_ms
 
         full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                            and request.topic_partitions is not None)
@@ -390,23 +401,6 @@ class ConsumerGroupCoordinator:
             raise UnknownServerError(f"Failed to compute a new target assignment for epoch "
                                      f"{group.group_epoch + 1}: {exc}") from exc
         return result.target_assignment
-
-    def _maybe_reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                         owned: Optional[Assignment]) -> ConsumerGroupMember:
-        epoch = group.assignment_epoch
-        if member.is_reconciled_to(epoch):
-            return member
-        target = group.target_assignment_of(member.member_id)
-        new = reconcile(member, epoch, target, group.current_partition_epoch, owned)
-        if new != member:
-            group.update_member(new)
-            key = (group.group_id, new.member_id)
-            if new.state is MemberState.UNREVOKED_PARTITIONS:
-                self._rebalance_deadline[key] = (self._clock.now_ms() + max(new.rebalance_timeout_ms, 0),
-                                                 new.member_epoch)
-            else:
-                self._rebalance_deadline.pop(key, None)
-        return new
 
     def _leave(self, r: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
         """Kafka's ``consumerGroupLeave``: -1 removes the member; -2 keeps a static member's place."""

@@ -405,3 +405,19 @@ def test_a_member_joining_without_a_member_record_starts_at_epoch_zero():
     (128, InvalidRegularExpressionError, False)])
 def test_the_consumer_protocols_error_codes_are_kafkas(code, cls, retriable):
     assert for_code(code) is cls and cls.errno == code and cls.retriable is retriable
+
+
+def test_a_member_in_an_unknown_state_is_fenced_until_it_owns_nothing_and_the_refusal_changes_nothing():
+    coordinator, _, assignor = _coordinator()
+    assignor.prepare({"m1": mk(foo=(0, 1))})
+    coordinator.heartbeat(join("foo", "m1"))
+    group = coordinator.group("foo")
+    group.update_member(group.members["m1"].replace(state=MemberState.UNKNOWN))
+    group.set_group_epoch(2)                      # a new target is due
+    before = (group.members["m1"], group.group_epoch, group.assignment_epoch, dict(group.target_assignment))
+    with pytest.raises(FencedMemberEpochError, match="unknown state"):
+        coordinator.heartbeat(beat("foo", "m1", 1, owned=mk(foo=(0,))))
+    assert (group.members["m1"], group.group_epoch, group.assignment_epoch, dict(group.target_assignment)) == before
+    r = coordinator.heartbeat(beat("foo", "m1", 1, owned={}))
+    assert (r.member_epoch, r.assignment) == (2, None)             # same partitions: not sent again
+    assert group.members["m1"].state is MemberState.STABLE and group.state is ConsumerGroupState.STABLE
