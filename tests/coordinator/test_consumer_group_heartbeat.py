@@ -241,6 +241,23 @@ def test_static_member_gets_back_its_assignment_upon_rejoin():
     assert not any(spec.members.get("m2b") for spec in assignor.specs)
 
 
+def test_static_member_rejoins_with_new_subscribed_topics():
+    # Kafka's testStaticMemberRejoinsWithNewSubscribedTopics: a rebalance, and the assignor sees
+    # the new member id starting from the departed one's target (the old id is gone).
+    coordinator, _, assignor = _static_group()
+    group = coordinator.group("foo")
+    epoch = group.group_epoch
+    coordinator.heartbeat(beat("foo", "m2", -2, instance_id="i2"))
+    assignor.prepare({"m1": mk(foo=(0, 1, 2)), "m2b": mk(foo=(3, 4, 5), bar=(0, 1, 2))})
+    r = coordinator.heartbeat(join("foo", "m2b", topics=("foo", "bar"), instance_id="i2"))
+    assert (r.member_epoch, r.assignment) == (epoch + 1, mk(foo=(3, 4, 5), bar=(0, 1, 2)))
+    spec = assignor.specs[-1]
+    assert set(spec.members) == {"m1", "m2b"}
+    assert spec.members["m2b"].assigned_partitions == mk(foo=(3, 4, 5))
+    assert spec.members["m2b"].instance_id == "i2"
+    assert set(group.members) == {"m1", "m2b"} and set(group.target_assignment) == {"m1", "m2b"}
+
+
 def test_static_member_cannot_join_while_the_instance_id_is_held():
     coordinator, _, _ = _static_group()
     with pytest.raises(UnreleasedInstanceIdError, match="^Static member m2b with instance id i2 cannot join the group "
