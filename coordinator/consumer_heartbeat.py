@@ -195,7 +195,8 @@ class ConsumerGroupCoordinator:
         # are replayed). Both may refuse the heartbeat: nothing has changed yet.
         try:
             if group_epoch > group.assignment_epoch:
-                target: Optional[dict] = self._compute_target(group, members_after, metadata, replaced, updated)
+                target: Optional[dict] = self._compute_target(group, group_epoch, members_after, metadata, replaced,
+                                                              updated)
                 target_epoch = group_epoch
                 member_target = target.get(updated.member_id, {})
             else:
@@ -384,7 +385,7 @@ class ConsumerGroupCoordinator:
         names = group.subscribed_topic_names(members)
         return {n: self._topics[n] for n in sorted(names) if n in self._topics}
 
-    def _compute_target(self, group: ConsumerGroup, members_after: Mapping[str, ConsumerGroupMember],
+    def _compute_target(self, group: ConsumerGroup, epoch: int, members_after: Mapping[str, ConsumerGroupMember],
                         metadata: Mapping[str, TopicMetadata], replaced: Optional[ConsumerGroupMember],
                         updated: ConsumerGroupMember) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
         name = group.preferred_server_assignor(members_after) or next(iter(self._assignors))
@@ -398,8 +399,7 @@ class ConsumerGroupCoordinator:
                 subscription_metadata=metadata, subscription_type=group.subscription_type(members_after),
                 target_assignment=group.target_assignment, static_members=group.static_members, updated=changes)
         except PartitionAssignorError as exc:
-            raise UnknownServerError(f"Failed to compute a new target assignment for epoch "
-                                     f"{group.group_epoch + 1}: {exc}") from exc
+            raise UnknownServerError(f"Failed to compute a new target assignment for epoch {epoch}: {exc}") from exc
         return result.target_assignment
 
     def _leave(self, r: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:

@@ -438,3 +438,24 @@ def test_a_member_in_an_unknown_state_is_fenced_until_it_owns_nothing_and_the_re
     r = coordinator.heartbeat(beat("foo", "m1", 1, owned={}))
     assert (r.member_epoch, r.assignment) == (2, None)             # same partitions: not sent again
     assert group.members["m1"].state is MemberState.STABLE and group.state is ConsumerGroupState.STABLE
+
+
+def test_a_failing_assignor_after_a_fence_names_the_epoch_being_assigned():
+    class FailOnSecondCall:
+        name = "range"
+        calls = 0
+
+        def assign(self, group_spec, topics):
+            FailOnSecondCall.calls += 1
+            if FailOnSecondCall.calls > 2:
+                raise PartitionAssignorError("no way")
+            return {m: {} for m in group_spec.members}
+
+    coordinator, _, _ = _coordinator(FailOnSecondCall())
+    coordinator.heartbeat(join("foo", "m1"))
+    coordinator.heartbeat(join("foo", "m2"))
+    coordinator.heartbeat(beat("foo", "m2", -1))                # group epoch 3, target still at 2
+    with pytest.raises(UnknownServerError, match="^Failed to compute a new target assignment for epoch 3: no way$"):
+        coordinator.heartbeat(beat("foo", "m1", 1))
+    group = coordinator.group("foo")
+    assert (group.group_epoch, group.assignment_epoch, group.members["m1"].member_epoch) == (3, 2, 1)
