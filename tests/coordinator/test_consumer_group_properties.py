@@ -1,8 +1,8 @@
 """Property test of the consumer group protocol (KIP-848): safety and convergence.
 
 Hypothesis drives a group of simulated clients against the pure coordinator: random joins
-(dynamic and static), leaves (-1), static leaves (-2) and replacements, crashes (a client
-stops; its session expires on the injected clock), subscription changes, heartbeats in any
+(dynamic and static; by topic names or a regex), leaves (-1), static leaves (-2) and replacements, crashes (a client
+stops; its session expires on the injected clock), subscription changes, topics created, deleted and grown, heartbeats in any
 order (sometimes without the owned partitions, Kafka's "unchanged"), and revocations
 acknowledged at random times. A client behaves as Kafka's consumer does: it starts using a
 partition when a response gives it, stops using one when it decides to revoke it, and
@@ -21,6 +21,7 @@ target is what the assignor computes for the members that are left.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +37,8 @@ from tests.coordinator.consumer_group_support import RangeByIdAssignor, beat, jo
 
 TOPICS = [topic("a", 3), topic("b", 4), topic("c", 2)]
 NAMES = [t.name for t in TOPICS]
+REGEXES = ["[ab]", "c|d", ".*"]
+"""Regex subscriptions (matched in full): "d" comes and goes, "c" grows, during the run."""
 GROUP = "g"
 REBALANCE_TIMEOUT_MS = 120_000
 
@@ -46,7 +49,7 @@ class Client:
 
     member_id: str
     instance_id: str | None
-    topics: tuple[str, ...]
+    topics: tuple[str, ...] | str          # topic names, or a regex
     epoch: int = 0
     owned: dict = field(default_factory=dict)          # topic id -> set of partitions in use
     to_revoke: dict = field(default_factory=dict)      # topic id -> partitions to stop using
@@ -62,6 +65,7 @@ class Simulation:
     def __init__(self) -> None:
         self.clock = MockClock(1_000_000)
         self.assignor = RangeByIdAssignor("range")
+        self.topics = {t.name: t for t in TOPICS}
         self.coordinator = ConsumerGroupCoordinator([self.assignor], self.clock, topics=TOPICS)
         self.live: dict[str, Client] = {}
         self.crashed: set[str] = set()
@@ -99,7 +103,8 @@ class Simulation:
 
     def heartbeat(self, client: Client, send_owned: bool = True) -> None:
         if not client.joined:
-            self._send(client, join(GROUP, client.member_id, topics=client.topics, instance_id=client.instance_id,
+            names, regex = (None, client.topics) if isinstance(client.topics, str) else (client.topics, None)
+            self._send(client, join(GROUP, client.member_id, topics=names, regex=regex, instance_id=client.instance_id,
                                     rebalance_timeout_ms=REBALANCE_TIMEOUT_MS))
         else:
             self._send(client, beat(GROUP, client.member_id, client.epoch,
@@ -137,11 +142,25 @@ class Simulation:
         del self.live[client.member_id]
         self.crashed.add(client.member_id)
 
-    def resubscribe(self, client: Client, topics: tuple[str, ...]) -> None:
+    def resubscribe(self, client: Client, topics: tuple[str, ...] | str) -> None:
         client.topics = topics
         if client.joined:
+            # Switching between names and a regex clears the other (Kafka's client sends [] or "").
+            names, regex = ((), topics) if isinstance(topics, str) else (topics, "")
             self._send(client, beat(GROUP, client.member_id, client.epoch, owned=client.owned_frozen(),
-                                    instance_id=client.instance_id, topics=topics))
+                                    instance_id=client.instance_id, topics=names, regex=regex))
+
+    def change_topics(self, which: int) -> None:
+        """Create or delete topic "d", or add a partition to "c" (Kafka: only growth is allowed)."""
+        if which == 0:
+            if "d" in self.topics:
+                del self.topics["d"]
+            else:
+                self.topics["d"] = topic("d", 2)
+        else:
+            c = self.topics["c"]
+            self.topics["c"] = topic("c", c.num_partitions + 1)
+        self.coordinator.update_topics(list(self.topics.values()))
 
     def advance(self, ms: int) -> None:
         """Time passes; live clients keep their sessions and revoke within bounds, as real ones do."""
@@ -190,11 +209,12 @@ class Simulation:
             assert group.state is ConsumerGroupState.EMPTY
             return
         assert group.state is ConsumerGroupState.STABLE
-        by_name = {t.name: t for t in TOPICS}
-        spec = GroupSpec(members={
-            c.member_id: MemberSubscription(subscribed_topic_ids=frozenset(by_name[n].topic_id for n in c.topics))
-            for c in self.live.values()})
-        expected = self.assignor.assign(spec, TopicsImage({t.topic_id: t.num_partitions for t in TOPICS}))
+        def subscribed(c: Client) -> frozenset:
+            names = [n for n in self.topics if re.fullmatch(c.topics, n)] if isinstance(c.topics, str) else c.topics
+            return frozenset(self.topics[n].topic_id for n in names if n in self.topics)
+        spec = GroupSpec(members={c.member_id: MemberSubscription(subscribed_topic_ids=subscribed(c))
+                                  for c in self.live.values()})
+        expected = self.assignor.assign(spec, TopicsImage({t.topic_id: t.num_partitions for t in self.topics.values()}))
         for client in self.live.values():
             member = group.members[client.member_id]
             assert member.member_epoch == group.group_epoch == group.assignment_epoch
@@ -202,7 +222,9 @@ class Simulation:
             assert client.owned_frozen() == member.assigned_partitions
 
 
-subscriptions = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True).map(lambda x: tuple(sorted(x)))
+subscriptions = st.one_of(
+    st.lists(st.sampled_from(NAMES + ["d"]), min_size=1, max_size=3, unique=True).map(lambda x: tuple(sorted(x))),
+    st.sampled_from(REGEXES))
 operations = st.one_of(
     st.tuples(st.just("join"), subscriptions, st.booleans()),
     st.tuples(st.just("heartbeat"), st.integers(0, 50), st.booleans()),
@@ -212,6 +234,7 @@ operations = st.one_of(
     st.tuples(st.just("crash"), st.integers(0, 50)),
     st.tuples(st.just("resubscribe"), st.integers(0, 50), subscriptions),
     st.tuples(st.just("advance"), st.integers(1, 10_000)),
+    st.tuples(st.just("topics"), st.integers(0, 1)),
 )
 
 
@@ -227,6 +250,8 @@ def test_no_partition_is_owned_twice_and_the_group_converges(ops):
                 sim.join(op[1], op[2])
         elif kind == "advance":
             sim.advance(op[1])
+        elif kind == "topics":
+            sim.change_topics(op[1])
         elif clients:
             client = clients[op[1] % len(clients)]
             if kind == "heartbeat":
