@@ -459,3 +459,13 @@ def test_a_failing_assignor_after_a_fence_names_the_epoch_being_assigned():
         coordinator.heartbeat(beat("foo", "m1", 1))
     group = coordinator.group("foo")
     assert (group.group_epoch, group.assignment_epoch, group.members["m1"].member_epoch) == (3, 2, 1)
+
+
+def test_a_static_takeover_keeps_the_departed_members_fields_it_does_not_send():
+    # Kafka copies the departed member, then applies the request's non-null fields.
+    coordinator, _, _ = _coordinator()
+    coordinator.heartbeat(join("foo", "m1", topics=None, regex="fo.*", instance_id="i1", rack_id="r1"))
+    coordinator.heartbeat(beat("foo", "m1", -2, instance_id="i1"))
+    coordinator.heartbeat(join("foo", "m2", topics=("bar",), instance_id="i1"))
+    member = coordinator.group("foo").members["m2"]
+    assert (member.subscribed_topic_names, member.subscribed_topic_regex, member.rack_id) == (("bar",), "fo.*", "r1")

@@ -103,7 +103,9 @@ class Simulation:
 
     def heartbeat(self, client: Client, send_owned: bool = True) -> None:
         if not client.joined:
-            names, regex = (None, client.topics) if isinstance(client.topics, str) else (client.topics, None)
+            # Say both: a static member taking over a departed one's place otherwise keeps the
+            # departed one's regex or names (Kafka copies the member, then applies non-null fields).
+            names, regex = ((), client.topics) if isinstance(client.topics, str) else (client.topics, "")
             self._send(client, join(GROUP, client.member_id, topics=names, regex=regex, instance_id=client.instance_id,
                                     rebalance_timeout_ms=REBALANCE_TIMEOUT_MS))
         else:
