@@ -6,7 +6,11 @@ is the protocol), and the requests by job: ``rebalance`` (join/sync/heartbeat/le
 state machine), ``commits`` (offset commit/fetch), ``admin`` (list/describe/delete); and the
 transaction coordinator: ``txn_metadata`` (one transactional id's states and transitions) and
 ``transactions`` (``TransactionCoordinator``, pure: it returns the records to persist and the
-markers to write). The pure
+markers to write). Kafka 4's consumer groups (KIP-848), beside the classic ones and pure (no
+broker or wire yet): ``consumer_group`` (group, member, epochs, states), ``reconciliation``
+(one member towards its target), ``target_assignment`` (the server assignor's call),
+``consumer_group_config`` (``group.consumer.*``) and ``consumer_heartbeat``
+(``ConsumerGroupCoordinator``: the heartbeat and the timers; its docstring is the protocol). The pure
 parts it shares with clients live below it: the message shapes in
 :mod:`kafkasim.protocol.group`, the ``__consumer_offsets`` schema in
 :mod:`kafkasim.protocol.offsets`, the assignors in :mod:`kafkasim.assignors`.
@@ -19,6 +23,9 @@ _EXPORTS = {name: "kafkasim.coordinator.coordinator" for name in (
     "GroupCoordinator", "GroupState", "JoinResult", "SyncResult", "PENDING", "COMPLETE",
     "NO_GENERATION", "NO_MEMBER_ID")}
 _EXPORTS["OffsetsStore"] = "kafkasim.coordinator.offsets_store"
+_EXPORTS.update({name: "kafkasim.coordinator.consumer_heartbeat" for name in ("ConsumerGroupCoordinator", "Fenced")})
+_EXPORTS.update({name: "kafkasim.coordinator.consumer_group" for name in (
+    "ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "MemberState", "TopicMetadata")})
 _EXPORTS.update({name: "kafkasim.coordinator.transactions" for name in (
     "TransactionCoordinator", "Persist", "WriteMarkers", "InitProducerIdResult", "AddPartitionsResult",
     "EndTxnResult", "TxnStep")})

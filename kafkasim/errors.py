@@ -44,8 +44,13 @@ so ``except KafkaSimError`` catches everything of ours::
     │   │                                        ├── ProducerFencedError (90)
     │   │                                        ├── InvalidUpdateVersionError (95)
     │   │                                        ├── TransactionalIdNotFoundError (105)
+    │   │                                        ├── FencedMemberEpochError (110)
+    │   │                                        ├── UnreleasedInstanceIdError (111)
+    │   │                                        ├── UnsupportedAssignorError (112)
+    │   │                                        ├── StaleMemberEpochError (113)
     │   │                                        ├── MismatchedEndpointTypeError (114)
     │   │                                        ├── TransactionAbortableError (120)
+    │   │                                        ├── InvalidRegularExpressionError (128)
     │   │                                        └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
@@ -98,6 +103,8 @@ __all__ = [
     "ConcurrentTransactionsError", "TransactionCoordinatorFencedError", "OperationNotAttemptedError",
     "ProducerFencedError", "TransactionalIdNotFoundError", "TransactionAbortableError",
     "InvalidUpdateVersionError",
+    "FencedMemberEpochError", "UnreleasedInstanceIdError", "UnsupportedAssignorError",
+    "StaleMemberEpochError", "InvalidRegularExpressionError",
 ]
 
 
@@ -467,6 +474,32 @@ class TransactionalIdNotFoundError(BrokerResponseError):
     """Raised by DescribeTransactions for a transactional id the coordinator does not know (or is expiring)."""
 
 
+@_code(110, "The member epoch is fenced by the group coordinator. The member must abandon all its "
+            "partitions and rejoin.")
+class FencedMemberEpochError(BrokerResponseError):
+    """Raised by a consumer-group heartbeat (KIP-848) whose member epoch the coordinator does not
+    accept: the member must give up its partitions and rejoin with epoch 0."""
+
+
+@_code(111, "The instance ID is still used by another member in the consumer group. That member must "
+            "leave first.")
+class UnreleasedInstanceIdError(BrokerResponseError):
+    """Raised when a static member joins a consumer group (KIP-848) with a ``group.instance.id``
+    whose previous member has not left with epoch -2."""
+
+
+@_code(112, "The assignor or its version range is not supported by the consumer group.")
+class UnsupportedAssignorError(BrokerResponseError):
+    """Raised by a consumer-group heartbeat naming a server assignor not in
+    ``group.consumer.assignors``."""
+
+
+@_code(113, "The member epoch is stale. The member must retry after receiving its updated member epoch "
+            "via the ConsumerGroupHeartbeat API.")
+class StaleMemberEpochError(BrokerResponseError):
+    """Raised for an offset commit carrying an older member epoch of a consumer-group member."""
+
+
 @_code(114, "The request was sent to an endpoint of the wrong type.")
 class MismatchedEndpointTypeError(BrokerResponseError):
     """Raised for a DescribeCluster asking a broker listener for the controllers' endpoints."""
@@ -477,6 +510,11 @@ class MismatchedEndpointTypeError(BrokerResponseError):
 class TransactionAbortableError(BrokerResponseError):
     """Raised when a partition written in a transaction was never added to it (verification);
     the client can abort and go on."""
+
+
+@_code(128, "The regular expression is not valid.")
+class InvalidRegularExpressionError(BrokerResponseError):
+    """Raised by a consumer-group heartbeat whose ``subscribed_topic_regex`` does not compile."""
 
 
 class CommitFailedError(KafkaSimError):

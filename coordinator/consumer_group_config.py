@@ -1,0 +1,93 @@
+"""The broker configs of consumer groups (KIP-848), with Kafka's names, defaults and checks.
+
+Kafka's ``GroupCoordinatorConfig`` ``group.consumer.*`` entries:
+
+====================================== ============ ==========================================
+name                                   default      meaning
+====================================== ============ ==========================================
+group.consumer.session.timeout.ms      45000        a member not heard from for this long is fenced
+group.consumer.min.session.timeout.ms  45000        lower bound of the above
+group.consumer.max.session.timeout.ms  60000        upper bound of the above
+group.consumer.heartbeat.interval.ms   5000         the interval the coordinator tells members to heartbeat at
+group.consumer.min.heartbeat.interval.ms 5000       lower bound of the above
+group.consumer.max.heartbeat.interval.ms 15000      upper bound of the above
+group.consumer.max.size                2147483647   most members in one consumer group
+group.consumer.assignors               uniform,range server assignors; the first is the default
+====================================== ============ ==========================================
+
+Kafka lists assignor class names (``org.apache.kafka.coordinator.group.assignor.UniformAssignor``);
+kafkasim takes the assignors' names (their ``name``, as ``group.remote.assignor`` and the
+heartbeat's ``server_assignor`` name them). The cross-checks are Kafka's, with its messages
+("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms").
+
+Immutable once built; thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from kafkasim.config import INT_MAX, ConfigDef, parse_configs
+from kafkasim.errors import InvalidConfigurationError
+
+__all__ = ["CONSUMER_GROUP_CONFIGS", "ConsumerGroupConfig"]
+
+CONSUMER_GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    ConfigDef("group.consumer.session.timeout.ms", "int", 45_000, min=1,
+              doc="a member that does not heartbeat for this long is fenced (its partitions are freed)"),
+    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45_000, min=1,
+              doc="the smallest group.consumer.session.timeout.ms allowed"),
+    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60_000, min=1,
+              doc="the largest group.consumer.session.timeout.ms allowed"),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5_000, min=1,
+              doc="the heartbeat interval every response tells members to use"),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5_000, min=1,
+              doc="the smallest group.consumer.heartbeat.interval.ms allowed"),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, min=1,
+              doc="the largest group.consumer.heartbeat.interval.ms allowed"),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, min=1,
+              doc="the most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond)"),
+    ConfigDef("group.consumer.assignors", "list", "uniform,range",
+              doc="the server assignors by name; the first is used when no member asks for one"),
+]}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    """The parsed ``group.consumer.*`` configs; build with :meth:`from_configs`."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = INT_MAX
+    assignors: tuple[str, ...] = ("uniform", "range")
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, Any] | None = None) -> "ConsumerGroupConfig":
+        """Parse Kafka-named configs (unknown names and bad values: InvalidConfigurationError)."""
+        v, _ = parse_configs("consumer group", CONSUMER_GROUP_CONFIGS, dict(configs or {}))
+
+        def require(ok: bool, message: str) -> None:
+            if not ok:
+                raise InvalidConfigurationError(message)
+
+        hb, hb_min, hb_max = (v["group.consumer.heartbeat.interval.ms"], v["group.consumer.min.heartbeat.interval.ms"],
+                              v["group.consumer.max.heartbeat.interval.ms"])
+        st, st_min, st_max = (v["group.consumer.session.timeout.ms"], v["group.consumer.min.session.timeout.ms"],
+                              v["group.consumer.max.session.timeout.ms"])
+        require(hb_max >= hb_min, "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+                                  "group.consumer.min.heartbeat.interval.ms")
+        require(hb >= hb_min, "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+                              "group.consumer.min.heartbeat.interval.ms")
+        require(hb <= hb_max, "group.consumer.heartbeat.interval.ms must be less than or equal to "
+                              "group.consumer.max.heartbeat.interval.ms")
+        require(st_max >= st_min, "group.consumer.max.session.timeout.ms must be greater than or equal to "
+                                  "group.consumer.min.session.timeout.ms")
+        require(st >= st_min, "group.consumer.session.timeout.ms must be greater than or equal to "
+                              "group.consumer.min.session.timeout.ms")
+        require(st <= st_max, "group.consumer.session.timeout.ms must be less than or equal to "
+                              "group.consumer.max.session.timeout.ms")
+        require(hb < st, "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        assignors = tuple(v["group.consumer.assignors"].split(","))
+        return cls(session_timeout_ms=st, heartbeat_interval_ms=hb, max_size=v["group.consumer.max.size"],
+                   assignors=assignors)
