@@ -107,7 +107,9 @@ def text(rep: dict) -> str:
     from kafkasim.spark_jobs import lag, ordering, skew, transactions
     texts = {"ordering": ordering.text, "skew": skew.text, "lag": lag.text, "transactions": transactions.text}
     parts = [texts[a](rep[a]) for a in AUDITS]
-    parts.append("audit all: " + ", ".join(f"{a} {rep[a]['verdict']}" for a in AUDITS)
+    def summary(a: str) -> str:     # a log with no transaction has no transactions audit to speak of
+        return "transactions none" if rep[a].get("no_transactions") else f"{a} {rep[a]['verdict']}"
+    parts.append("audit all: " + ", ".join(summary(a) for a in AUDITS)
                  + f" -> {rep['verdict'].upper()}")
     return "\n".join(parts)
 

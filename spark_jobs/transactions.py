@@ -369,6 +369,7 @@ def report(partitions: list[dict], aborted: list[dict], open_rows: list[dict], *
     rep.update(common.verdict_of(checks, facts=hanging + v["input_consumed_twice"] + len(corruption)))
     if eos is None and not corruption and not any(p["markers"] or p["open_records"] for p in partitions):
         rep["verdict"] = common.VERDICT_NOT_ENOUGH_DATA     # no transactional batch: nothing to judge
+        rep["no_transactions"] = True
     return rep
 
 
@@ -485,7 +486,8 @@ def text(rep: dict) -> str:
     lines += common.checks_text(rep)
     lines.append({common.VERDICT_OK: "  OK: no hanging transaction, no input consumed twice",
                   common.VERDICT_FAILED: "  VIOLATIONS FOUND"}.get(
-        rep["verdict"], "  verdict: not enough data (no transactional batch in the audited topics)"))
+        rep["verdict"], "  no transactional batch in the audited topics: nothing to judge"
+        if rep.get("no_transactions") else "  verdict: not enough data"))
     return "\n".join(lines)
 
 

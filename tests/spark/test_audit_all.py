@@ -132,6 +132,7 @@ def test_audit_all_reports_what_a_brute_force_recount_of_the_segments_finds(spar
     capsys.readouterr()
     assert rep["transactions"] == json.loads(tx_alone.read_text())
     assert rep["transactions"]["verdict"] == "not enough data" and rep["transactions"]["open_transactions"] == []
+    assert "transactions none ->" in audit_all.text(rep).splitlines()[-1]
 
 
 def test_a_small_input_gets_the_small_session_settings_and_a_large_one_does_not():

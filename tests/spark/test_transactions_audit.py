@@ -359,6 +359,9 @@ def test_report_names_a_transaction_the_coordinator_lost_and_prints_it():
     assert "HANGING: t-2 from offset 40 producer id 9" in out and "no transactional id" in out
     calm = tx.report([dict(part, open_records=0, markers=0)], [], [], now_ms=T0, now_source="--now-ms")
     assert calm["verdict"] == "not enough data" and calm["causes"] == []
+    # a log without transactions says so, in words that do not read as a lack of data
+    assert calm["no_transactions"] and "no transactional batch in the audited topics: nothing to judge" in tx.text(calm)
+    assert "not enough data" not in tx.text(calm)
 
 
 @pytest.mark.slow
