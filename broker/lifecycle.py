@@ -156,10 +156,13 @@ class Lifecycle(BrokerCore):
         (:meth:`~kafkasim.broker.txn_api.TxnApi.tick_transactions`: abort transactions past
         ``transaction.timeout.ms`` every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
         10 s by default; expire idle transactional ids; retry markers waiting for a leader), as Kafka's
-        scheduler does whatever the log cleaner does.
+        scheduler does whatever the log cleaner does. Then it fences the consumer group
+        (KIP-848) members whose session or rebalance timeout ran out
+        (:meth:`~kafkasim.broker.consumer_group_api.ConsumerGroupApi.tick_consumer_groups`).
         """
         self._check_open()
         self.tick_transactions()      # the transaction coordinator's own intervals decide what is due
+        self.tick_consumer_groups()   # consumer group (KIP-848) session and rebalance timeouts
         if self._cleaner is None:
             return None
         with self._tick_lock:

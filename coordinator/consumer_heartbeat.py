@@ -56,7 +56,7 @@ from kafkasim.coordinator.reconciliation import reconcile
 from kafkasim.coordinator.target_assignment import build_target_assignment
 from kafkasim.errors import (
     FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError,
-    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, UnknownMemberIdError,
+    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, NonEmptyGroupError, UnknownMemberIdError,
     UnknownServerError, UnreleasedInstanceIdError, UnsupportedAssignorError,
 )
 from kafkasim.protocol.consumer_group import (
@@ -120,6 +120,18 @@ class ConsumerGroupCoordinator:
 
     def groups(self) -> list[str]:
         return sorted(self._groups)
+
+    def find_group(self, group_id: str) -> Optional[ConsumerGroup]:
+        """The consumer group ``group_id``, or None when there is none."""
+        return self._groups.get(group_id)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an EMPTY consumer group (Kafka's ``validateDeleteGroup``): GROUP_ID_NOT_FOUND
+        when there is none, NON_EMPTY_GROUP while it has members."""
+        group = self.group(group_id)
+        if group.members:
+            raise NonEmptyGroupError(f"Group {group_id} is in {group.state.value} state.")
+        del self._groups[group_id]
 
     @property
     def assignor_names(self) -> tuple[str, ...]:
