@@ -47,7 +47,7 @@ from kafkasim.arguments import bad_arg
 from kafkasim.assignors.server import server_assignors
 from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
 from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator, Fenced
-from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS
+from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS, ConsumerGroupConfig
 from kafkasim.errors import (
     CoordinatorNotAvailableError, GroupIdNotFoundError, InvalidGroupIdError, StaleMemberEpochError,
     UnknownMemberIdError, UnsupportedVersionError,
@@ -91,6 +91,13 @@ class ConsumerGroupApi(BrokerCore):
                 self._consumer_topics_seen = self._topics_key()
                 self._consumer_group_coordinator = coord
         return coord
+
+    def _check_consumer_group_configs(self) -> None:
+        """The ``group.consumer.*`` broker configs' cross-checks and assignor names (Kafka's
+        messages): InvalidConfigurationError when the broker is opened, as Kafka fails at start."""
+        configs = {n: self.broker_config[n] for n in CONSUMER_GROUP_CONFIGS}
+        names = ",".join(a.name for a in server_assignors(configs["group.consumer.assignors"]))
+        ConsumerGroupConfig.from_configs(dict(configs, **{"group.consumer.assignors": names}))
 
     def _check_consumer_groups(self) -> None:
         if self._closed:

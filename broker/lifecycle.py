@@ -77,6 +77,7 @@ class Lifecycle(BrokerCore):
             "default_configs", default_configs, "mapping", none_ok=True, what="a mapping of topic configs") or {})
         self.broker_config, _ = parse_configs("broker", BROKER_CONFIGS, check_arg(
             "broker_configs", broker_configs, "mapping", none_ok=True, what="a mapping of broker configs") or {})
+        self._check_consumer_group_configs()    # the group.consumer.* cross-checks, at start as Kafka
         if os.path.exists(self.data_dir) and not os.path.isdir(self.data_dir):
             raise KafkaStorageError(f"data dir {self.data_dir} exists and is not a directory")
         with storage_errors("create data dir", self.data_dir):

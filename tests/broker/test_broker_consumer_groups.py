@@ -11,7 +11,7 @@ from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    GroupIdNotFoundError, StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
+    GroupIdNotFoundError, InvalidConfigurationError, StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
 )
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kafkasim.types import TopicPartition
@@ -137,3 +137,14 @@ def test_without_the_consumer_protocol_the_heartbeat_is_unsupported(tmp_path):
     with Broker(tmp_path / "d", broker_configs={"group.coordinator.rebalance.protocols": "classic"}) as b:
         with pytest.raises(UnsupportedVersionError, match="group.coordinator.rebalance.protocols=classic"):
             _join(b, "g", str(uuid.UUID(int=1)))
+
+
+@pytest.mark.parametrize("configs, message", [
+    ({"group.consumer.heartbeat.interval.ms": 45_000, "group.consumer.max.heartbeat.interval.ms": 60_000},
+     "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+    ({"group.consumer.assignors": "uniform,sticky"}, "sticky"),
+    ({"group.coordinator.rebalance.protocols": "classic,share"}, "group.coordinator.rebalance.protocols"),
+])
+def test_bad_consumer_group_broker_configs_fail_when_the_broker_opens(tmp_path, configs, message):
+    with pytest.raises(InvalidConfigurationError, match=message):
+        Broker(tmp_path / "d", broker_configs=configs)
