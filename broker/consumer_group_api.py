@@ -251,6 +251,10 @@ class ConsumerGroupApi(BrokerCore):
             return
         if group.members:
             raise GroupIdNotFoundError(f"Group {group_id} is not a classic group.")
+        self.delete_consumer_group(group_id)
+
+    def delete_consumer_group(self, group_id: str) -> None:
+        """Delete the Empty consumer group ``group_id`` (its offsets are the caller's)."""
         with self._consumer_groups_lock:
             self.consumer_group_coordinator.delete_group(group_id)
 

@@ -140,7 +140,13 @@ class GroupApi(BrokerCore):
         return sorted(classic + self.list_consumer_groups(), key=lambda g: g["group_id"])
 
     def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: an Empty group and its committed offsets (a consumer group too:
+        NonEmptyGroupError while it has members, as Kafka's ``validateDeleteGroup``)."""
         self._check_member(group_id)
+        if self.is_consumer_group(group_id):
+            self.delete_consumer_group(group_id)
+            if not self._group_call("describe_group", group_id)["offsets"]:
+                return None
         return self._group_call("delete_group", group_id)
 
     def delete_offsets(self, group_id: str, partitions) -> dict:

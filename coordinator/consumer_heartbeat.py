@@ -56,8 +56,8 @@ from kafkasim.coordinator.reconciliation import reconcile
 from kafkasim.coordinator.target_assignment import build_target_assignment
 from kafkasim.errors import (
     FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError,
-    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, NonEmptyGroupError, UnknownMemberIdError,
-    UnknownServerError, UnreleasedInstanceIdError, UnsupportedAssignorError,
+    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, NonEmptyGroupError,
+    UnknownMemberIdError, UnknownServerError, UnreleasedInstanceIdError, UnsupportedAssignorError,
 )
 from kafkasim.protocol.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Assignment, ConsumerGroupHeartbeatRequest,
@@ -130,7 +130,7 @@ class ConsumerGroupCoordinator:
         when there is none, NON_EMPTY_GROUP while it has members."""
         group = self.group(group_id)
         if group.members:
-            raise NonEmptyGroupError(f"Group {group_id} is in {group.state.value} state.")
+            raise NonEmptyGroupError("The group is not empty.")
         del self._groups[group_id]
 
     @property

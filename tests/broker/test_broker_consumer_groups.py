@@ -11,7 +11,8 @@ from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    GroupIdNotFoundError, InvalidConfigurationError, StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
+    GroupIdNotFoundError, InvalidConfigurationError, NonEmptyGroupError, StaleMemberEpochError, UnknownMemberIdError,
+    UnsupportedVersionError,
 )
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kafkasim.types import TopicPartition
@@ -148,3 +149,16 @@ def test_without_the_consumer_protocol_the_heartbeat_is_unsupported(tmp_path):
 def test_bad_consumer_group_broker_configs_fail_when_the_broker_opens(tmp_path, configs, message):
     with pytest.raises(InvalidConfigurationError, match=message):
         Broker(tmp_path / "d", broker_configs=configs)
+
+
+def test_delete_groups_deletes_an_empty_consumer_group_and_its_offsets(broker):
+    m = str(uuid.UUID(int=8))
+    r = _join(broker, "g", m)
+    broker.offset_commit("g", m, r.member_epoch, {TopicPartition("t", 1): 3})
+    with pytest.raises(NonEmptyGroupError, match="The group is not empty."):
+        broker.delete_group("g")
+    _beat(broker, "g", m, -1, None)
+    broker.delete_group("g")
+    assert broker.list_groups() == [] and broker.offset_fetch("g") == {}
+    with pytest.raises(GroupIdNotFoundError):
+        broker.delete_group("g")
