@@ -235,3 +235,47 @@ def test_heartbeat_errors_and_epochs_over_the_wire(server):
         assert listed.groups == ()
     group = _describe(server, "nope")
     assert group.error_code == GroupIdNotFoundError.errno
+
+
+def test_a_served_cluster_runs_consumer_groups_beside_classic_ones(tmp_path, serve_process):
+    """Three brokers: two consumer-protocol members read and commit everything; a classic
+    group lives beside them; AdminClient lists both with their types and describes each."""
+    from confluent_kafka import Consumer, ConsumerGroupType, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    served = serve_process(tmp_path / "data", "--brokers", "0,1,2")
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": served.bootstrap})
+    for i in range(60):
+        producer.produce(TOPIC, b"%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    consumers = [Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "group.protocol": "consumer",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False}) for _ in range(2)]
+    classic = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "cl", "auto.offset.reset": "earliest"})
+    try:
+        for c in consumers + [classic]:
+            c.subscribe([TOPIC])
+        got = Counter()
+        deadline = time.monotonic() + 60
+        while sum(got.values()) < 60 or not classic.assignment():
+            assert time.monotonic() < deadline, f"consumed {dict(got)}"
+            for i, c in enumerate(consumers):
+                msg = c.poll(0.1)
+                if msg is not None and not msg.error():
+                    got[i] += 1
+            classic.poll(0.05)
+        for c in consumers:
+            c.commit(asynchronous=False)
+        committed = {tp.partition: tp.offset for c in consumers for tp in c.committed(c.assignment(), timeout=10)}
+        assert committed == {p: 10 for p in range(PARTITIONS)}
+        listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(30).valid}
+        assert listed == {"g": ConsumerGroupType.CONSUMER, "cl": ConsumerGroupType.CLASSIC}
+        desc = admin.describe_consumer_groups(["g", "cl"])
+        g, cl = desc["g"].result(30), desc["cl"].result(30)
+        assert g.type == ConsumerGroupType.CONSUMER and g.partition_assignor == "uniform"
+        assert sorted(len(m.assignment.topic_partitions) for m in g.members) == [3, 3]
+        assert cl.type == ConsumerGroupType.CLASSIC and len(cl.members) == 1
+    finally:
+        for c in consumers + [classic]:
+            c.close()
