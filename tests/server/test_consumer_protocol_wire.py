@@ -4,6 +4,9 @@ the clients do not show (member epochs, errors, ListGroups v5 types)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -246,16 +249,22 @@ def test_a_served_cluster_runs_consumer_groups_beside_classic_ones(tmp_path, ser
     served = serve_process(tmp_path / "data", "--brokers", "0,1,2")
     admin = AdminClient({"bootstrap.servers": served.bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": served.bootstrap})
-    for i in range(60):
-        producer.produce(TOPIC, b"%d" % i, partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
     consumers = [Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "group.protocol": "consumer",
                            "auto.offset.reset": "earliest", "enable.auto.commit": False}) for _ in range(2)]
     classic = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "cl", "auto.offset.reset": "earliest"})
     try:
         for c in consumers + [classic]:
             c.subscribe([TOPIC])
+        # the members settle first (3 partitions each), so that each commits what it owns
+        deadline = time.monotonic() + 60
+        while sorted(len(c.assignment()) for c in consumers) != [3, 3]:
+            assert time.monotonic() < deadline, "the two members did not settle"
+            for c in consumers:
+                c.poll(0.1)
+        producer = Producer({"bootstrap.servers": served.bootstrap})
+        for i in range(60):
+            producer.produce(TOPIC, b"%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
         got = Counter()
         deadline = time.monotonic() + 60
         while sum(got.values()) < 60 or not classic.assignment():
@@ -276,6 +285,15 @@ def test_a_served_cluster_runs_consumer_groups_beside_classic_ones(tmp_path, ser
         assert g.type == ConsumerGroupType.CONSUMER and g.partition_assignor == "uniform"
         assert sorted(len(m.assignment.topic_partitions) for m in g.members) == [3, 3]
         assert cl.type == ConsumerGroupType.CLASSIC and len(cl.members) == 1
+
+        # kafkasim groups (kafka-consumer-groups.sh) over the wire: ConsumerGroupDescribe
+        out = subprocess.run([sys.executable, "-m", "kafkasim", "groups", "describe", "g", "--members",
+                              "--bootstrap-server", served.bootstrap, "--json"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        described = json.loads(out)
+        assert described["state"] == "Stable"
+        assert sorted((r["consumer_id"], r["partitions"]) for r in described["rows"]) == sorted(
+            (m.member_id, 3) for m in g.members)
     finally:
         for c in consumers + [classic]:
             c.close()
