@@ -258,6 +258,15 @@ class ConsumerGroupApi(BrokerCore):
         with self._consumer_groups_lock:
             self.consumer_group_coordinator.delete_group(group_id)
 
+    def consumer_group_subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The topics the members of consumer group ``group_id`` subscribe to (names and regex
+        matches; Kafka's ``isSubscribedToTopic``); empty when there is no such group."""
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return frozenset()
+        with self._consumer_groups_lock:
+            return frozenset(group.subscribed_topic_names())
+
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether ``group_id`` names a consumer group (KIP-848) on this broker."""
         return self._consumer_group_if_any(group_id) is not None

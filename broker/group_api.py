@@ -28,7 +28,9 @@ from typing import Optional
 from collections.abc import Iterable
 
 from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
-from kafkasim.errors import CoordinatorNotAvailableError, InvalidGroupIdError, UnknownTopicOrPartitionError
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, GroupSubscribedToTopicError, InvalidGroupIdError, UnknownTopicOrPartitionError,
+)
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
@@ -166,6 +168,19 @@ class GroupApi(BrokerCore):
                 known.append(tp)
             except UnknownTopicOrPartitionError as exc:
                 out[tp] = exc
+        if self.is_consumer_group(group_id):
+            # a consumer group (KIP-848): the topics its members subscribe to keep their offsets
+            subscribed = self.consumer_group_subscribed_topics(group_id)
+            for tp in known:
+                if tp.topic in subscribed:
+                    out[tp] = GroupSubscribedToTopicError(
+                        f"group {group_id!r} is subscribed to topic {tp.topic!r}: "
+                        f"cannot delete the offset of {tp.topic}-{tp.partition}")
+            known = [tp for tp in known if tp not in out]
+            out.update(dict.fromkeys(known))
+            if known and self._group_call("describe_group", group_id)["offsets"]:
+                out.update(self._group_call("delete_offsets", group_id, known))
+            return {tp: out[tp] for tp in wanted}
         out.update(self._group_call("delete_offsets", group_id, known))
         return {tp: out[tp] for tp in wanted}
 

@@ -11,8 +11,8 @@ from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    GroupIdNotFoundError, InvalidConfigurationError, NonEmptyGroupError, StaleMemberEpochError, UnknownMemberIdError,
-    UnsupportedVersionError,
+    GroupIdNotFoundError, GroupSubscribedToTopicError, InvalidConfigurationError, NonEmptyGroupError,
+    StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
 )
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kafkasim.types import TopicPartition
@@ -162,3 +162,14 @@ def test_delete_groups_deletes_an_empty_consumer_group_and_its_offsets(broker):
     assert broker.list_groups() == [] and broker.offset_fetch("g") == {}
     with pytest.raises(GroupIdNotFoundError):
         broker.delete_group("g")
+
+
+def test_offset_delete_keeps_the_offsets_of_subscribed_topics(broker):
+    broker.create_topic("other", 1)
+    m = str(uuid.UUID(int=9))
+    r = _join(broker, "g", m)
+    broker.offset_commit("g", m, r.member_epoch, {TopicPartition("t", 0): 4, TopicPartition("other", 0): 2})
+    result = broker.delete_offsets("g", [TopicPartition("t", 0), TopicPartition("other", 0)])
+    assert isinstance(result[TopicPartition("t", 0)], GroupSubscribedToTopicError)
+    assert result[TopicPartition("other", 0)] is None
+    assert {tp: om.offset for tp, om in broker.offset_fetch("g").items()} == {TopicPartition("t", 0): 4}
