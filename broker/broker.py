@@ -73,7 +73,8 @@ __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLI
            "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnApi, ProducersApi, Elections, PartitionReassignments):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnApi, ProducersApi, Elections,
+             PartitionReassignments):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.

@@ -26,7 +26,8 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ConsumerGroupAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
+__all__ = ["BrokerAPI", "ConsumerGroupAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI",
+           "TransactionAdminAPI"]
 
 
 @runtime_checkable
