@@ -162,6 +162,7 @@ class ConsumerGroupApi(BrokerCore):
         if isinstance(group_ids, (str, bytes)) or not isinstance(group_ids, Iterable):
             raise bad_arg("group_ids", group_ids, "an iterable of group ids")
         coord = self.consumer_group_coordinator
+        self._check_consumer_groups()
         out = []
         with self._consumer_groups_lock:
             self._refresh_consumer_topics(coord)

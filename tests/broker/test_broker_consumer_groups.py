@@ -11,6 +11,7 @@ from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
+    CoordinatorNotAvailableError,
     GroupIdNotFoundError, GroupSubscribedToTopicError, InvalidConfigurationError, NonEmptyGroupError,
     StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
 )
@@ -173,3 +174,15 @@ def test_offset_delete_keeps_the_offsets_of_subscribed_topics(broker):
     assert isinstance(result[TopicPartition("t", 0)], GroupSubscribedToTopicError)
     assert result[TopicPartition("other", 0)] is None
     assert {tp: om.offset for tp, om in broker.offset_fetch("g").items()} == {TopicPartition("t", 0): 4}
+
+
+def test_a_closed_broker_answers_coordinator_not_available(tmp_path):
+    b = Broker(tmp_path / "d")
+    b.create_topic("t", 1)
+    _join(b, "g", str(uuid.UUID(int=1)))
+    b.close()
+    with pytest.raises(CoordinatorNotAvailableError):
+        _join(b, "g", str(uuid.UUID(int=2)))
+    with pytest.raises(CoordinatorNotAvailableError):
+        b.consumer_group_describe(["g"])
+    assert b.tick_consumer_groups() == []
