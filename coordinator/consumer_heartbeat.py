@@ -38,7 +38,8 @@ topics change (Kafka resolves them in a background task, at most every 10 s, so 
 epoch bump lands on a later heartbeat); nothing is written to ``__consumer_offsets`` yet
 (the group lives in memory); the classic/consumer online upgrade is not there yet.
 
-Thread-safety: none; one caller at a time (the broker will serialize calls under its lock).
+Thread-safety: none; one caller at a time (the broker serializes its calls under one lock:
+:mod:`kafkasim.broker.consumer_group_api`).
 """
 
 from __future__ import annotations
