@@ -15,6 +15,7 @@ The class is assembled from one module per job, each a mixin over the shared sta
                                   delete records (DeleteRecords)
 :mod:`kafkasim.broker.data`       produce, fetch, list offsets, producer ids (the hot paths)
 :mod:`kafkasim.broker.group_api`  the group API, delegated to the group coordinator
+:mod:`kafkasim.broker.consumer_group_api`  consumer groups (KIP-848): ConsumerGroupHeartbeat/Describe
 :mod:`kafkasim.broker.elections`  ElectLeaders: preferred and unclean elections
 :mod:`kafkasim.broker.reassignments`  Alter/ListPartitionReassignments (a cluster moves replicas)
 ==============================  ==============================================================
@@ -57,6 +58,7 @@ from kafkasim.clock import Clock
 
 from kafkasim.broker.admin import MAX_PARTITIONS, TopicAdmin  # noqa: F401  (re-exported)
 from kafkasim.broker.core import INTERNAL_TOPICS
+from kafkasim.broker.consumer_group_api import ConsumerGroupApi
 from kafkasim.broker.data import (
     EARLIEST, LATEST, MAX_TIMESTAMP, ColumnFetchResult, DataPlane, FetchResult, ProduceResult,
 )
@@ -71,7 +73,8 @@ __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLI
            "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, TxnApi, ProducersApi, Elections, PartitionReassignments):
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnApi, ProducersApi, Elections,
+             PartitionReassignments):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.

@@ -28,7 +28,9 @@ from typing import Optional
 from collections.abc import Iterable
 
 from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
-from kafkasim.errors import CoordinatorNotAvailableError, InvalidGroupIdError, UnknownTopicOrPartitionError
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, GroupSubscribedToTopicError, InvalidGroupIdError, UnknownTopicOrPartitionError,
+)
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
@@ -80,8 +82,11 @@ class GroupApi(BrokerCore):
             check_arg("generation_id", generation_id, "int")
 
     def join_group(self, group_id: str, member_id: str = "", **kwargs):
-        """JoinGroup: returns ``JoinResult`` (status pending/complete); see GroupCoordinator."""
+        """JoinGroup: returns ``JoinResult`` (status pending/complete); see GroupCoordinator.
+        The id of a consumer group (KIP-848) with members: GroupIdNotFoundError, as Kafka
+        (:mod:`kafkasim.broker.consumer_group_api`)."""
         self._check_member(group_id, member_id)
+        self._check_consumer_group_for_classic(group_id)
         return self._group_call("join_group", group_id, member_id, **kwargs)
 
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
@@ -99,18 +104,30 @@ class GroupApi(BrokerCore):
         return self._group_call("leave_group", group_id, member_id, **kwargs)
 
     def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict,
-                      **kwargs) -> None:
+                      *, api_version: Optional[int] = None, **kwargs) -> None:
         """OffsetCommit; every partition must exist (UnknownTopicOrPartitionError, as Kafka).
         ``offsets`` is ``{TopicPartition: OffsetAndMetadata | int}``; anything else is an
-        InvalidArgumentError naming the bad entry (kafkasim.arguments.check_commit_offsets)."""
+        InvalidArgumentError naming the bad entry (kafkasim.arguments.check_commit_offsets).
+        For a consumer group (KIP-848) ``generation_id`` is the member epoch, checked as Kafka's
+        ``ConsumerGroup.validateOffsetCommit`` (``api_version``: the OffsetCommit version over
+        the wire, None in-process)."""
         self._check_member(group_id, member_id, generation_id)
         offsets = check_commit_offsets(offsets)
         for tp in offsets:
             self._partition(tp.topic, tp.partition)
+        self._check_group_api()
+        if self.validate_consumer_offset_commit(group_id, member_id, generation_id, api_version):
+            # checked: stored as every group's offsets are (a commit without a generation)
+            return self._group_call("offset_commit", group_id, "", -1, offsets)
         return self._group_call("offset_commit", group_id, member_id, generation_id, offsets, **kwargs)
 
-    def offset_fetch(self, group_id: str, partitions=None) -> dict:
+    def offset_fetch(self, group_id: str, partitions=None, *, member_id: Optional[str] = None,
+                     member_epoch: int = -1) -> dict:
+        """OffsetFetch; ``member_id``/``member_epoch`` (OffsetFetch v9) are checked against a
+        consumer group's member (UnknownMemberIdError, StaleMemberEpochError)."""
         self._check_member(group_id)
+        self._check_group_api()
+        self.validate_consumer_offset_fetch(group_id, member_id, member_epoch)
         if partitions is not None:
             if isinstance(partitions, (str, bytes, dict)) or not isinstance(partitions, Iterable):
                 raise bad_arg("partitions", partitions, "an iterable of TopicPartition or None")
@@ -118,10 +135,20 @@ class GroupApi(BrokerCore):
         return self._group_call("offset_fetch", group_id, partitions)
 
     def list_groups(self) -> list[dict]:
-        return self._group_call("list_groups")
+        """Every group: ``{"group_id", "protocol_type", "state", "type"}`` (``type``: classic or
+        consumer, as ListGroups v5), sorted by id."""
+        classic = [dict(g, type="classic") for g in self._group_call("list_groups")
+                   if not self.is_consumer_group(g["group_id"])]
+        return sorted(classic + self.list_consumer_groups(), key=lambda g: g["group_id"])
 
     def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: an Empty group and its committed offsets (a consumer group too:
+        NonEmptyGroupError while it has members, as Kafka's ``validateDeleteGroup``)."""
         self._check_member(group_id)
+        if self.is_consumer_group(group_id):
+            self.delete_consumer_group(group_id)
+            if not self._group_call("describe_group", group_id)["offsets"]:
+                return None
         return self._group_call("delete_group", group_id)
 
     def delete_offsets(self, group_id: str, partitions) -> dict:
@@ -141,6 +168,19 @@ class GroupApi(BrokerCore):
                 known.append(tp)
             except UnknownTopicOrPartitionError as exc:
                 out[tp] = exc
+        if self.is_consumer_group(group_id):
+            # a consumer group (KIP-848): the topics its members subscribe to keep their offsets
+            subscribed = self.consumer_group_subscribed_topics(group_id)
+            for tp in known:
+                if tp.topic in subscribed:
+                    out[tp] = GroupSubscribedToTopicError(
+                        f"group {group_id!r} is subscribed to topic {tp.topic!r}: "
+                        f"cannot delete the offset of {tp.topic}-{tp.partition}")
+            known = [tp for tp in known if tp not in out]
+            out.update(dict.fromkeys(known))
+            if known and self._group_call("describe_group", group_id)["offsets"]:
+                out.update(self._group_call("delete_offsets", group_id, known))
+            return {tp: out[tp] for tp in wanted}
         out.update(self._group_call("delete_offsets", group_id, known))
         return {tp: out[tp] for tp in wanted}
 
@@ -149,6 +189,8 @@ class GroupApi(BrokerCore):
         owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""
         self._check_member(group_id)
         desc = self._group_call("describe_group", group_id)
+        if self.is_consumer_group(group_id):
+            desc = self._describe_consumer_group_as_classic(group_id, desc["offsets"])
         owners = {tuple(tp): m["member_id"] for m in desc["members"] for tp in m["assignment"]}
         rows = []
         for tp in sorted(set(desc["offsets"]) | {TopicPartition(*tp) for tp in owners}):

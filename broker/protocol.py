@@ -26,7 +26,8 @@ from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI", "TransactionAdminAPI"]
+__all__ = ["BrokerAPI", "ConsumerGroupAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI",
+           "TransactionAdminAPI"]
 
 
 @runtime_checkable
@@ -118,6 +119,17 @@ class TransactionAdminAPI(BrokerAPI, Protocol):
     def describe_producers(self, topic: str, partition: int, *, node: Optional[int] = None) -> Any: ...
     def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                          coordinator_epoch: int, commit: bool = False, *, node: Optional[int] = None) -> Any: ...
+
+
+@runtime_checkable
+class ConsumerGroupAPI(BrokerAPI, Protocol):
+    """Consumer groups of Kafka 4's consumer protocol (KIP-848) beyond :class:`BrokerAPI`:
+    ConsumerGroupHeartbeat, ConsumerGroupDescribe and their timers (the in-process Broker and
+    Cluster; :mod:`kafkasim.broker.consumer_group_api`)."""
+
+    def consumer_group_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "") -> Any: ...
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[dict]: ...
+    def tick_consumer_groups(self) -> Any: ...
 
 
 @runtime_checkable

@@ -28,29 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kafkasim.config import INT_MAX, ConfigDef, parse_configs
+from kafkasim.config import BROKER_CONFIGS, INT_MAX, ConfigDef, parse_configs
 from kafkasim.errors import InvalidConfigurationError
 
 __all__ = ["CONSUMER_GROUP_CONFIGS", "ConsumerGroupConfig"]
 
-CONSUMER_GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
-    ConfigDef("group.consumer.session.timeout.ms", "int", 45_000, min=1,
-              doc="a member that does not heartbeat for this long is fenced (its partitions are freed)"),
-    ConfigDef("group.consumer.min.session.timeout.ms", "int", 45_000, min=1,
-              doc="the smallest group.consumer.session.timeout.ms allowed"),
-    ConfigDef("group.consumer.max.session.timeout.ms", "int", 60_000, min=1,
-              doc="the largest group.consumer.session.timeout.ms allowed"),
-    ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5_000, min=1,
-              doc="the heartbeat interval every response tells members to use"),
-    ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5_000, min=1,
-              doc="the smallest group.consumer.heartbeat.interval.ms allowed"),
-    ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15_000, min=1,
-              doc="the largest group.consumer.heartbeat.interval.ms allowed"),
-    ConfigDef("group.consumer.max.size", "int", INT_MAX, min=1,
-              doc="the most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond)"),
-    ConfigDef("group.consumer.assignors", "list", "uniform,range",
-              doc="the server assignors by name; the first is used when no member asks for one"),
-]}
+CONSUMER_GROUP_CONFIGS: dict[str, ConfigDef] = {
+    name: d for name, d in BROKER_CONFIGS.items() if name.startswith("group.consumer.")}
+"""The ``group.consumer.*`` broker configs (defined once, in :data:`kafkasim.config.BROKER_CONFIGS`)."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ topics change (Kafka resolves them in a background task, at most every 10 s, so 
 epoch bump lands on a later heartbeat); nothing is written to ``__consumer_offsets`` yet
 (the group lives in memory); the classic/consumer online upgrade is not there yet.
 
-Thread-safety: none; one caller at a time (the broker will serialize calls under its lock).
+Thread-safety: none; one caller at a time (the broker serializes its calls under one lock:
+:mod:`kafkasim.broker.consumer_group_api`).
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ from kafkasim.coordinator.reconciliation import reconcile
 from kafkasim.coordinator.target_assignment import build_target_assignment
 from kafkasim.errors import (
     FencedInstanceIdError, FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError,
-    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, UnknownMemberIdError,
-    UnknownServerError, UnreleasedInstanceIdError, UnsupportedAssignorError,
+    InvalidConfigurationError, InvalidRegularExpressionError, InvalidRequestError, NonEmptyGroupError,
+    UnknownMemberIdError, UnknownServerError, UnreleasedInstanceIdError, UnsupportedAssignorError,
 )
 from kafkasim.protocol.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Assignment, ConsumerGroupHeartbeatRequest,
@@ -120,6 +121,18 @@ class ConsumerGroupCoordinator:
 
     def groups(self) -> list[str]:
         return sorted(self._groups)
+
+    def find_group(self, group_id: str) -> Optional[ConsumerGroup]:
+        """The consumer group ``group_id``, or None when there is none."""
+        return self._groups.get(group_id)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an EMPTY consumer group (Kafka's ``validateDeleteGroup``): GROUP_ID_NOT_FOUND
+        when there is none, NON_EMPTY_GROUP while it has members."""
+        group = self.group(group_id)
+        if group.members:
+            raise NonEmptyGroupError("The group is not empty.")
+        del self._groups[group_id]
 
     @property
     def assignor_names(self) -> tuple[str, ...]:

@@ -249,6 +249,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("transactional.id.expiration.ms", "int", 604_800_000, min=1,
        doc="a transactional id with no transaction for this long is removed (a tombstone in "
            "__transaction_state)"),
+    _D("group.coordinator.rebalance.protocols", "list", "classic,consumer", choices=("classic", "consumer"),
+       doc="the group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
+           "ConsumerGroupHeartbeat); without consumer a heartbeat gets UNSUPPORTED_VERSION"),
+    # The consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig group.consumer.*;
+    # kafkasim.coordinator.consumer_group_config reads them and cross-checks them.
+    _D("group.consumer.session.timeout.ms", "int", 45_000, min=1,
+       doc="a member that does not heartbeat for this long is fenced (its partitions are freed)"),
+    _D("group.consumer.min.session.timeout.ms", "int", 45_000, min=1,
+       doc="the smallest group.consumer.session.timeout.ms allowed"),
+    _D("group.consumer.max.session.timeout.ms", "int", 60_000, min=1,
+       doc="the largest group.consumer.session.timeout.ms allowed"),
+    _D("group.consumer.heartbeat.interval.ms", "int", 5_000, min=1,
+       doc="the heartbeat interval every response tells members to use"),
+    _D("group.consumer.min.heartbeat.interval.ms", "int", 5_000, min=1,
+       doc="the smallest group.consumer.heartbeat.interval.ms allowed"),
+    _D("group.consumer.max.heartbeat.interval.ms", "int", 15_000, min=1,
+       doc="the largest group.consumer.heartbeat.interval.ms allowed"),
+    _D("group.consumer.max.size", "int", INT_MAX, min=1,
+       doc="the most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond)"),
+    _D("group.consumer.assignors", "list", "uniform,range",
+       doc="the server assignors by name; the first is used when no member asks for one"),
 ]}
 """Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
 

@@ -142,7 +142,7 @@ async def leave_group(ctx, req):
     return {"error_code": 0, "members": members}
 
 
-def _commit(broker, group_id, member_id, generation, instance, offsets: dict) -> dict:
+def _commit(broker, group_id, member_id, generation, instance, offsets: dict, api_version: int) -> dict:
     """Commit what can be committed; ``{TopicPartition: error code}`` (runs on the executor)."""
     codes, valid = {}, {}
     for tp, om in offsets.items():
@@ -155,14 +155,15 @@ def _commit(broker, group_id, member_id, generation, instance, offsets: dict) ->
             codes[tp] = error_code(exc)
     if valid:
         try:
-            broker.offset_commit(group_id, member_id, generation, valid, group_instance_id=instance)
+            broker.offset_commit(group_id, member_id, generation, valid, group_instance_id=instance,
+                                 api_version=api_version)
             codes.update(dict.fromkeys(valid, 0))
         except Exception as exc:
             codes.update(dict.fromkeys(valid, error_code(exc)))
     return codes
 
 
-@api(8, "OffsetCommit", 2, 8)
+@api(8, "OffsetCommit", 2, 9)
 async def offset_commit(ctx, req):
     body = req.body
     offsets = {}
@@ -173,7 +174,7 @@ async def offset_commit(ctx, req):
                 getattr(p, "committed_leader_epoch", -1))
     codes, code, _ = await ctx.attempt(
         _commit, ctx.broker, body.group_id, body.member_id, body.generation_id_or_member_epoch,
-        getattr(body, "group_instance_id", None), offsets)
+        getattr(body, "group_instance_id", None), offsets, req.api_version)
     ctx.group_waker.notify()
     return {"topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index,
@@ -181,16 +182,31 @@ async def offset_commit(ctx, req):
         for p in t.partitions]} for t in body.topics]}
 
 
-@api(9, "OffsetFetch", 1, 7)
+@api(9, "OffsetFetch", 1, 9)
 async def offset_fetch(ctx, req):
+    """v1–7: one group; v8+: a list of groups, each answered on its own (v9: with the
+    consumer group member's id and epoch, checked as Kafka's ``validateOffsetFetch``)."""
     body = req.body
-    if body.topics is None:
+    if req.api_version < 8:
+        code, topics = await _fetch_group(ctx, body.group_id, body.topics, None, -1)
+        return {"error_code": code, "topics": topics}
+    groups = []
+    for g in body.groups:
+        code, topics = await _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
+                                          getattr(g, "member_epoch", -1))
+        groups.append({"group_id": g.group_id, "error_code": code, "topics": topics})
+    return {"groups": groups}
+
+
+async def _fetch_group(ctx, group_id, topics, member_id, member_epoch) -> tuple[int, list]:
+    if topics is None:
         partitions = None
     else:
-        partitions = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
-    committed, code, _ = await ctx.attempt(ctx.broker.offset_fetch, body.group_id, partitions)
+        partitions = [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+    committed, code, _ = await ctx.attempt(ctx.broker.offset_fetch, group_id, partitions, member_id=member_id,
+                                           member_epoch=member_epoch)
     if code:
-        return {"error_code": code, "topics": []}
+        return code, []
     by_topic = defaultdict(list)
     for tp in (partitions if partitions is not None else sorted(committed)):
         om = committed.get(tp)
@@ -199,7 +215,7 @@ async def offset_fetch(ctx, req):
             "committed_offset": -1 if om is None else om.offset,
             "committed_leader_epoch": -1 if om is None else om.leader_epoch,
             "metadata": "" if om is None else om.metadata})
-    return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 @api(15, "DescribeGroups", 0, 5)
@@ -209,6 +225,12 @@ async def describe_groups(ctx, req):
         d, code, _ = await ctx.attempt(ctx.broker.describe_group, group_id)
         if code:
             out.append({"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []})
+            continue
+        if d.get("type") == "consumer":
+            # Kafka's describeGroups looks the id up as a classic group: a consumer group is not
+            # one, and is answered as Dead with no members (ConsumerGroupDescribe describes it)
+            out.append({"error_code": 0, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
                         "protocol_data": "", "members": []})
             continue
         consumer = d["protocol_type"] == "consumer"
@@ -226,16 +248,22 @@ async def describe_groups(ctx, req):
     return {"groups": out}
 
 
-@api(16, "ListGroups", 0, 4)
+@api(16, "ListGroups", 0, 5)
 async def list_groups(ctx, req):
+    """Every group; v4 ``states_filter``, v5 ``types_filter`` (classic, consumer; case-insensitive
+    as Kafka) and each group's ``group_type``."""
     groups, code, _ = await ctx.attempt(ctx.broker.list_groups)
     if code:
         return {"error_code": code, "groups": []}
     states = getattr(req.body, "states_filter", None)
+    types = getattr(req.body, "types_filter", None)
     wanted = {s.lower() for s in states} if states else None
+    wanted_types = {t.lower() for t in types} if types else None
     return {"error_code": 0, "groups": [
-        {"group_id": g["group_id"], "protocol_type": g["protocol_type"], "group_state": g["state"]}
-        for g in groups if wanted is None or g["state"].lower() in wanted]}
+        {"group_id": g["group_id"], "protocol_type": g["protocol_type"], "group_state": g["state"],
+         "group_type": g.get("type", "classic")}
+        for g in groups if (wanted is None or g["state"].lower() in wanted)
+        and (wanted_types is None or g.get("type", "classic") in wanted_types)]}
 
 
 @api(42, "DeleteGroups", 0, 2)

@@ -1,6 +1,8 @@
 """The group calls of :class:`kafkasim.server.remote.RemoteBroker` (FindCoordinator-free:
 one broker; JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups, DeleteGroups), as a mixin over :class:`RemoteConnection`.
+ListGroups, DescribeGroups, DeleteGroups), as a mixin over :class:`RemoteConnection`. A
+consumer group (KIP-848) is described with ConsumerGroupDescribe when DescribeGroups calls
+its id Dead, as Kafka's admin client does.
 
 Thread-safety: as the connection (one lock serialises the exchanges).
 """
@@ -137,10 +139,11 @@ class GroupCalls:
         return dict(sorted(out.items()))
 
     def list_groups(self) -> list[dict]:
-        answer = self._call(16, {"states_filter": []})
+        answer = self._call(16, {"states_filter": [], "types_filter": []})
         _raise(answer.error_code, None, "ListGroups")
         return sorted(({"group_id": g.group_id, "protocol_type": g.protocol_type,
-                        "state": getattr(g, "group_state", "") or ""} for g in answer.groups),
+                        "state": getattr(g, "group_state", "") or "",
+                        "type": getattr(g, "group_type", "classic") or "classic"} for g in answer.groups),
                       key=lambda g: g["group_id"])
 
     def describe_group(self, group_id: str) -> dict:
@@ -158,10 +161,36 @@ class GroupCalls:
                     "assignment": decode_assignment(m.member_assignment)
                     if consumer and m.member_assignment else []}
                    for m in g.members]
+        if state == "Dead" and self.version_of(69) is not None:
+            consumer_group = self._describe_consumer_group(group_id)
+            if consumer_group is not None:
+                return self._with_lag(consumer_group)
         offsets = {} if state == "Dead" else self.offset_fetch(group_id)
         desc = {"group_id": group_id, "state": state, "protocol_type": g.protocol_type or "",
                 "protocol": g.protocol_data or None, "generation": None if state != "Dead" else -1,
                 "leader": None, "members": members, "offsets": offsets}
+        return self._with_lag(desc)
+
+    def _describe_consumer_group(self, group_id: str) -> Optional[dict]:
+        """A consumer group (KIP-848) from ConsumerGroupDescribe, in ``Broker.describe_group``'s
+        shape (``type`` "consumer", ``generation`` the group epoch); None when there is none."""
+        answer = self._call(69, {"group_ids": [group_id], "include_authorized_operations": False})
+        g = answer.groups[0]
+        if _code(g.error_code) == GroupIdNotFoundError.errno:
+            return None
+        _raise(g.error_code, g.error_message, f"group {group_id!r}")
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host or None, "member_epoch": m.member_epoch,
+                    "assignment": [TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions
+                                   for p in t.partitions]}
+                   for m in g.members]
+        return {"group_id": group_id, "type": "consumer", "state": g.group_state, "protocol_type": "consumer",
+                "protocol": g.assignor_name or None, "generation": g.group_epoch, "leader": None,
+                "members": members, "offsets": self.offset_fetch(group_id)}
+
+    def _with_lag(self, desc: dict) -> dict:
+        """``desc`` plus ``partitions``: committed offset, log end offset and lag per partition."""
+        offsets, members = desc["offsets"], desc["members"]
         owners = {tuple(tp): m["member_id"] for m in members for tp in m["assignment"]}
         wanted = sorted(set(offsets) | {TopicPartition(*tp) for tp in owners})
         ends: dict[TopicPartition, Optional[int]] = {}

@@ -163,7 +163,8 @@ async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -
     :data:`TXN_TICK_S` (the first run loads the coordinator, so transactions a crash left
     prepared get their markers without waiting for a client); when it aborted, expired or
     completed something, wake the read_committed long polls (markers move the last stable
-    offset). A served cluster runs them in ``Cluster.tick()``."""
+    offset). Then ``broker.tick_consumer_groups()`` (consumer group session and rebalance
+    timeouts). A served cluster runs them in ``Cluster.tick()``."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
@@ -171,6 +172,11 @@ async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -
                 server.wake_fetches()
         except Exception:
             log.exception("transaction coordinator tick failed")
+        try:
+            # consumer groups (KIP-848): fence members past their session or rebalance timeout
+            await loop.run_in_executor(None, broker.tick_consumer_groups)
+        except Exception:
+            log.exception("consumer group coordinator tick failed")
         try:
             await asyncio.wait_for(stop.wait(), TXN_TICK_S)
             return

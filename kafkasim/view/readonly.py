@@ -76,7 +76,8 @@ class ReadOnlyDataDir:
     def list_groups(self) -> list[dict]:
         ids = set(self._groups.groups) | {g for g, offs in self._groups.offsets.items() if offs}
         return [{"group_id": g, "protocol_type": (self._groups.groups.get(g) or {}).get("protocol_type") or "",
-                 "state": "Empty"} for g in sorted(ids)]
+                 "state": "Empty", "type": "classic"} for g in sorted(ids)]
+        # "type": as Broker.list_groups (consumer groups, KIP-848, live in memory only: never on disk)
 
     def describe_group(self, group_id: str) -> dict:
         meta = self._groups.groups.get(group_id)

@@ -93,7 +93,17 @@ def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
                                    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
                                    "transaction.max.timeout.ms": 900_000,
                                    "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
-                                   "transactional.id.expiration.ms": 604_800_000}
+                                   "transactional.id.expiration.ms": 604_800_000,
+                                   # Kafka 4's group coordinator: both protocols, KIP-848's defaults
+                                   "group.coordinator.rebalance.protocols": "classic,consumer",
+                                   "group.consumer.session.timeout.ms": 45_000,
+                                   "group.consumer.min.session.timeout.ms": 45_000,
+                                   "group.consumer.max.session.timeout.ms": 60_000,
+                                   "group.consumer.heartbeat.interval.ms": 5_000,
+                                   "group.consumer.min.heartbeat.interval.ms": 5_000,
+                                   "group.consumer.max.heartbeat.interval.ms": 15_000,
+                                   "group.consumer.max.size": 2**31 - 1,
+                                   "group.consumer.assignors": "uniform,range"}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):

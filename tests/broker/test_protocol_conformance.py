@@ -15,7 +15,9 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
-from kafkasim.broker.protocol import BrokerAPI, ServedBrokerAPI, TransactionAdminAPI, TransactionalBrokerAPI
+from kafkasim.broker.protocol import (
+    BrokerAPI, ConsumerGroupAPI, ServedBrokerAPI, TransactionAdminAPI, TransactionalBrokerAPI,
+)
 from kafkasim.server.remote import RemoteBroker
 
 P = inspect.Parameter
@@ -23,7 +25,7 @@ P = inspect.Parameter
 
 def _declared(protocol) -> list[str]:
     return sorted(n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")) + (
-        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI, TransactionAdminAPI) else [])
+        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI, TransactionAdminAPI, ConsumerGroupAPI) else [])
 
 
 def _problems(impl, protocol) -> list[str]:
@@ -104,3 +106,9 @@ def test_instances_are_recognised_by_isinstance(tmp_path):
 def test_every_implementation_serves_the_transaction_admin_calls(impl):
     """kafkasim transactions works on a data dir and against a server alike."""
     assert _problems(impl, TransactionAdminAPI) == []
+
+
+@pytest.mark.parametrize("impl", [Broker, Cluster], ids=lambda c: c.__name__)
+def test_in_process_brokers_serve_consumer_groups(impl):
+    """ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848), which kafkasim serve answers."""
+    assert _problems(impl, ConsumerGroupAPI) == []

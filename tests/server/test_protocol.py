@@ -87,10 +87,17 @@ def minimal_request(key: int, version: int) -> dict:
         27: {"markers": [{"producer_id": 77, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
                           "topics": [{"name": "t", "partition_indexes": [9]}]}]},
         66: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+        # v8+: a list of groups (v9: with the member's id and epoch, none here: accepted)
+        **({9: {"groups": [{"group_id": "standalone", "member_id": None, "member_epoch": -1,
+                            "topics": [{"name": "t", "partition_indexes": [0]}]}]}} if key == 9 and version >= 8
+           else {}),
+        68: {"group_id": "cg", "member_id": f"member-v{version}", "member_epoch": 0, "rebalance_timeout": 30_000,
+             "subscribed_topic_names": ["t"], "topic_partitions": []},
+        69: {"group_ids": ["nosuchgroup"], "include_authorized_operations": False},
     }[key]
 
 
-EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69,
+EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69, 69: 69,
                  24: 49, 25: 49, 26: 49, 28: 48, 27: 3}   # errors a minimal request must get
 
 
@@ -134,7 +141,8 @@ def test_every_served_version_answers(served, key, version):
         (p,) = response.topics[0].partitions
         assert p.leader_epoch == 0 and p.end_offset >= 1
     if key == 9:
-        assert response.topics[0].partitions[0].committed_offset == 1
+        topics = response.groups[0].topics if version >= 8 else response.topics
+        assert topics[0].partitions[0].committed_offset == 1
     if key == 35:   # one log dir, the data dir, with partition t-0's size (the batch produced above)
         (result,) = response.results
         assert result.log_dir == str(served.data_dir) or result.log_dir.endswith("data")

@@ -1,0 +1,314 @@
+"""The broker's consumer group API (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+
+:class:`ConsumerGroupApi` is one of the parts of :class:`kafkasim.broker.broker.Broker`. It
+owns a :class:`~kafkasim.coordinator.consumer_heartbeat.ConsumerGroupCoordinator`, built on
+first use with
+
+- the broker's clock;
+- the ``group.consumer.*`` broker configs (:data:`kafkasim.config.BROKER_CONFIGS`, Kafka's
+  names and defaults) and the server assignors ``group.consumer.assignors`` names;
+- the broker's topics as its metadata image (name, topic id, partition count). The image is
+  compared with the broker's topics before every heartbeat and tick and replaced
+  (``update_topics``) when a topic was created, deleted or grew, as Kafka's
+  ``onNewMetadataImage``.
+
+Its timers (session and rebalance timeouts) run from :meth:`ConsumerGroupApi.tick_consumer_groups`,
+which ``Broker.tick()`` calls and ``kafkasim serve`` runs on real time.
+
+**A group id is one type** (Kafka's ``GroupMetadataManager``): the classic coordinator
+(:mod:`kafkasim.broker.group_api`) and this one share the id space.
+
+- A consumer-protocol heartbeat for the id of a classic group with members answers
+  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group" (Kafka's answer when the online
+  upgrade does not apply; the upgrade of a non-empty classic group is not implemented). An
+  EMPTY classic group is replaced, as Kafka's ``maybeDeleteEmptyClassicGroup`` (its committed
+  offsets stay).
+- A JoinGroup for the id of a consumer group with members answers GROUP_ID_NOT_FOUND
+  "Group <id> is not a classic group." (Kafka 4 would add the classic member to the consumer
+  group: mixed groups are not implemented); an EMPTY consumer group is replaced.
+- Committed offsets of a consumer group live where every group's offsets live (the classic
+  coordinator's offsets store over ``__consumer_offsets``): an OffsetCommit is checked here
+  (Kafka's ``ConsumerGroup.validateOffsetCommit``) and then stored as a simple commit.
+
+When ``group.coordinator.rebalance.protocols`` leaves out ``consumer`` every call here raises
+UNSUPPORTED_VERSION (Kafka then does not advertise the APIs at all).
+
+Thread-safety: one lock (``_consumer_groups_lock``) serialises every call into the
+coordinator, which is not thread-safe itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Iterable, Optional
+
+from kafkasim.arguments import bad_arg
+from kafkasim.assignors.server import server_assignors
+from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
+from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator, Fenced
+from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS, ConsumerGroupConfig
+from kafkasim.errors import (
+    CoordinatorNotAvailableError, GroupIdNotFoundError, InvalidGroupIdError, StaleMemberEpochError,
+    UnknownMemberIdError, UnsupportedVersionError,
+)
+from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from kafkasim.types import TopicPartition
+
+from kafkasim.broker.core import BrokerCore
+
+__all__ = ["ConsumerGroupApi", "CONSUMER", "CLASSIC"]
+
+CONSUMER = "consumer"
+"""Kafka's ``Group.GroupType.CONSUMER`` as ListGroups v5 names it."""
+CLASSIC = "classic"
+"""Kafka's ``Group.GroupType.CLASSIC`` as ListGroups v5 names it."""
+
+
+class ConsumerGroupApi(BrokerCore):
+    """ConsumerGroupHeartbeat, ConsumerGroupDescribe, and the consumer group checks of
+    OffsetCommit/OffsetFetch (see the module docstring)."""
+
+    # -- the coordinator -------------------------------------------------------------------
+
+    @property
+    def consumer_group_coordinator(self) -> ConsumerGroupCoordinator:
+        """The KIP-848 coordinator, created on first use (see the module docstring)."""
+        coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is not None:
+            return coord
+        with self._lock:
+            self._check_consumer_groups()
+            coord = self.__dict__.get("_consumer_group_coordinator")
+            if coord is None:
+                configs = {n: self.broker_config[n] for n in CONSUMER_GROUP_CONFIGS}
+                assignors = server_assignors(configs["group.consumer.assignors"])
+                configs["group.consumer.assignors"] = ",".join(a.name for a in assignors)
+                coord = ConsumerGroupCoordinator(assignors, self.clock, configs=configs,
+                                                 topics=self._consumer_topics_image())
+                self._consumer_groups_lock = threading.Lock()
+                self._consumer_group_clients: dict[tuple[str, str], tuple[str, str]] = {}
+                self._consumer_topics_seen = self._topics_key()
+                self._consumer_group_coordinator = coord
+        return coord
+
+    def _check_consumer_group_configs(self) -> None:
+        """The ``group.consumer.*`` broker configs' cross-checks and assignor names (Kafka's
+        messages): InvalidConfigurationError when the broker is opened, as Kafka fails at start."""
+        configs = {n: self.broker_config[n] for n in CONSUMER_GROUP_CONFIGS}
+        names = ",".join(a.name for a in server_assignors(configs["group.consumer.assignors"]))
+        ConsumerGroupConfig.from_configs(dict(configs, **{"group.consumer.assignors": names}))
+
+    def _check_consumer_groups(self) -> None:
+        if self._closed:
+            raise CoordinatorNotAvailableError(f"broker over {self.data_dir} is closed")
+        if CONSUMER not in self.broker_config["group.coordinator.rebalance.protocols"].split(","):
+            raise UnsupportedVersionError(
+                "The consumer group protocol is not enabled (group.coordinator.rebalance.protocols="
+                f"{self.broker_config['group.coordinator.rebalance.protocols']})")
+
+    def _topics_key(self) -> tuple:
+        with self._lock:
+            return tuple(sorted((m.name, m.topic_id, m.partitions) for m in self._topics.values()))
+
+    def _consumer_topics_image(self) -> list[TopicMetadata]:
+        with self._lock:
+            return [TopicMetadata(uuid.UUID(hex=m.topic_id), m.name, m.partitions)
+                    for m in sorted(self._topics.values(), key=lambda m: m.name)]
+
+    def _refresh_consumer_topics(self, coord: ConsumerGroupCoordinator) -> None:
+        """Give the coordinator the broker's topics when they changed (caller holds the lock)."""
+        key = self._topics_key()
+        if key != self._consumer_topics_seen:
+            coord.update_topics(self._consumer_topics_image())
+            self._consumer_topics_seen = key
+
+    def _consumer_group_if_any(self, group_id: str) -> Optional[ConsumerGroup]:
+        """The consumer group ``group_id`` if there is one (no coordinator is created)."""
+        coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None:
+            return None
+        with self._consumer_groups_lock:
+            return coord.find_group(group_id)
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, *, client_id: str = "",
+                                 client_host: str = "") -> ConsumerGroupHeartbeatResponse:
+        """One ConsumerGroupHeartbeat (:meth:`ConsumerGroupCoordinator.heartbeat`); raises Kafka's
+        errors. ``client_id``/``client_host`` are what ConsumerGroupDescribe shows for the member."""
+        if not isinstance(request, ConsumerGroupHeartbeatRequest):
+            raise bad_arg("request", request, "a ConsumerGroupHeartbeatRequest")
+        if not isinstance(request.group_id, str):
+            raise InvalidGroupIdError(f"invalid group id {request.group_id!r:.80}: a group id is a str")
+        coord = self.consumer_group_coordinator
+        self._check_consumer_groups()
+        self._check_classic_group_for_consumer(request.group_id)
+        with self._consumer_groups_lock:
+            self._refresh_consumer_topics(coord)
+            response = coord.heartbeat(request)
+            key = (request.group_id, response.member_id)
+            if response.member_epoch < 0:
+                self._consumer_group_clients.pop(key, None)
+            else:
+                self._consumer_group_clients[key] = (client_id or "", client_host or "")
+            return response
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[dict]:
+        """ConsumerGroupDescribe: per group id, its description (Kafka's ``asDescribedGroup``)
+        or ``{"group_id", "error": GroupIdNotFoundError}`` when there is no consumer group by
+        that id. Each member's ``assignment``/``target_assignment`` is
+        ``[(topic id, topic name, [partitions])]``."""
+        if isinstance(group_ids, (str, bytes)) or not isinstance(group_ids, Iterable):
+            raise bad_arg("group_ids", group_ids, "an iterable of group ids")
+        coord = self.consumer_group_coordinator
+        self._check_consumer_groups()
+        out = []
+        with self._consumer_groups_lock:
+            self._refresh_consumer_topics(coord)
+            names = {t.topic_id: t.name for t in coord.topics.values()}
+            for gid in group_ids:
+                group = coord.find_group(gid)
+                if group is None:
+                    out.append({"group_id": gid, "error": GroupIdNotFoundError(f"Group {gid} not found.")})
+                    continue
+                assignor = group.preferred_server_assignor() or coord.assignor_names[0]
+                out.append({
+                    "group_id": gid, "error": None, "state": group.state.value, "group_epoch": group.group_epoch,
+                    "assignment_epoch": group.assignment_epoch, "assignor_name": assignor,
+                    "members": [self._describe_member(gid, m, group, names)
+                                for _, m in sorted(group.members.items())]})
+        return out
+
+    def _describe_member(self, group_id: str, m: ConsumerGroupMember, group: ConsumerGroup,
+                         names: dict) -> dict:
+        client_id, client_host = self._consumer_group_clients.get((group_id, m.member_id), ("", ""))
+
+        def rows(assignment) -> list[tuple[uuid.UUID, str, list[int]]]:
+            return [(t, names.get(t, ""), sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
+                    if t in names]
+        return {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": client_id, "client_host": client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": rows(m.assigned_partitions),
+                "target_assignment": rows(group.target_assignment_of(m.member_id, m.instance_id))}
+
+    def list_consumer_groups(self) -> list[dict]:
+        """The consumer groups as ListGroups shows them: ``{"group_id", "protocol_type":
+        "consumer", "state", "type": "consumer"}``, sorted by id."""
+        coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None:
+            return []
+        with self._consumer_groups_lock:
+            return [{"group_id": gid, "protocol_type": CONSUMER, "state": coord.find_group(gid).state.value,
+                     "type": CONSUMER} for gid in coord.groups()]
+
+    def _describe_consumer_group_as_classic(self, group_id: str, offsets: dict) -> dict:
+        """A consumer group in the shape of ``Broker.describe_group`` (``type`` "consumer",
+        ``generation`` the group epoch, ``protocol`` the assignor), for the CLI and lag views."""
+        desc = self.consumer_group_describe([group_id])[0]
+        if desc["error"] is not None:
+            raise desc["error"]
+        return {"group_id": group_id, "type": CONSUMER, "state": desc["state"], "protocol_type": CONSUMER,
+                "protocol": desc["assignor_name"], "generation": desc["group_epoch"], "leader": None,
+                "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
+                             "client_id": m["client_id"], "client_host": m["client_host"],
+                             "member_epoch": m["member_epoch"],
+                             "assignment": [TopicPartition(name, p) for _, name, ps in m["assignment"] for p in ps],
+                             "assignment_bytes": None, "metadata": None}
+                            for m in desc["members"]],
+                "offsets": offsets}
+
+    def tick_consumer_groups(self) -> list[Fenced]:
+        """Fence the consumer group members whose session or rebalance timeout ran out by the
+        broker's clock; returns who was fenced (empty before the first consumer group call)."""
+        coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None or self._closed:
+            return []
+        with self._consumer_groups_lock:
+            self._refresh_consumer_topics(coord)
+            fenced = coord.tick()
+            for f in fenced:
+                self._consumer_group_clients.pop((f.group_id, f.member_id), None)
+            return fenced
+
+    # -- the one id space --------------------------------------------------------------------
+
+    def _check_classic_group_for_consumer(self, group_id: str) -> None:
+        """A consumer heartbeat may not take the id of a classic group with members."""
+        classic = self.__dict__.get("_group_coordinator")
+        if classic is None or self._consumer_group_if_any(group_id) is not None:
+            return
+        desc = classic.describe_group(group_id)
+        if desc["members"]:
+            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group")
+
+    def _check_consumer_group_for_classic(self, group_id: str) -> None:
+        """A JoinGroup may not take the id of a consumer group with members; an empty one is
+        deleted (Kafka's ``maybeDeleteEmptyConsumerGroup``)."""
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return
+        if group.members:
+            raise GroupIdNotFoundError(f"Group {group_id} is not a classic group.")
+        self.delete_consumer_group(group_id)
+
+    def delete_consumer_group(self, group_id: str) -> None:
+        """Delete the Empty consumer group ``group_id`` (its offsets are the caller's)."""
+        with self._consumer_groups_lock:
+            self.consumer_group_coordinator.delete_group(group_id)
+
+    def consumer_group_subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The topics the members of consumer group ``group_id`` subscribe to (names and regex
+        matches; Kafka's ``isSubscribedToTopic``); empty when there is no such group."""
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return frozenset()
+        with self._consumer_groups_lock:
+            return frozenset(group.subscribed_topic_names())
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether ``group_id`` names a consumer group (KIP-848) on this broker."""
+        return self._consumer_group_if_any(group_id) is not None
+
+    def validate_consumer_offset_commit(self, group_id: str, member_id: str, member_epoch: int,
+                                        api_version: Optional[int] = None) -> bool:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit`` when ``group_id`` is a consumer group:
+        returns False when it is not one (the classic rules apply), True when the commit may go
+        on; raises UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (OffsetCommit below v9 from a member),
+        STALE_MEMBER_EPOCH."""
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return False
+        with self._consumer_groups_lock:
+            if member_epoch < 0 and not group.members:
+                return True
+            member = group.members.get(member_id)
+            if member is None:
+                raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
+            if api_version is not None and api_version < 9:
+                raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
+                                              "modern group protocol")
+            _check_member_epoch(member_epoch, member.member_epoch)
+        return True
+
+    def validate_consumer_offset_fetch(self, group_id: str, member_id: Optional[str], member_epoch: int) -> None:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch`` when ``group_id`` is a consumer group and
+        the request names a member (OffsetFetch v9): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH."""
+        if member_id is None and member_epoch < 0:
+            return
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return
+        with self._consumer_groups_lock:
+            member = group.members.get(member_id)
+            if member is None:
+                raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
+            _check_member_epoch(member_epoch, member.member_epoch)
+
+
+def _check_member_epoch(received: int, expected: int) -> None:
+    if received != expected:
+        raise StaleMemberEpochError(
+            f"The received member epoch {received} does not match the expected member epoch {expected}.")
