@@ -53,7 +53,12 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="subscribing to a missing topic creates it when the broker's auto.create.topics.enable allows"),
     _D("isolation_level", "string", "read_uncommitted", choices=("read_uncommitted", "read_committed"),
        doc="read_committed: up to the last stable offset, aborted transactions dropped; markers never returned"),
+    _D("group_protocol", "string", "classic", choices=("classic", "consumer"),
+       doc="classic (join/sync) or consumer (KIP-848 heartbeats, broker-side assignment)"),
+    _D("group_remote_assignor", "string", None,
+       doc="group.protocol=consumer only: the server assignor to ask for (uniform, range); None: the broker's"),
     # kafkasim-only
+    _D("seed", "object", None, doc="group.protocol=consumer: seeds the member id (None: a random UUID)"),
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("heartbeat_thread", "boolean", None,
        doc="None: Kafka's background heartbeat thread on a real clock, none on a MockClock"),

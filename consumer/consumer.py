@@ -67,6 +67,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from kafkasim.consumer.fetcher import READ_COMMITTED, READ_UNCOMMITTED, ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
+from kafkasim.consumer.consumer_membership import ConsumerMembership
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
 from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
 from kafkasim.consumer.lookups import OffsetLookups, partitions_arg as _partitions_arg, timeout_arg, \
@@ -93,6 +94,26 @@ def _isolation_level(broker: Any, name: str) -> int:
     return READ_COMMITTED
 
 
+_CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
+"""Configs the Java client rejects with group.protocol=consumer (ConsumerConfig's
+CONSUMER_GROUP_PROTOCOL_UNSUPPORTED_CONFIGS): the broker owns assignment and timing."""
+
+
+def _check_group_protocol_configs(cfg: dict, given: dict) -> None:
+    """Java's ConsumerConfig checks: with ``group_protocol='consumer'`` the classic-only
+    configs may not be set; ``group_remote_assignor`` only goes with ``consumer``."""
+    if cfg["group_protocol"] == "consumer":
+        for name in _CLASSIC_ONLY:
+            if name in given:
+                raise InvalidConfigurationError(
+                    f"{name}={given[name]!r} cannot be set when group_protocol=consumer "
+                    f"(Kafka: {name.replace('_', '.')} cannot be set when group.protocol=CONSUMER)")
+    elif cfg["group_remote_assignor"] is not None:
+        raise InvalidConfigurationError(
+            f"group_remote_assignor={cfg['group_remote_assignor']!r} cannot be set when group_protocol=classic "
+            f"(Kafka: group.remote.assignor cannot be set when group.protocol=CLASSIC)")
+
+
 class Consumer(Positions, OffsetLookups):
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
@@ -100,7 +121,10 @@ class Consumer(Positions, OffsetLookups):
         if not all(callable(getattr(broker, n, None))
                    for n in ("fetch_columns", "list_offsets", "partition_count")):
             raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
+        if isinstance(configs.get("group_protocol"), str):
+            configs["group_protocol"] = configs["group_protocol"].lower()   # Java's: case-insensitive
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
+        _check_group_protocol_configs(cfg, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
                 f"heartbeat_interval_ms {cfg['heartbeat_interval_ms']} must be lower than "
@@ -125,7 +149,13 @@ class Consumer(Positions, OffsetLookups):
                                 retry_backoff_ms=cfg["retry_backoff_ms"],
                                 isolation_level=_isolation_level(broker, cfg["isolation_level"]))
         self._member: Optional[GroupMember] = None
-        if cfg["group_id"] is not None:
+        if cfg["group_id"] is not None and cfg["group_protocol"] == "consumer":
+            self._member = ConsumerMembership(
+                broker, cfg["group_id"], self._subs, clock=self._clock, client_id=cfg["client_id"],
+                max_poll_interval_ms=cfg["max_poll_interval_ms"], group_instance_id=cfg["group_instance_id"],
+                remote_assignor=cfg["group_remote_assignor"], on_commit_needed=self._commit_on_revoke,
+                client_rack=cfg["client_rack"], seed=cfg["seed"])
+        elif cfg["group_id"] is not None:
             self._member = GroupMember(
                 broker, cfg["group_id"], self._subs, clock=self._clock, client_id=cfg["client_id"],
                 assignors=cfg["partition_assignment_strategy"],
