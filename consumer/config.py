@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafkasim.config import ConfigDef, unapplied_configs
+from kafkasim.errors import InvalidConfigurationError
 
-__all__ = ["CONSUMER_CONFIGS", "DEFAULT_CONFIG"]
+__all__ = ["CONSUMER_CONFIGS", "DEFAULT_CONFIG", "check_group_protocol_configs"]
 
 _D = ConfigDef
 CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
@@ -70,3 +71,23 @@ CONSUMER_CONFIGS["client_rack"] = _D(
 
 DEFAULT_CONFIG: dict[str, Any] = {name: d.default for name, d in CONSUMER_CONFIGS.items()}
 """Every config's default (kafka-python's ``KafkaConsumer.DEFAULT_CONFIG`` counterpart)."""
+
+
+_CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
+"""Configs the Java client rejects with group.protocol=consumer (ConsumerConfig's
+CONSUMER_GROUP_PROTOCOL_UNSUPPORTED_CONFIGS): the broker owns assignment and timing."""
+
+
+def check_group_protocol_configs(cfg: dict, given: dict) -> None:
+    """Java's ConsumerConfig checks: with ``group_protocol='consumer'`` the classic-only
+    configs may not be set; ``group_remote_assignor`` only goes with ``consumer``."""
+    if cfg["group_protocol"] == "consumer":
+        for name in _CLASSIC_ONLY:
+            if name in given:
+                raise InvalidConfigurationError(
+                    f"{name}={given[name]!r} cannot be set when group_protocol=consumer "
+                    f"(Kafka: {name.replace('_', '.')} cannot be set when group.protocol=CONSUMER)")
+    elif cfg["group_remote_assignor"] is not None:
+        raise InvalidConfigurationError(
+            f"group_remote_assignor={cfg['group_remote_assignor']!r} cannot be set when group_protocol=classic "
+            f"(Kafka: group.remote.assignor cannot be set when group.protocol=CLASSIC)")

@@ -27,6 +27,11 @@ Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default o
 the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
 instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
 
+``group_protocol="consumer"`` (the Java client's ``group.protocol``; default ``classic``) makes
+the group membership Kafka 4's consumer protocol (KIP-848, ``consumer/consumer_membership.py``):
+heartbeats, broker-side assignment (``group_remote_assignor``), revoke-then-assign
+reconciliation, offsets committed with the member epoch; the API stays the same.
+
 Without a ``group_id`` (kafka-python's default) there is no group and no commit:
 ``Consumer(broker, "orders")`` or ``subscribe()`` assigns this consumer every partition of
 the subscribed topics (partitions added later are picked up on the next metadata refresh,
@@ -69,7 +74,7 @@ from kafkasim.consumer.fetcher import READ_COMMITTED, READ_UNCOMMITTED, Consumer
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
 from kafkasim.consumer.consumer_membership import ConsumerMembership
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
-from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
+from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG, check_group_protocol_configs
 from kafkasim.consumer.lookups import OffsetLookups, partitions_arg as _partitions_arg, timeout_arg, \
     topics_arg as _topics_arg
 from kafkasim.consumer.positions import Positions
@@ -94,26 +99,6 @@ def _isolation_level(broker: Any, name: str) -> int:
     return READ_COMMITTED
 
 
-_CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
-"""Configs the Java client rejects with group.protocol=consumer (ConsumerConfig's
-CONSUMER_GROUP_PROTOCOL_UNSUPPORTED_CONFIGS): the broker owns assignment and timing."""
-
-
-def _check_group_protocol_configs(cfg: dict, given: dict) -> None:
-    """Java's ConsumerConfig checks: with ``group_protocol='consumer'`` the classic-only
-    configs may not be set; ``group_remote_assignor`` only goes with ``consumer``."""
-    if cfg["group_protocol"] == "consumer":
-        for name in _CLASSIC_ONLY:
-            if name in given:
-                raise InvalidConfigurationError(
-                    f"{name}={given[name]!r} cannot be set when group_protocol=consumer "
-                    f"(Kafka: {name.replace('_', '.')} cannot be set when group.protocol=CONSUMER)")
-    elif cfg["group_remote_assignor"] is not None:
-        raise InvalidConfigurationError(
-            f"group_remote_assignor={cfg['group_remote_assignor']!r} cannot be set when group_protocol=classic "
-            f"(Kafka: group.remote.assignor cannot be set when group.protocol=CLASSIC)")
-
-
 class Consumer(Positions, OffsetLookups):
     """A consumer over ``broker`` (see the module docstring); ``topics`` subscribes at once."""
 
@@ -124,7 +109,7 @@ class Consumer(Positions, OffsetLookups):
         if isinstance(configs.get("group_protocol"), str):
             configs["group_protocol"] = configs["group_protocol"].lower()   # Java's: case-insensitive
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
-        _check_group_protocol_configs(cfg, configs)
+        check_group_protocol_configs(cfg, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
                 f"heartbeat_interval_ms {cfg['heartbeat_interval_ms']} must be lower than "

@@ -262,3 +262,33 @@ def test_no_partition_is_ever_held_by_two_consumers(tmp_path_factory, ops):
         b.tick()
         check()
     b.close()
+
+
+def test_a_static_member_leaves_with_epoch_minus_2_and_keeps_its_partitions_until_the_session_ends(broker, clock):
+    a = _consumer(broker, clock, "a", "t", group_instance_id="host-a")
+    b = _consumer(broker, clock, "b", "t")
+    _settle([a, b], clock)
+    a_parts = a.assignment()
+    a.close()
+    members = {m["instance_id"]: m for m in broker.consumer_group_describe(["g"])[0]["members"]}
+    assert members["host-a"]["member_epoch"] == -2
+    _settle([b], clock, rounds=3)              # 15 s < the 45 s session: b does not get a's partitions
+    assert b.assignment().isdisjoint(a_parts)
+    for _ in range(8):
+        b.poll()
+        clock.advance(HB)
+        broker.tick()
+    assert len(b.assignment()) == 6            # the session ran out: a's partitions moved
+
+
+def test_unsubscribe_leaves_and_subscribe_rejoins(broker, clock):
+    a = _consumer(broker, clock, "a", "t")
+    b = _consumer(broker, clock, "b", "t")
+    _settle([a, b], clock)
+    a.unsubscribe()
+    assert a.assignment() == set()
+    _settle([b], clock, rounds=2)
+    assert len(b.assignment()) == 6
+    a.subscribe(["t"])
+    _settle([a, b], clock)
+    assert len(a.assignment()) == 3 and len(b.assignment()) == 3
