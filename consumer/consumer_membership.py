@@ -112,6 +112,7 @@ class ConsumerMembership:
         self._ids: dict[str, uuid.UUID] = {}
         self.rebalances = 0
         self._fatal: Optional[KafkaSimError] = None
+        self._reconciling = False               # inside the acknowledging heartbeat
 
     # ------------------------------------------------------------------ compatibility
     @property
@@ -199,6 +200,7 @@ class ConsumerMembership:
         if not from_poll:
             self.check_poll_timeout(now)
         due = (self.rejoin_needed or self.kip848_state in (ConsumerMemberState.JOINING,
+                                                           ConsumerMemberState.RECONCILING,
                                                            ConsumerMemberState.ACKNOWLEDGING,
                                                            ConsumerMemberState.UNSUBSCRIBED)
                or self._last_heartbeat is None or now - self._last_heartbeat >= self.heartbeat_interval_ms)
@@ -248,8 +250,11 @@ class ConsumerMembership:
         if self.kip848_state is ConsumerMemberState.ACKNOWLEDGING:
             self.kip848_state = ConsumerMemberState.STABLE
         if self._target is not None and self._target != set(self._subs.assigned()):
+            if self._reconciling:
+                self.kip848_state = ConsumerMemberState.RECONCILING   # next poll/tick: one step each
+                return
             self._reconcile(now)
-        elif self.kip848_state is ConsumerMemberState.JOINING:
+        elif self.kip848_state in (ConsumerMemberState.JOINING, ConsumerMemberState.RECONCILING):
             self.kip848_state = ConsumerMemberState.STABLE
 
     def _reconcile(self, now: int) -> None:
@@ -266,7 +271,11 @@ class ConsumerMembership:
         self._fire("on_partitions_assigned", added)
         self.rebalances += 1
         self.kip848_state = ConsumerMemberState.ACKNOWLEDGING
-        self._heartbeat(now)                    # acknowledge at once
+        self._reconciling = True
+        try:
+            self._heartbeat(now)                # acknowledge at once
+        finally:
+            self._reconciling = False
 
     def _lose(self) -> None:
         owned = self._subs.assigned()
