@@ -73,21 +73,23 @@ DEFAULT_CONFIG: dict[str, Any] = {name: d.default for name, d in CONSUMER_CONFIG
 """Every config's default (kafka-python's ``KafkaConsumer.DEFAULT_CONFIG`` counterpart)."""
 
 
-_CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
-"""Configs the Java client rejects with group.protocol=consumer (ConsumerConfig's
-CONSUMER_GROUP_PROTOCOL_UNSUPPORTED_CONFIGS): the broker owns assignment and timing."""
+_UNSUPPORTED = {
+    "consumer": ("partition_assignment_strategy", "heartbeat_interval_ms", "session_timeout_ms"),
+    "classic": ("group_remote_assignor",),
+}
+"""Configs the Java client refuses per group protocol (ConsumerConfig's
+CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS, CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS), in its order:
+with the consumer protocol the broker owns assignment and timing."""
 
 
 def check_group_protocol_configs(cfg: dict, given: dict) -> None:
-    """Java's ConsumerConfig checks: with ``group_protocol='consumer'`` the classic-only
-    configs may not be set; ``group_remote_assignor`` only goes with ``consumer``."""
-    if cfg["group_protocol"] == "consumer":
-        for name in _CLASSIC_ONLY:
-            if name in given:
-                raise InvalidConfigurationError(
-                    f"{name}={given[name]!r} cannot be set when group_protocol=consumer "
-                    f"(Kafka: {name.replace('_', '.')} cannot be set when group.protocol=CONSUMER)")
-    elif cfg["group_remote_assignor"] is not None:
+    """Java's ConsumerConfig check: the configs ``given`` (not None, not blank) that
+    ``cfg["group_protocol"]`` does not support raise one InvalidConfigurationError naming
+    them all, with their values (Kafka: "partition.assignment.strategy, session.timeout.ms
+    cannot be set when group.protocol=CONSUMER")."""
+    protocol = cfg["group_protocol"]
+    bad = [n for n in _UNSUPPORTED[protocol] if given.get(n) is not None and str(given[n]).strip()]
+    if bad:
         raise InvalidConfigurationError(
-            f"group_remote_assignor={cfg['group_remote_assignor']!r} cannot be set when group_protocol=classic "
-            f"(Kafka: group.remote.assignor cannot be set when group.protocol=CLASSIC)")
+            f"{', '.join(bad)} cannot be set when group_protocol={protocol.upper()} "
+            f"(given: {', '.join(f'{n}={given[n]!r}' for n in bad)})")

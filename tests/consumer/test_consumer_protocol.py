@@ -189,12 +189,19 @@ def test_regex_subscription_picks_up_a_new_topic(tmp_path, clock):
 def test_classic_only_configs_are_rejected_with_the_consumer_protocol(broker):
     for name, value in (("partition_assignment_strategy", ["range"]), ("session_timeout_ms", 10_000),
                         ("heartbeat_interval_ms", 1_000)):
-        with pytest.raises(InvalidConfigurationError, match=f"{name}=.*group_protocol=consumer"):
+        with pytest.raises(InvalidConfigurationError,
+                           match=f"^{name} cannot be set when group_protocol=CONSUMER .*{name}="):
             Consumer(broker, group_id="g", group_protocol="consumer", **{name: value})
-    with pytest.raises(InvalidConfigurationError, match="group_remote_assignor='range' cannot be set"):
+    with pytest.raises(InvalidConfigurationError, match="^partition_assignment_strategy, session_timeout_ms "
+                                                        "cannot be set when group_protocol=CONSUMER"):
+        Consumer(broker, group_id="g", group_protocol="CONSUMER", session_timeout_ms=10_000,
+                 partition_assignment_strategy=["range"])
+    with pytest.raises(InvalidConfigurationError, match="^group_remote_assignor cannot be set when "
+                                                        "group_protocol=CLASSIC .*'range'"):
         Consumer(broker, group_id="g", group_remote_assignor="range")
-    with pytest.raises(InvalidConfigurationError, match="group_protocol"):
+    with pytest.raises(InvalidConfigurationError, match="'eager' for configuration group_protocol"):
         Consumer(broker, group_id="g", group_protocol="eager")
+    Consumer(broker, group_id="g", group_protocol="consumer", group_remote_assignor="range").close()
 
 
 def test_remote_assignor_range_is_used(broker, clock):
