@@ -32,6 +32,9 @@ The heartbeat interval is the broker's (``group.consumer.heartbeat.interval.ms``
 session timeout is the broker's too (a member that stops heartbeating is fenced by
 ``Broker.tick()``).
 
+The broker is anything with the broker API's ``consumer_group_heartbeat``: a Broker, a
+Cluster, or a ``RemoteBroker`` (ConsumerGroupHeartbeat v1 to ``kafkasim serve``).
+
 Thread-safety: none of its own; the Consumer serialises calls with its lock.
 """
 
