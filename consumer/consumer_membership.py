@@ -116,6 +116,7 @@ class ConsumerMembership:
         self.rebalances = 0
         self._fatal: Optional[KafkaSimError] = None
         self._reconciling = False               # inside the acknowledging heartbeat
+        self._stale = False                     # left on poll timeout; waits for a poll
 
     # ------------------------------------------------------------------ compatibility
     @property
@@ -183,6 +184,7 @@ class ConsumerMembership:
             raise self._fatal
         self.check_poll_timeout(now)
         self.last_poll_ms = now
+        self._stale = False
         self.heartbeat_tick(now, from_poll=True)
 
     def check_poll_timeout(self, now: int) -> None:
@@ -194,6 +196,7 @@ class ConsumerMembership:
             self._lose()
             self._send_leave()
             self.rejoin_needed = True
+            self._stale = True      # Java's STALE: only the application's next poll rejoins
 
     def heartbeat_tick(self, now: int, *, from_poll: bool = False) -> None:
         """Heartbeat if one is due: joining, acknowledging, a subscription change, or the
@@ -202,6 +205,8 @@ class ConsumerMembership:
             return
         if not from_poll:
             self.check_poll_timeout(now)
+            if self._stale:
+                return
         due = (self.rejoin_needed or self.kip848_state in (ConsumerMemberState.JOINING,
                                                            ConsumerMemberState.RECONCILING,
                                                            ConsumerMemberState.ACKNOWLEDGING,

@@ -299,3 +299,32 @@ def test_unsubscribe_leaves_and_subscribe_rejoins(broker, clock):
     a.subscribe(["t"])
     _settle([a, b], clock)
     assert len(a.assignment()) == 3 and len(b.assignment()) == 3
+
+
+def test_past_max_poll_interval_the_member_leaves_and_rejoins_on_its_next_poll(broker, clock):
+    log = []
+    a = _consumer(broker, clock, "a", max_poll_interval_ms=20_000)
+    a.subscribe(["t"], listener=Recorder("a", log))
+    b = _consumer(broker, clock, "b", "t", max_poll_interval_ms=20_000)
+    _settle([a, b], clock)
+    owned = sorted(str(tp) for tp in a.assignment())
+    for _ in range(5):                      # a's application is busy; its heartbeat thread runs
+        clock.advance(HB)
+        a.tick()
+        b.poll()
+    assert ("a", "lost", owned) in log and a.assignment() == set()
+    assert len(b.assignment()) == 6
+    _settle([a, b], clock)
+    assert len(a.assignment()) == 3 and len(b.assignment()) == 3
+
+
+def test_a_second_static_member_with_the_same_instance_id_gets_unreleased_instance_id(broker, clock):
+    from kafkasim.errors import UnreleasedInstanceIdError
+    a = _consumer(broker, clock, "a", "t", group_instance_id="host-1")
+    _settle([a], clock, rounds=2)
+    twin = _consumer(broker, clock, "twin", "t", group_instance_id="host-1")
+    with pytest.raises(UnreleasedInstanceIdError):
+        twin.poll()
+    with pytest.raises(UnreleasedInstanceIdError):     # fatal: the consumer stays unusable
+        twin.poll()
+    assert len(a.assignment()) == 6
