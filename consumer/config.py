@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafkasim.config import ConfigDef, unapplied_configs
+from kafkasim.errors import InvalidConfigurationError
 
-__all__ = ["CONSUMER_CONFIGS", "DEFAULT_CONFIG"]
+__all__ = ["CONSUMER_CONFIGS", "DEFAULT_CONFIG", "check_group_protocol_configs"]
 
 _D = ConfigDef
 CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
@@ -53,7 +54,12 @@ CONSUMER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="subscribing to a missing topic creates it when the broker's auto.create.topics.enable allows"),
     _D("isolation_level", "string", "read_uncommitted", choices=("read_uncommitted", "read_committed"),
        doc="read_committed: up to the last stable offset, aborted transactions dropped; markers never returned"),
+    _D("group_protocol", "string", "classic", choices=("classic", "consumer"),
+       doc="classic (join/sync) or consumer (KIP-848 heartbeats, broker-side assignment)"),
+    _D("group_remote_assignor", "string", None,
+       doc="group.protocol=consumer only: the server assignor to ask for (uniform, range); None: the broker's"),
     # kafkasim-only
+    _D("seed", "object", None, doc="group.protocol=consumer: seeds the member id (None: a random UUID)"),
     _D("clock", "object", None, doc="kafkasim.clock.Clock; None -> the broker's clock"),
     _D("heartbeat_thread", "boolean", None,
        doc="None: Kafka's background heartbeat thread on a real clock, none on a MockClock"),
@@ -65,3 +71,25 @@ CONSUMER_CONFIGS["client_rack"] = _D(
 
 DEFAULT_CONFIG: dict[str, Any] = {name: d.default for name, d in CONSUMER_CONFIGS.items()}
 """Every config's default (kafka-python's ``KafkaConsumer.DEFAULT_CONFIG`` counterpart)."""
+
+
+_UNSUPPORTED = {
+    "consumer": ("partition_assignment_strategy", "heartbeat_interval_ms", "session_timeout_ms"),
+    "classic": ("group_remote_assignor",),
+}
+"""Configs the Java client refuses per group protocol (ConsumerConfig's
+CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS, CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS), in its order:
+with the consumer protocol the broker owns assignment and timing."""
+
+
+def check_group_protocol_configs(cfg: dict, given: dict) -> None:
+    """Java's ConsumerConfig check: the configs ``given`` (not None, not blank) that
+    ``cfg["group_protocol"]`` does not support raise one InvalidConfigurationError naming
+    them all, with their values (Kafka: "partition.assignment.strategy, session.timeout.ms
+    cannot be set when group.protocol=CONSUMER")."""
+    protocol = cfg["group_protocol"]
+    bad = [n for n in _UNSUPPORTED[protocol] if given.get(n) is not None and str(given[n]).strip()]
+    if bad:
+        raise InvalidConfigurationError(
+            f"{', '.join(bad)} cannot be set when group_protocol={protocol.upper()} "
+            f"(given: {', '.join(f'{n}={given[n]!r}' for n in bad)})")

@@ -27,6 +27,11 @@ Clock), ``heartbeat_thread`` (run Kafka's background heartbeat thread; default o
 the real clock, off with a MockClock, where a scenario calls :meth:`Consumer.tick`
 instead) and ``metadata_max_age_ms`` (how often the leader checks partition counts).
 
+``group_protocol="consumer"`` (the Java client's ``group.protocol``; default ``classic``) makes
+the group membership Kafka 4's consumer protocol (KIP-848, ``consumer/consumer_membership.py``):
+heartbeats, broker-side assignment (``group_remote_assignor``), revoke-then-assign
+reconciliation, offsets committed with the member epoch; the API stays the same.
+
 Without a ``group_id`` (kafka-python's default) there is no group and no commit:
 ``Consumer(broker, "orders")`` or ``subscribe()`` assigns this consumer every partition of
 the subscribed topics (partitions added later are picked up on the next metadata refresh,
@@ -67,8 +72,9 @@ from typing import Any, Iterable, Iterator, Optional
 
 from kafkasim.consumer.fetcher import READ_COMMITTED, READ_UNCOMMITTED, ConsumerRecord, Fetcher
 from kafkasim.consumer.group_member import ConsumerRebalanceListener, GroupMember, MemberState
+from kafkasim.consumer.consumer_membership import ConsumerMembership
 from kafkasim.consumer.subscription import AUTO_TOPICS, USER_ASSIGNED, PartitionState, SubscriptionState
-from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG
+from kafkasim.consumer.config import CONSUMER_CONFIGS, DEFAULT_CONFIG, check_group_protocol_configs
 from kafkasim.consumer.lookups import OffsetLookups, partitions_arg as _partitions_arg, timeout_arg, \
     topics_arg as _topics_arg
 from kafkasim.consumer.positions import Positions
@@ -100,7 +106,10 @@ class Consumer(Positions, OffsetLookups):
         if not all(callable(getattr(broker, n, None))
                    for n in ("fetch_columns", "list_offsets", "partition_count")):
             raise bad_arg("broker", broker, "a kafkasim Broker (an object with the broker API)")
+        if isinstance(configs.get("group_protocol"), str):
+            configs["group_protocol"] = configs["group_protocol"].lower()   # Java's: case-insensitive
         cfg, ignored = parse_configs("consumer", CONSUMER_CONFIGS, configs)
+        check_group_protocol_configs(cfg, configs)
         if cfg["heartbeat_interval_ms"] >= cfg["session_timeout_ms"]:
             raise InvalidConfigurationError(
                 f"heartbeat_interval_ms {cfg['heartbeat_interval_ms']} must be lower than "
@@ -125,7 +134,13 @@ class Consumer(Positions, OffsetLookups):
                                 retry_backoff_ms=cfg["retry_backoff_ms"],
                                 isolation_level=_isolation_level(broker, cfg["isolation_level"]))
         self._member: Optional[GroupMember] = None
-        if cfg["group_id"] is not None:
+        if cfg["group_id"] is not None and cfg["group_protocol"] == "consumer":
+            self._member = ConsumerMembership(
+                broker, cfg["group_id"], self._subs, clock=self._clock, client_id=cfg["client_id"],
+                max_poll_interval_ms=cfg["max_poll_interval_ms"], group_instance_id=cfg["group_instance_id"],
+                remote_assignor=cfg["group_remote_assignor"], on_commit_needed=self._commit_on_revoke,
+                client_rack=cfg["client_rack"], seed=cfg["seed"])
+        elif cfg["group_id"] is not None:
             self._member = GroupMember(
                 broker, cfg["group_id"], self._subs, clock=self._clock, client_id=cfg["client_id"],
                 assignors=cfg["partition_assignment_strategy"],

@@ -9,13 +9,16 @@ Thread-safety: as the connection (one lock serialises the exchanges).
 
 from __future__ import annotations
 
+import uuid
 from typing import Optional
 
 from kafkasim.errors import (
     GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError, for_code,
 )
+from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatResponse
 from kafkasim.protocol.group import COMPLETE, JoinResult, SyncResult
 from kafkasim.types import OffsetAndMetadata, TopicPartition
+from kafkasim.server.codec import ms
 from kafkasim.server.remote_conn import HOLD_MARGIN_S, LATEST, _code, _raise
 
 __all__ = ["GroupCalls"]
@@ -78,6 +81,29 @@ class GroupCalls:
         else:
             answer = self._call(13, {"group_id": group_id, "member_id": member_id})
             _raise(answer.error_code, None, f"group {group_id!r}, member {member_id!r}")
+
+    def consumer_group_heartbeat(self, request, *, client_id: str = "", client_host: str = ""):
+        """ConsumerGroupHeartbeat (KIP-848, v1: the member chooses its id): the broker API's
+        call over the wire; Kafka's error codes are raised as kafkasim exceptions.
+        ``client_host`` is the server's view of this connection, so it is not sent."""
+        owned = request.topic_partitions
+        answer = self._call(68, {
+            "group_id": request.group_id, "member_id": request.member_id, "member_epoch": request.member_epoch,
+            "instance_id": request.instance_id, "rack_id": request.rack_id,
+            "rebalance_timeout": request.rebalance_timeout_ms,
+            "subscribed_topic_names": None if request.subscribed_topic_names is None
+            else list(request.subscribed_topic_names),
+            "subscribed_topic_regex": request.subscribed_topic_regex, "server_assignor": request.server_assignor,
+            "topic_partitions": None if owned is None else [
+                {"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(owned.items(), key=lambda kv: str(kv[0]))]},
+            client_id=client_id or None)
+        _raise(answer.error_code, answer.error_message, f"group {request.group_id!r}")
+        assignment = None
+        if answer.assignment is not None:
+            assignment = {t.topic_id if isinstance(t.topic_id, uuid.UUID) else uuid.UUID(str(t.topic_id)):
+                          frozenset(t.partitions) for t in answer.assignment.topic_partitions}
+        return ConsumerGroupHeartbeatResponse(answer.member_id, answer.member_epoch, ms(answer.heartbeat_interval),
+                                              assignment)
 
     def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict, *,
                       group_instance_id: Optional[str] = None) -> None:
