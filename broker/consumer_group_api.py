@@ -241,16 +241,21 @@ class ConsumerGroupApi(BrokerCore):
 
     def _describe_consumer_group_as_classic(self, group_id: str, offsets: dict) -> dict:
         """A consumer group in the shape of ``Broker.describe_group`` (``type`` "consumer",
-        ``generation`` the group epoch, ``protocol`` the assignor), for the CLI and lag views."""
+        ``generation`` and ``group_epoch`` the group epoch, ``assignment_epoch`` the target's,
+        ``protocol`` the assignor; each member's ``member_epoch`` and ``target_assignment``), for
+        the CLI and lag views."""
         desc = self.consumer_group_describe([group_id])[0]
         if desc["error"] is not None:
             raise desc["error"]
         return {"group_id": group_id, "type": CONSUMER, "state": desc["state"], "protocol_type": CONSUMER,
                 "protocol": desc["assignor_name"], "generation": desc["group_epoch"], "leader": None,
+                "group_epoch": desc["group_epoch"], "assignment_epoch": desc["assignment_epoch"],
                 "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
                              "client_id": m["client_id"], "client_host": m["client_host"],
                              "member_epoch": m["member_epoch"],
                              "assignment": [TopicPartition(name, p) for _, name, ps in m["assignment"] for p in ps],
+                             "target_assignment": [TopicPartition(name, p) for _, name, ps in m["target_assignment"]
+                                                   for p in ps],
                              "assignment_bytes": None, "metadata": None}
                             for m in desc["members"]],
                 "offsets": offsets}
