@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from kafkasim.broker import Broker
+from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import GroupIdNotFoundError
 from kafkasim.protocol import consumer_group_log as cgl
@@ -56,15 +57,18 @@ def setup(tmp_path):
     b.close()
 
 
-def test_a_stable_group_is_back_after_a_restart_and_its_member_heartbeats_on(setup):
-    data, clock, b = setup
+@pytest.mark.parametrize("kind", [Broker, Cluster], ids=lambda c: c.__name__)
+def test_a_stable_group_is_back_after_a_restart_and_its_member_heartbeats_on(tmp_path, kind):
+    data, clock = tmp_path / "d", MockClock(T0)
+    b = kind(data, clock=clock, **({"brokers": [0, 1, 2]} if kind is Cluster else {}))
+    b.create_topic("t", 4)
     r = _join(b, A)
     owned = dict(r.assignment)
     r = _beat(b, A, r.member_epoch, owned)
     before = _snapshot(b)
     assert before["state"] == "Stable" and before["group_epoch"] == 1
     b.close()
-    b2 = Broker(data, clock=clock)
+    b2 = kind(data, clock=clock)
     try:
         after = _snapshot(b2)
         assert after == before
