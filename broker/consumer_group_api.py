@@ -47,6 +47,7 @@ from kafkasim.arguments import bad_arg
 from kafkasim.assignors.server import server_assignors
 from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
 from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator, Fenced
+from kafkasim.coordinator.offsets_store import OffsetsStore
 from kafkasim.coordinator.consumer_group_records import changes, group_records, groups_from_records
 from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS, ConsumerGroupConfig
 from kafkasim.errors import (
@@ -80,7 +81,6 @@ class ConsumerGroupApi(BrokerCore):
         if coord is not None:
             return coord
         self._check_consumer_groups()
-        classic = self.group_coordinator          # creates and replays __consumer_offsets
         with self._lock:
             self._check_consumer_groups()
             coord = self.__dict__.get("_consumer_group_coordinator")
@@ -93,13 +93,26 @@ class ConsumerGroupApi(BrokerCore):
                 self._consumer_groups_lock = threading.Lock()
                 self._consumer_group_clients: dict[tuple[str, str], tuple[str, str]] = {}
                 self._consumer_topics_seen = self._topics_key()
-                loaded = groups_from_records(classic.consumer_group_records)
+                loaded = groups_from_records(self._replayed_consumer_group_records())
                 coord.load_groups(group for group, _ in loaded.values())
                 for gid, (_, clients) in loaded.items():
                     for mid, client in clients.items():
                         self._consumer_group_clients[(gid, mid)] = client
                 self._consumer_group_coordinator = coord
         return coord
+
+    def _replayed_consumer_group_records(self) -> dict:
+        """The consumer group records in ``__consumer_offsets`` (latest per key): from the classic
+        coordinator's replay when it has run, else from a replay of their own; none when the topic
+        does not exist yet. Creates neither the topic nor the classic coordinator (whose member-id
+        RNG is seeded when it is created), so a tick changes nothing of the classic groups."""
+        classic = self.__dict__.get("_group_coordinator")
+        if classic is not None:
+            return classic.consumer_group_records
+        if OFFSETS_TOPIC not in self._topics:
+            return {}
+        logs = [self.log(OFFSETS_TOPIC, p) for p in range(self._topics[OFFSETS_TOPIC].partitions)]
+        return OffsetsStore(logs).load().consumer_group_records
 
     def _check_consumer_group_configs(self) -> None:
         """The ``group.consumer.*`` broker configs' cross-checks and assignor names (Kafka's
