@@ -47,11 +47,14 @@ from kafkasim.arguments import bad_arg
 from kafkasim.assignors.server import server_assignors
 from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
 from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator, Fenced
+from kafkasim.coordinator.offsets_store import OffsetsStore
+from kafkasim.coordinator.consumer_group_records import changes, group_records, groups_from_records
 from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS, ConsumerGroupConfig
 from kafkasim.errors import (
     CoordinatorNotAvailableError, GroupIdNotFoundError, InvalidGroupIdError, StaleMemberEpochError,
     UnknownMemberIdError, UnsupportedVersionError,
 )
+from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from kafkasim.types import TopicPartition
 
@@ -77,6 +80,7 @@ class ConsumerGroupApi(BrokerCore):
         coord = self.__dict__.get("_consumer_group_coordinator")
         if coord is not None:
             return coord
+        self._check_consumer_groups()
         with self._lock:
             self._check_consumer_groups()
             coord = self.__dict__.get("_consumer_group_coordinator")
@@ -89,8 +93,26 @@ class ConsumerGroupApi(BrokerCore):
                 self._consumer_groups_lock = threading.Lock()
                 self._consumer_group_clients: dict[tuple[str, str], tuple[str, str]] = {}
                 self._consumer_topics_seen = self._topics_key()
+                loaded = groups_from_records(self._replayed_consumer_group_records())
+                coord.load_groups(group for group, _ in loaded.values())
+                for gid, (_, clients) in loaded.items():
+                    for mid, client in clients.items():
+                        self._consumer_group_clients[(gid, mid)] = client
                 self._consumer_group_coordinator = coord
         return coord
+
+    def _replayed_consumer_group_records(self) -> dict:
+        """The consumer group records in ``__consumer_offsets`` (latest per key): from the classic
+        coordinator's replay when it has run, else from a replay of their own; none when the topic
+        does not exist yet. Creates neither the topic nor the classic coordinator (whose member-id
+        RNG is seeded when it is created), so a tick changes nothing of the classic groups."""
+        classic = self.__dict__.get("_group_coordinator")
+        if classic is not None:
+            return classic.consumer_group_records
+        if OFFSETS_TOPIC not in self._topics:
+            return {}
+        logs = [self.log(OFFSETS_TOPIC, p) for p in range(self._topics[OFFSETS_TOPIC].partitions)]
+        return OffsetsStore(logs).load().consumer_group_records
 
     def _check_consumer_group_configs(self) -> None:
         """The ``group.consumer.*`` broker configs' cross-checks and assignor names (Kafka's
@@ -123,9 +145,19 @@ class ConsumerGroupApi(BrokerCore):
             coord.update_topics(self._consumer_topics_image())
             self._consumer_topics_seen = key
 
+    def _has_offsets_topic(self) -> bool:
+        with self._lock:
+            return OFFSETS_TOPIC in self._topics
+
+    def _consumer_protocol_enabled(self) -> bool:
+        return CONSUMER in self.broker_config["group.coordinator.rebalance.protocols"].split(",")
+
     def _consumer_group_if_any(self, group_id: str) -> Optional[ConsumerGroup]:
-        """The consumer group ``group_id`` if there is one (no coordinator is created)."""
+        """The consumer group ``group_id`` if there is one (the coordinator is created, replaying
+        ``__consumer_offsets``, only when that topic exists)."""
         coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None and not self._closed and self._has_offsets_topic() and self._consumer_protocol_enabled():
+            coord = self.consumer_group_coordinator
         if coord is None:
             return None
         with self._consumer_groups_lock:
@@ -146,13 +178,27 @@ class ConsumerGroupApi(BrokerCore):
         self._check_classic_group_for_consumer(request.group_id)
         with self._consumer_groups_lock:
             self._refresh_consumer_topics(coord)
+            before = self._group_records(coord, request.group_id)
             response = coord.heartbeat(request)
             key = (request.group_id, response.member_id)
             if response.member_epoch < 0:
                 self._consumer_group_clients.pop(key, None)
             else:
                 self._consumer_group_clients[key] = (client_id or "", client_host or "")
+            self._persist_group(coord, request.group_id, before)
             return response
+
+    def _group_records(self, coord: ConsumerGroupCoordinator, group_id: str) -> dict:
+        """The records that hold ``group_id`` now (caller holds ``_consumer_groups_lock``)."""
+        return group_records(coord.find_group(group_id),
+                             lambda mid: self._consumer_group_clients.get((group_id, mid), ("", "")))
+
+    def _persist_group(self, coord: ConsumerGroupCoordinator, group_id: str, before: dict) -> None:
+        """Append what changed in ``group_id`` since ``before`` to ``__consumer_offsets`` (Kafka's
+        records, one batch) before the caller answers, as Kafka's coordinator does."""
+        records = changes(before, self._group_records(coord, group_id))
+        if records:
+            self.group_coordinator.store_consumer_group_records(group_id, records)
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[dict]:
         """ConsumerGroupDescribe: per group id, its description (Kafka's ``asDescribedGroup``)
@@ -198,6 +244,8 @@ class ConsumerGroupApi(BrokerCore):
         """The consumer groups as ListGroups shows them: ``{"group_id", "protocol_type":
         "consumer", "state", "type": "consumer"}``, sorted by id."""
         coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None and not self._closed and self._has_offsets_topic() and self._consumer_protocol_enabled():
+            coord = self.consumer_group_coordinator     # replays the groups a restart left
         if coord is None:
             return []
         with self._consumer_groups_lock:
@@ -206,16 +254,21 @@ class ConsumerGroupApi(BrokerCore):
 
     def _describe_consumer_group_as_classic(self, group_id: str, offsets: dict) -> dict:
         """A consumer group in the shape of ``Broker.describe_group`` (``type`` "consumer",
-        ``generation`` the group epoch, ``protocol`` the assignor), for the CLI and lag views."""
+        ``generation`` and ``group_epoch`` the group epoch, ``assignment_epoch`` the target's,
+        ``protocol`` the assignor; each member's ``member_epoch`` and ``target_assignment``), for
+        the CLI and lag views."""
         desc = self.consumer_group_describe([group_id])[0]
         if desc["error"] is not None:
             raise desc["error"]
         return {"group_id": group_id, "type": CONSUMER, "state": desc["state"], "protocol_type": CONSUMER,
                 "protocol": desc["assignor_name"], "generation": desc["group_epoch"], "leader": None,
+                "group_epoch": desc["group_epoch"], "assignment_epoch": desc["assignment_epoch"],
                 "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
                              "client_id": m["client_id"], "client_host": m["client_host"],
                              "member_epoch": m["member_epoch"],
                              "assignment": [TopicPartition(name, p) for _, name, ps in m["assignment"] for p in ps],
+                             "target_assignment": [TopicPartition(name, p) for _, name, ps in m["target_assignment"]
+                                                   for p in ps],
                              "assignment_bytes": None, "metadata": None}
                             for m in desc["members"]],
                 "offsets": offsets}
@@ -224,13 +277,21 @@ class ConsumerGroupApi(BrokerCore):
         """Fence the consumer group members whose session or rebalance timeout ran out by the
         broker's clock; returns who was fenced (empty before the first consumer group call)."""
         coord = self.__dict__.get("_consumer_group_coordinator")
+        if coord is None and not self._closed and self._has_offsets_topic() and self._consumer_protocol_enabled():
+            coord = self.consumer_group_coordinator     # re-arms the sessions of replayed groups
         if coord is None or self._closed:
             return []
         with self._consumer_groups_lock:
             self._refresh_consumer_topics(coord)
+            due = coord.next_deadline_ms()
+            if due is None or due > self.clock.now_ms():
+                return []            # nobody to fence: no records to compare
+            before = {gid: self._group_records(coord, gid) for gid in coord.groups()}
             fenced = coord.tick()
             for f in fenced:
                 self._consumer_group_clients.pop((f.group_id, f.member_id), None)
+            for gid in sorted({f.group_id for f in fenced}):
+                self._persist_group(coord, gid, before[gid])
             return fenced
 
     # -- the one id space --------------------------------------------------------------------
@@ -256,8 +317,11 @@ class ConsumerGroupApi(BrokerCore):
 
     def delete_consumer_group(self, group_id: str) -> None:
         """Delete the Empty consumer group ``group_id`` (its offsets are the caller's)."""
+        coord = self.consumer_group_coordinator
         with self._consumer_groups_lock:
-            self.consumer_group_coordinator.delete_group(group_id)
+            before = self._group_records(coord, group_id)
+            coord.delete_group(group_id)
+            self._persist_group(coord, group_id, before)
 
     def consumer_group_subscribed_topics(self, group_id: str) -> frozenset[str]:
         """The topics the members of consumer group ``group_id`` subscribe to (names and regex

@@ -35,8 +35,10 @@ when the assignor fails. A refused heartbeat changes nothing.
 Differences from Kafka (also in docs/differences.md): regexes use Python's ``re``
 (full match) instead of RE2/J and are resolved in the heartbeat that brings them or when
 topics change (Kafka resolves them in a background task, at most every 10 s, so its
-epoch bump lands on a later heartbeat); nothing is written to ``__consumer_offsets`` yet
-(the group lives in memory); the classic/consumer online upgrade is not there yet.
+epoch bump lands on a later heartbeat); the classic/consumer online upgrade is not there yet.
+The coordinator itself writes nothing: the broker turns each change into Kafka's
+``__consumer_offsets`` records (:mod:`kafkasim.coordinator.consumer_group_records`) and gives
+replayed groups back through :meth:`ConsumerGroupCoordinator.load_groups`.
 
 Thread-safety: none; one caller at a time (the broker serializes its calls under one lock:
 :mod:`kafkasim.broker.consumer_group_api`).
@@ -252,6 +254,20 @@ class ConsumerGroupCoordinator:
             member_id=final.member_id, member_epoch=final.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=dict(final.assigned_partitions) if (full or changed) else None)
+
+    def load_groups(self, groups: Iterable[ConsumerGroup]) -> None:
+        """Install groups replayed from ``__consumer_offsets``; every member's session timer starts
+        now and a member asked to revoke gets its rebalance timeout again (Kafka re-arms both on
+        load). Their subscriptions are re-read on their next heartbeat."""
+        now = self._clock.now_ms()
+        for group in groups:
+            group.metadata_refresh_deadline_ms = 0
+            self._groups[group.group_id] = group
+            for member in group.members.values():
+                key = (group.group_id, member.member_id)
+                self._session_deadline[key] = now + self.config.session_timeout_ms
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._rebalance_deadline[key] = (now + max(member.rebalance_timeout_ms, 0), member.member_epoch)
 
     # -- timers ------------------------------------------------------------------------
 

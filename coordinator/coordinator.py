@@ -141,6 +141,7 @@ class GroupCoordinator(RebalanceMixin, CommitsMixin, AdminMixin):
         # any group activity does not hand out the ids of its previous incarnation again
         # (a zombie of it cannot pass for a new member).
         self.pending_txn_offsets = state.pending_txn_offsets   # the transaction coordinator takes them
+        self.consumer_group_records = state.consumer_group_records   # the KIP-848 coordinator takes them
         ends = ",".join(map(str, state.end_offsets))
         self._rng = random.Random(f"{self._seed}:{self.clock.now_ms()}:{ends}")
         for gid, meta in state.groups.items():
@@ -155,6 +156,12 @@ class GroupCoordinator(RebalanceMixin, CommitsMixin, AdminMixin):
             if g is None:
                 g = self._groups[gid] = Group(gid)
             g.offsets.update(offsets)
+
+    def store_consumer_group_records(self, group_id: str, records: list) -> None:
+        """Append the records of consumer group (KIP-848) ``group_id`` to its ``__consumer_offsets``
+        partition (``(key bytes, value bytes or None)``, one batch)."""
+        with self._lock:
+            self._store.store_records(group_id, records, self._now())
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> int:

@@ -41,6 +41,7 @@ from kafkasim.protocol.offsets import (
     OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, GroupKey, OffsetKey, decode_record, encode_group_key,
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )
+from kafkasim.protocol import consumer_group_log as cgl
 from kafkasim.errors import CorruptRecordError, IllegalStateError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.control import read_control_batch
@@ -61,6 +62,9 @@ class LoadedState:
         self.skipped = 0   # records that did not decode (reported as warnings)
         self.end_offsets: tuple[int, ...] = ()   # each partition's log end offset at load
         self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        self.consumer_group_records: dict[bytes, tuple] = {}
+        """key bytes -> (CgKey, decoded value): the latest record of each consumer group (KIP-848) key
+        (:mod:`kafkasim.protocol.consumer_group_log`); tombstoned keys are absent."""
         """producer id -> group -> offsets of a transaction with no marker yet (see the module docstring)."""
 
 
@@ -102,6 +106,11 @@ class OffsetsStore:
         batch = rb.encode_batch(0, recs, producer_id=producer_id, producer_epoch=producer_epoch,
                                 base_sequence=rb.NO_SEQUENCE, attributes=rb.ATTR_TRANSACTIONAL)
         self._logs[self.partition_for(group_id)].append_batch(batch, in_transaction=True)
+
+    def store_records(self, group_id: str, records: list, now_ms: int) -> None:
+        """Append one batch of ``(key bytes, value bytes or None)`` records of ``group_id`` (the
+        consumer group records Kafka's coordinator writes); nothing when there are none."""
+        self._append(group_id, [(now_ms, k, v, ()) for k, v in records])
 
     def store_group(self, group_id: str, value: dict, now_ms: int) -> None:
         self._append(group_id, [(now_ms, encode_group_key(group_id), encode_group_value(value), ())])
@@ -169,6 +178,13 @@ class OffsetsStore:
 
     @staticmethod
     def _apply(state: LoadedState, key: bytes, value: Optional[bytes]) -> None:
+        if cgl.is_consumer_group_key(key):
+            ck = cgl.decode_key(key)
+            if value is None:
+                state.consumer_group_records.pop(bytes(key), None)
+            else:
+                state.consumer_group_records[bytes(key)] = (ck, cgl.decode_value(ck.type, value))
+            return
         k, v = decode_record(key, value)
         if isinstance(k, OffsetKey):
             tp = TopicPartition(k.topic, k.partition)

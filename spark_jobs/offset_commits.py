@@ -4,7 +4,8 @@
 ``offset``, ``key``, ``value``) into one row per offset commit (``COMMITS_SCHEMA``): group,
 topic, partition, committed offset, metadata, commit time, whether it is a tombstone (a
 deleted commit), and where it sits in ``__consumer_offsets`` (``_p``, ``_o``). Records of
-other kinds (group metadata) are skipped. The codec is ``kafkasim.protocol.offsets``, the one
+other kinds (group metadata, and the consumer group records of KIP-848 groups, Kafka's bytes
+of :mod:`kafkasim.protocol.consumer_group_log`) are skipped. The codec is ``kafkasim.protocol.offsets``, the one
 codec of that topic. The kafkasim data source's ``mode=commits`` runs it in each scan task
 (``lag.read_commits``); :func:`commit_batches` has ``mapInArrow``'s shape for a DataFrame of
 those records.
@@ -31,12 +32,13 @@ READ_COLUMNS = ["partition", "offset", "key", "value"]
 
 def commit_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The offset commits among the records of ``batch`` (``READ_COLUMNS``)."""
+    from kafkasim.protocol.consumer_group_log import is_consumer_group_key
     from kafkasim.protocol.offsets import OffsetKey, decode_record
     keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
     parts, offs = batch.column("partition").to_pylist(), batch.column("offset").to_pylist()
     rows: dict[str, list] = {f.name: [] for f in ARROW_SCHEMA}
     for k, v, p, o in zip(keys, values, parts, offs):
-        if k is None:
+        if k is None or is_consumer_group_key(k):
             continue
         key, val = decode_record(k, v)
         if not isinstance(key, OffsetKey):

@@ -78,13 +78,19 @@ def _offset_row(broker, group, topic, partition, current, consumer_id, host, cli
 
 
 def members(broker, group: str) -> dict:
-    """``--describe --members``: one row per member with its partitions."""
+    """``--describe --members``: one row per member with its partitions; for a consumer group
+    (KIP-848) also what ``--verbose`` shows: ``current_epoch`` (the member epoch), ``target_epoch``
+    (the group's target assignment epoch) and ``target_assignment`` (None for a classic group)."""
     desc = _existing(broker, group)
+    consumer = desc.get("type") == "consumer"
     rows = [{"group": group, "consumer_id": m["member_id"], "group_instance_id": m["group_instance_id"],
              "host": _host(m), "client_id": m["client_id"], "partitions": len(m["assignment"]),
-             "assignment": _assignment_text(m["assignment"])}
+             "assignment": _assignment_text(m["assignment"]),
+             "current_epoch": m.get("member_epoch") if consumer else None,
+             "target_epoch": desc.get("assignment_epoch") if consumer else None,
+             "target_assignment": _assignment_text(m.get("target_assignment") or ()) if consumer else None}
             for m in desc["members"]]
-    return {"group": group, "state": desc["state"], "rows": rows}
+    return {"group": group, "state": desc["state"], "type": desc.get("type", "classic"), "rows": rows}
 
 
 def _assignment_text(tps) -> Optional[str]:
@@ -95,11 +101,16 @@ def _assignment_text(tps) -> Optional[str]:
 
 
 def state(broker, group: str) -> dict:
-    """``--describe --state``: coordinator, assignment strategy, state, member count."""
+    """``--describe --state``: coordinator, assignment strategy, state, member count; for a
+    consumer group (KIP-848) also ``group_epoch`` and ``target_assignment_epoch`` (``--verbose``)."""
     desc = _existing(broker, group)
     broker_id = getattr(broker, "broker_id", 0)
+    consumer = desc.get("type") == "consumer"
     return {"group": group, "coordinator": f"({broker_id})", "coordinator_id": broker_id,
             "assignment_strategy": desc.get("protocol") or None, "state": desc["state"],
+            "type": desc.get("type", "classic"),
+            "group_epoch": desc.get("group_epoch") if consumer else None,
+            "target_assignment_epoch": desc.get("assignment_epoch") if consumer else None,
             "members": len(desc["members"])}
 
 

@@ -7,6 +7,7 @@ import sys
 
 from kafkasim.cli.common import add_broker_options, add_json, command, emit, open_broker
 from kafkasim.cli.output import table
+from kafkasim.errors import InvalidArgumentError
 
 __all__ = ["register"]
 
@@ -14,13 +15,16 @@ __all__ = ["register"]
 def register(sub) -> None:
     groups = sub.add_parser("groups", help="list, describe, reset and delete consumer groups",
                             description="Consumer groups (like kafka-consumer-groups.sh).",
-                            epilog="Example:\n  kafkasim groups describe billing --members",
+                            epilog="Example:\n  kafkasim groups describe --group billing --members --verbose",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
 
-    p = command(gsub, "list", help="every group, with --state its state",
-                example="kafkasim groups list --state", handler=_list)
+    p = command(gsub, "list", help="every group, with --state its state, with --type its type",
+                example="kafkasim groups list --type consumer --state", handler=_list)
     p.add_argument("--state", action="store_true", help="show each group's state (Kafka's --list --state)")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="show each group's type (Kafka's --list --type); with TYPES (comma-separated: "
+                        "classic, consumer, share) only groups of those types")
     add_broker_options(p)
     add_json(p)
 
@@ -28,12 +32,15 @@ def register(sub) -> None:
                 help="committed offset, log end and lag per partition, with the owning member "
                      "(or --members / --state)",
                 example="kafkasim groups describe billing --members --json", handler=_describe)
-    p.add_argument("group")
+    p.add_argument("group", nargs="?", help="the group (or --group)")
+    p.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (Kafka's --group)")
     view = p.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true", help="one row per member: CONSUMER-ID HOST CLIENT-ID #PARTITIONS")
     view.add_argument("--state", action="store_true",
                       help="COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS")
-    p.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --members: CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT; "
+                        "with --state: GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH (epochs of consumer groups, KIP-848)")
     add_broker_options(p)
     add_json(p)
 
@@ -67,17 +74,46 @@ def register(sub) -> None:
     add_json(p)
 
 
+GROUP_TYPES = {"consumer": "Consumer", "classic": "Classic", "share": "Share"}
+"""Kafka's ``GroupType`` names (what ListGroups carries -> what ``--list --type`` prints)."""
+
+
+def _types(text: str) -> set[str]:
+    """Kafka's ``consumerGroupTypesFromString``: comma-separated, any case; a bad name is an error."""
+    types = {t.strip().lower() for t in text.split(",")}
+    if not types <= set(GROUP_TYPES):
+        raise InvalidArgumentError(f"Invalid types list '{text}'. Valid types are: "
+                                   + ", ".join(GROUP_TYPES.values()))
+    return types
+
+
 def _list(args) -> int:
+    wanted = _types(args.type) if args.type else None
     with open_broker(args, read_only=True) as b:
         groups = b.list_groups()
-    emit(args, groups, lambda gs: table(["GROUP", "STATE"], [[g["group_id"], g["state"]] for g in gs])
-         if args.state else "\n".join(g["group_id"] for g in gs))
+    if wanted is not None:
+        groups = [g for g in groups if g.get("type", "classic") in wanted]
+    columns = ["GROUP"] + (["TYPE"] if args.type is not None else []) + (["STATE"] if args.state else [])
+
+    def text(gs: list) -> str:
+        if len(columns) == 1:
+            return "\n".join(g["group_id"] for g in gs)
+        return table(columns, [[g["group_id"]]
+                               + ([GROUP_TYPES.get(g.get("type", "classic"), "Unknown")] if args.type is not None else [])
+                               + ([g["state"]] if args.state else []) for g in gs])
+    emit(args, groups, text)
     return 0
 
 
 def _describe(args) -> int:
     from kafkasim.admin import groups as admin
 
+    if args.group and args.group_option and args.group != args.group_option:
+        raise InvalidArgumentError(f"two groups given: {args.group!r} and --group {args.group_option!r}; "
+                                   "describe one")
+    args.group = args.group or args.group_option
+    if not args.group:
+        raise InvalidArgumentError("no group to describe: give GROUP or --group GROUP")
     with open_broker(args, read_only=True) as b:
         if args.members:
             data = admin.members(b, args.group)
@@ -95,6 +131,11 @@ def _describe(args) -> int:
 
 def _describe_text(d: dict, args) -> str:
     if args.state:
+        if args.verbose:
+            return table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                          "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+                         [[d["group"], d["coordinator"], d["assignment_strategy"], d["state"], d["group_epoch"],
+                           d["target_assignment_epoch"], d["members"]]])
         return table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                      [[d["group"], d["coordinator"], d["assignment_strategy"], d["state"], d["members"]]])
     if args.members:
@@ -104,9 +145,10 @@ def _describe_text(d: dict, args) -> str:
         if not any(r["group_instance_id"] for r in d["rows"]):
             cols.pop(2)
             rows = [r[:2] + r[3:] for r in rows]
-        if args.verbose:
-            cols.append("ASSIGNMENT")
-            rows = [row + [r["assignment"]] for row, r in zip(rows, d["rows"])]
+        if args.verbose:      # Kafka 4's columns; a classic group has no epochs or target ("-")
+            cols += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+            rows = [row + [r["current_epoch"], r["assignment"], r["target_epoch"], r["target_assignment"]]
+                    for row, r in zip(rows, d["rows"])]
         return table(cols, rows)
     return table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                   "HOST", "CLIENT-ID"],

@@ -156,10 +156,22 @@ def _bool(b: bool) -> str:
 def _offsets_decoder(key, value) -> tuple:
     """kafka-dump-log's --offsets-decoder rendering of one __consumer_offsets record (Kafka 3.x's
     OffsetsMessageParser): ``offset_commit::group=G,partition=T-P`` / ``offset=N[,metadata=M]``,
-    ``group_metadata::group=G`` / a JSON summary, ``<DELETE>`` for a tombstone."""
+    ``group_metadata::group=G`` / a JSON summary, ``<DELETE>`` for a tombstone. A consumer group
+    (KIP-848) record prints as Kafka 4's parser prints it: ``{"type":"3","data":{"groupId":"g"}}`` /
+    ``{"version":"0","data":{"epoch":1}}`` (the generated JSON converters' field names)."""
     from kafkasim.errors import CorruptRecordError
+    from kafkasim.protocol import consumer_group_log as cgl
     from kafkasim.protocol.offsets import GroupKey, decode_record
 
+    if cgl.is_consumer_group_key(key):     # KIP-848 records: Kafka 4's JSON rendering
+        try:
+            ck = cgl.decode_key(key)
+            cv = cgl.decode_value(ck.type, value)
+        except CorruptRecordError as exc:
+            return f"<undecodable: {exc}>", None
+        compact = {"separators": (",", ":")}
+        return (json.dumps(cgl.key_json(ck), **compact),
+                "<DELETE>" if cv is None else json.dumps(cgl.value_json(cv), **compact))
     try:
         k, v = decode_record(key, value)
     except CorruptRecordError as exc:

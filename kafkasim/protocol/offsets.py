@@ -20,7 +20,11 @@ Keys and values are msgpack (``use_bin_type=True``)::
     tombstone       value = None (msgpack is not involved: the record's value is nil)
 
 The first key element is the key version/type, as in Kafka (0/1 = offset commit,
-2 = group metadata there; kafkasim uses 1 and 2). The latest record for a key wins
+2 = group metadata there; kafkasim uses 1 and 2). Consumer groups of Kafka 4's protocol
+(KIP-848) are written in the same partitions as Kafka's exact bytes (key versions 3..8,
+:mod:`kafkasim.protocol.consumer_group_log`); their keys start with ``00``, never a msgpack
+array, so :func:`decode_key` refuses them (CorruptRecordError) and readers ask
+``consumer_group_log.is_consumer_group_key`` first. The latest record for a key wins
 (the topic is compacted); a tombstone deletes the key.
 
 The group → partition rule is Kafka's: ``Utils.abs(groupId.hashCode()) % 50``

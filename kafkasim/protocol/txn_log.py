@@ -1,8 +1,8 @@
 """Record format of the internal transaction state topic ``__transaction_state`` (pure codec, txn facts §3.5).
 
 This module is the only code that turns a transaction coordinator's state into the key/value
-bytes stored in ``__transaction_state`` and back. Unlike ``__consumer_offsets`` (msgpack,
-:mod:`kafkasim.protocol.offsets`), these are Kafka's exact bytes — the generated
+bytes stored in ``__transaction_state`` and back. Unlike offset commits and classic groups in
+``__consumer_offsets`` (msgpack, :mod:`kafkasim.protocol.offsets`), these are Kafka's exact bytes — the generated
 ``TransactionLogKey``/``TransactionLogValue`` messages behind an int16 version — so
 ``kafka-dump-log --transaction-log-decoder`` and kafkasim read each other's records.
 

@@ -208,10 +208,13 @@ class GroupCalls:
         members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
                     "client_host": m.client_host or None, "member_epoch": m.member_epoch,
                     "assignment": [TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions
-                                   for p in t.partitions]}
+                                   for p in t.partitions],
+                    "target_assignment": [TopicPartition(t.topic_name, p) for t in m.target_assignment.topic_partitions
+                                          for p in t.partitions]}
                    for m in g.members]
         return {"group_id": group_id, "type": "consumer", "state": g.group_state, "protocol_type": "consumer",
                 "protocol": g.assignor_name or None, "generation": g.group_epoch, "leader": None,
+                "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
                 "members": members, "offsets": self.offset_fetch(group_id)}
 
     def _with_lag(self, desc: dict) -> dict:

@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any, Optional
 
 from kafkasim.errors import CorruptRecordError
+from kafkasim.protocol import consumer_group_log as cgl
 from kafkasim.protocol.offsets import GroupKey, OffsetKey, decode_record
 
 __all__ = ["GroupsModel"]
@@ -51,6 +52,8 @@ class GroupsModel:
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.rebalances: deque = deque(maxlen=MAX_REBALANCES)
         self.touched: dict[str, tuple[int, int]] = {}        # group -> (newest timestamp, record count)
+        self.consumer_group_records: dict[bytes, tuple] = {}
+        """key bytes -> (CgKey, value): the latest consumer group (KIP-848) record per key."""
         self.skipped = 0
         self._colors: dict[str, int] = {}
         self._applied = 0
@@ -63,6 +66,18 @@ class GroupsModel:
         """One record of the offsets topic (``offset``: its offset, for ordering in the list)."""
         if key is None:
             self.skipped += 1
+            return
+        if cgl.is_consumer_group_key(key):
+            try:
+                ck = cgl.decode_key(key)
+                cv = cgl.decode_value(ck.type, value)
+            except CorruptRecordError:
+                self.skipped += 1
+                return
+            if cv is None:
+                self.consumer_group_records.pop(bytes(key), None)
+            else:
+                self.consumer_group_records[bytes(key)] = (ck, cv)
             return
         try:
             k, v = decode_record(key, value)

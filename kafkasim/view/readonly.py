@@ -11,9 +11,12 @@ and each partition's offsets from :class:`kafkasim.view.tail.PartitionTail`. It 
 lock, opens no :class:`~kafkasim.storage.log.Log`, writes nothing and calls no fsync. A data dir
 in the old record format is refused as the broker refuses it (``OldLogFormatError``).
 
-With no server running nobody is a member of a group (members live in a server or in one
-process's Broker), so every group with a record is ``Empty``, as the coordinator reloads
-it; a negative committed offset (a sentinel a tool committed) reads as no offset, as Kafka's
+With no server running nobody is a member of a classic group (its members live in a server
+or in one process's Broker), so every classic group with a record is ``Empty``, as the
+coordinator reloads it. A consumer group (KIP-848) is read from its records (types 3..8,
+:mod:`kafkasim.protocol.consumer_group_log`) with its members, epochs and assignments, as
+a restarted coordinator reloads it (its members then have a session timeout to heartbeat);
+its state is derived as Kafka's (Empty, Assigning, Reconciling, Stable); a negative committed offset (a sentinel a tool committed) reads as no offset, as Kafka's
 tools show it. A server that runs is asked instead (the CLI's routing); a cluster's data dir
 is opened as the cluster.
 
@@ -22,10 +25,14 @@ Thread-safety: none; one command owns one instance.
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from typing import Any, Optional
 
+from kafkasim.config import BROKER_CONFIGS
 from kafkasim.errors import IllegalStateError, UnknownTopicOrPartitionError
+from kafkasim.protocol import consumer_group_log as cgl
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.storage import data_format, layout
 from kafkasim.types import OffsetAndMetadata, TopicPartition
@@ -35,7 +42,8 @@ from kafkasim.view.tail import PartitionTail
 __all__ = ["ReadOnlyDataDir"]
 
 _EARLIEST, _LATEST = -2, -1
-_ALL = 1 << 62        # read every byte in one poll (a command reads the files once)
+_ALL = 1 << 62
+_DEFAULT_ASSIGNOR = str(BROKER_CONFIGS["group.consumer.assignors"].default).split(",")[0].strip()        # read every byte in one poll (a command reads the files once)
 
 
 class ReadOnlyDataDir:
@@ -74,33 +82,103 @@ class ReadOnlyDataDir:
         return (tail.log_start_offset if timestamp == _EARLIEST else tail.log_end_offset), -1
 
     def list_groups(self) -> list[dict]:
-        ids = set(self._groups.groups) | {g for g, offs in self._groups.offsets.items() if offs}
-        return [{"group_id": g, "protocol_type": (self._groups.groups.get(g) or {}).get("protocol_type") or "",
-                 "state": "Empty", "type": "classic"} for g in sorted(ids)]
-        # "type": as Broker.list_groups (consumer groups, KIP-848, live in memory only: never on disk)
+        consumer = self._consumer_groups()
+        ids = (set(self._groups.groups) | {g for g, offs in self._groups.offsets.items() if offs}) - set(consumer)
+        classic = [{"group_id": g, "protocol_type": (self._groups.groups.get(g) or {}).get("protocol_type") or "",
+                    "state": "Empty", "type": "classic"} for g in sorted(ids)]
+        return sorted(classic + [{"group_id": g, "protocol_type": "consumer", "state": d["state"], "type": "consumer"}
+                                 for g, d in consumer.items()], key=lambda g: g["group_id"])
+
+    def _consumer_groups(self) -> dict[str, dict]:
+        """group id -> the consumer group (KIP-848) its records hold: epochs, assignor, members."""
+        per_group: dict[str, dict] = {}
+        for k, v in self._groups.consumer_group_records.values():
+            per_group.setdefault(k.group_id, {}).setdefault(k.type, {})[k.member_id] = v
+        names = self._topic_names()
+        out = {}
+        for gid, by_type in sorted(per_group.items()):
+            epoch = by_type.get(3, {}).get(None)
+            if epoch is None:
+                continue
+            for meta in by_type.get(4, {}).values():
+                names.update({t: n for t, n, _ in meta.topics if t not in names})
+            target_epoch = getattr(by_type.get(6, {}).get(None), "assignment_epoch", 0)
+            targets, current = by_type.get(7, {}), by_type.get(8, {})
+
+            def tps(assignment) -> list[TopicPartition]:
+                return sorted(TopicPartition(names.get(t, cgl.kafka_uuid(t)), p)
+                              for t, ps in (assignment or {}).items() for p in ps)
+            members, reconciled, asked = [], [], {}
+            for mid, m in sorted(by_type.get(5, {}).items()):
+                a = current.get(mid)
+                members.append({
+                    "member_id": mid, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host or None, "member_epoch": a.member_epoch if a else 0,
+                    "assignment": tps(a.assigned_partitions if a else {}),
+                    "target_assignment": tps(getattr(targets.get(mid), "topic_partitions", {}))})
+                reconciled.append(a is not None and a.state == 0 and a.member_epoch == target_epoch)
+                if m.server_assignor:
+                    asked[m.server_assignor] = asked.get(m.server_assignor, 0) + 1
+            if not members:
+                state = "Empty"
+            elif epoch.epoch > target_epoch:
+                state = "Assigning"
+            elif not all(reconciled):
+                state = "Reconciling"
+            else:
+                state = "Stable"
+            # the assignor most members ask for, else the default (as Broker.consumer_group_describe)
+            assignor = min(asked, key=lambda n: (-asked[n], n)) if asked else _DEFAULT_ASSIGNOR
+            out[gid] = {"group_id": gid, "type": "consumer", "state": state, "protocol_type": "consumer",
+                        "protocol": assignor, "generation": epoch.epoch,
+                        "leader": None, "group_epoch": epoch.epoch, "assignment_epoch": target_epoch,
+                        "members": members}
+        return out
+
+    def _topic_names(self) -> dict:
+        """topic id -> name, from the data dir's ``meta/topics/<topic id>.json``."""
+        out = {}
+        folder = os.path.join(self.data_dir, "meta", "topics")
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    meta = json.load(f)
+                out[uuid.UUID(hex=meta["topic_id"])] = meta["name"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out
 
     def describe_group(self, group_id: str) -> dict:
         meta = self._groups.groups.get(group_id)
         offsets = self._groups.offsets.get(group_id) or {}
+        consumer = self._consumer_groups().get(group_id)
+        if consumer is not None:
+            return self._with_rows(dict(consumer), offsets)
         if meta is None and not offsets:
             return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": None,
                     "generation": -1, "leader": None, "members": [], "offsets": {}, "partitions": []}
+        meta = meta or {}
+        return self._with_rows({"group_id": group_id, "state": "Empty",
+                                "protocol_type": meta.get("protocol_type") or "", "protocol": meta.get("protocol"),
+                                "generation": meta.get("generation", 0), "leader": None, "members": []}, offsets)
+
+    def _with_rows(self, desc: dict, offsets: dict) -> dict:
+        """``desc`` plus ``offsets`` and ``partitions`` (committed, log end, lag, owner) as the broker's."""
+        owners = {(tp.topic, tp.partition): m["member_id"] for m in desc["members"] for tp in m["assignment"]}
         rows = []
-        for (topic, partition), committed in sorted(offsets.items()):
+        for topic, partition in sorted(set(offsets) | set(owners)):
+            committed = offsets.get((topic, partition))
             try:
                 leo: Optional[int] = self.list_offsets(topic, partition, _LATEST)[0]
             except UnknownTopicOrPartitionError:
                 leo = None
-            current = committed if committed >= 0 else None
+            current = committed if committed is not None and committed >= 0 else None
             rows.append({"topic": topic, "partition": partition, "committed": current, "log_end_offset": leo,
-                         "member_id": None,
+                         "member_id": owners.get((topic, partition)),
                          "lag": None if current is None or leo is None else max(0, leo - current)})
-        meta = meta or {}
-        return {"group_id": group_id, "state": "Empty", "protocol_type": meta.get("protocol_type") or "",
-                "protocol": meta.get("protocol"), "generation": meta.get("generation", 0), "leader": None,
-                "members": [],
-                "offsets": {TopicPartition(t, p): OffsetAndMetadata(o) for (t, p), o in sorted(offsets.items())},
-                "partitions": rows}
+        desc["offsets"] = {TopicPartition(t, p): OffsetAndMetadata(o) for (t, p), o in sorted(offsets.items())}
+        desc["partitions"] = rows
+        return desc
 
     def close(self) -> None:
         """Nothing to release: nothing was opened or locked."""

@@ -51,3 +51,27 @@ def test_offsets_decoder_prints_commits_and_group_metadata_as_kafka_dump_log(tmp
     main(["dump-log", seg, "--offsets-decoder", "--json"])
     first = json.loads(capsys.readouterr().out)[0]["records"][0]
     assert first["key"].startswith(("offset_commit::group=billing", "group_metadata::group=billing"))
+
+
+def test_offsets_decoder_prints_consumer_group_records_as_kafka_4(tmp_path, capsys):
+    import uuid
+    from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+    data = str(tmp_path / "data")
+    member = str(uuid.UUID(int=1))
+    with Broker(data) as b:
+        b.create_topic("orders", 1)
+        b.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
+            "kip848", member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=("orders",),
+            topic_partitions={}), client_id="app", client_host="/127.0.0.1")
+        b.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest("kip848", member, -1))
+    seg = segment(data, OFFSETS_TOPIC, partition_for_group("kip848"))
+    assert main(["dump-log", seg, "--offsets-decoder"]) == 0
+    out = capsys.readouterr().out
+    assert ('key: {"type":"3","data":{"groupId":"kip848"}} payload: {"version":"0","data":{"epoch":1}}\n'
+            in out)
+    assert ('key: {"type":"5","data":{"groupId":"kip848","memberId":"' + member + '"}} payload: '
+            '{"version":"0","data":{"instanceId":null,"rackId":null,"clientId":"app","clientHost":"/127.0.0.1",'
+            '"subscribedTopicNames":["orders"],"subscribedTopicRegex":null,"rebalanceTimeoutMs":30000,'
+            '"serverAssignor":null}}\n') in out
+    assert 'key: {"type":"8","data":{"groupId":"kip848","memberId":"' + member + '"}} payload: <DELETE>\n' in out
+    assert 'key: {"type":"3","data":{"groupId":"kip848"}} payload: {"version":"0","data":{"epoch":2}}\n' in out
