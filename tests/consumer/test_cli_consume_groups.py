@@ -64,7 +64,7 @@ def test_consume_with_group_commits_and_groups_describe_shows_lag(data, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 7
     run(["groups", "list", "--json", "--data-dir", data])
     assert json.loads(capsys.readouterr().out) == [
-        {"group_id": "billing", "protocol_type": "consumer", "state": "Empty"}]
+        {"group_id": "billing", "protocol_type": "consumer", "state": "Empty", "type": "classic"}]
     run(["groups", "describe", "billing", "--json", "--data-dir", data])
     d = json.loads(capsys.readouterr().out)
     assert d["state"] == "Empty" and all(r["consumer_id"] is None for r in d["rows"])
