@@ -49,7 +49,7 @@ import struct
 import uuid
 from typing import Mapping, NamedTuple, Optional, Union
 
-from kafkasim.errors import CorruptRecordError
+from kafkasim.protocol.schema_bytes import RecordReader, uvarint
 
 __all__ = [
     "CONSUMER_GROUP_METADATA", "CONSUMER_GROUP_PARTITION_METADATA", "CONSUMER_GROUP_MEMBER_METADATA",
@@ -151,15 +151,6 @@ def is_consumer_group_key(key: Optional[bytes]) -> bool:
 
 
 # -- encoding ------------------------------------------------------------------------------------
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _key_string(s: str, what: str) -> bytes:
     if not isinstance(s, str):
         raise TypeError(f"{what} must be a str, got {type(s).__name__}")
@@ -179,14 +170,14 @@ def _cstring(s: Optional[str], what: str, nullable: bool = False) -> bytes:
     data = s.encode("utf-8")
     if len(data) > 0x7FFF:
         raise ValueError(f"{what} is {len(data)} bytes of UTF-8, longer than a Kafka string (32767)")
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _topic_partitions(tps: TopicPartitions) -> bytes:
     items = sorted(((t, sorted(ps)) for t, ps in tps.items() if ps), key=lambda kv: kv[0].bytes)
-    out = [_uvarint(len(items) + 1)]
+    out = [uvarint(len(items) + 1)]
     for t, ps in items:
-        out.append(t.bytes + _uvarint(len(ps) + 1) + struct.pack(f">{len(ps)}i", *ps) + b"\x00")
+        out.append(t.bytes + uvarint(len(ps) + 1) + struct.pack(f">{len(ps)}i", *ps) + b"\x00")
     return b"".join(out)
 
 
@@ -209,13 +200,13 @@ def encode_value(value: CgValue) -> bytes:
         if isinstance(value, (GroupEpoch, TargetAssignmentEpoch)):
             out.append(_I32.pack(value[0]))
         elif isinstance(value, PartitionMetadata):
-            out.append(_uvarint(len(value.topics) + 1))
+            out.append(uvarint(len(value.topics) + 1))
             for topic_id, name, n in value.topics:
                 out.append(topic_id.bytes + _cstring(name, "topic name") + _I32.pack(n) + b"\x01" + b"\x00")
         elif isinstance(value, MemberMetadata):
             out += [_cstring(value.instance_id, "instance id", True), _cstring(value.rack_id, "rack id", True),
                     _cstring(value.client_id, "client id"), _cstring(value.client_host, "client host"),
-                    _uvarint(len(value.subscribed_topic_names) + 1)]
+                    uvarint(len(value.subscribed_topic_names) + 1)]
             out += [_cstring(n, "topic name") for n in value.subscribed_topic_names]
             out += [_cstring(value.subscribed_topic_regex, "regex", True), _I32.pack(value.rebalance_timeout_ms),
                     _cstring(value.server_assignor, "server assignor", True)]
@@ -234,46 +225,26 @@ def encode_value(value: CgValue) -> bytes:
 
 
 # -- decoding ------------------------------------------------------------------------------------
-class _Reader:
-    __slots__ = ("buf", "pos", "what")
+class _Reader(RecordReader):
+    __slots__ = ()
 
     def __init__(self, buf, what: str) -> None:
-        self.buf, self.pos, self.what = bytes(buf), 0, what
-
-    def fail(self, why: str) -> CorruptRecordError:
-        return CorruptRecordError(f"__consumer_offsets {self.what}: {why} at byte {self.pos}")
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise self.fail(f"{n} bytes needed, {len(self.buf) - self.pos} left")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
+        super().__init__(buf, f"__consumer_offsets {what}")
 
     def i8(self) -> int:
-        return _I8.unpack(self.take(1))[0]
+        return self.unpack(_I8)[0]
 
     def i16(self) -> int:
-        return _I16.unpack(self.take(2))[0]
+        return self.unpack(_I16)[0]
 
     def i32(self) -> int:
-        return _I32.unpack(self.take(4))[0]
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        for _ in range(5):
-            (b,) = self.take(1)
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-        raise self.fail("unsigned varint longer than 5 bytes")
+        return self.unpack(_I32)[0]
 
     def key_string(self, field: str) -> str:
         n = self.i16()
         if n < 0:
             raise self.fail(f"null or negative length {n} for {field}")
-        return self._utf8(self.take(n), field)
+        return self.utf8(self.take(n), field)
 
     def cstring(self, field: str, nullable: bool = False) -> Optional[str]:
         n = self.uvarint() - 1
@@ -281,13 +252,7 @@ class _Reader:
             if nullable:
                 return None
             raise self.fail(f"null string for the non-nullable {field}")
-        return self._utf8(self.take(n), field)
-
-    def _utf8(self, data: bytes, field: str) -> str:
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{field} is not UTF-8") from None
+        return self.utf8(self.take(n), field)
 
     def count(self, field: str) -> int:
         n = self.uvarint() - 1
@@ -298,11 +263,6 @@ class _Reader:
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.take(16))
 
-    def tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
     def topic_partitions(self, field: str) -> dict:
         out = {}
         for _ in range(self.count(field)):
@@ -311,10 +271,6 @@ class _Reader:
             out[t] = tuple(struct.unpack(f">{n}i", self.take(4 * n)))
             self.tagged_fields()
         return out
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise self.fail(f"{len(self.buf) - self.pos} bytes left over")
 
 
 def decode_key(data: bytes) -> CgKey:

@@ -55,6 +55,7 @@ from typing import NamedTuple, Optional, Sequence
 
 from kafkasim.errors import CorruptRecordError, IllegalStateError
 from kafkasim.protocol.offsets import partition_for_group
+from kafkasim.protocol.schema_bytes import RecordReader, uvarint
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC", "TRANSACTION_STATE_TOPIC_PARTITIONS", "TRANSACTION_STATE_TOPIC_CONFIGS",
@@ -165,22 +166,13 @@ def partition_for_transactional_id(transactional_id: str,
 
 
 # -- encoding ------------------------------------------------------------------------------------
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str, flexible: bool, what: str) -> bytes:
     if not isinstance(s, str):
         raise TypeError(f"{what} must be a str, got {type(s).__name__}")
     data = s.encode("utf-8")
     if len(data) > 0x7FFF:
         raise ValueError(f"{what} is {len(data)} bytes of UTF-8, longer than a Kafka string (32767)")
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def encode_txn_key(transactional_id: str) -> bytes:
@@ -217,10 +209,10 @@ def encode_txn_value(value: TxnLogValue, version: int = 1) -> bytes:
         if partitions is None:
             out.append(b"\x00" if flexible else _I32.pack(-1))
         else:
-            out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+            out.append(uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
             for topic, ids in partitions:
                 out.append(_string(topic, flexible, "topic"))
-                out.append(_uvarint(len(ids) + 1) if flexible else _I32.pack(len(ids)))
+                out.append(uvarint(len(ids) + 1) if flexible else _I32.pack(len(ids)))
                 out.append(struct.pack(f">{len(ids)}i", *ids))
                 if flexible:
                     out.append(b"\x00")                        # the partitions entry's tagged fields
@@ -233,47 +225,22 @@ def encode_txn_value(value: TxnLogValue, version: int = 1) -> bytes:
                 tagged.append((_TAG_NEXT_PRODUCER_ID, _I64.pack(value.next_producer_id)))
             if value.client_transaction_version != 0:
                 tagged.append((_TAG_CLIENT_TRANSACTION_VERSION, _I16.pack(value.client_transaction_version)))
-            out.append(_uvarint(len(tagged)))
+            out.append(uvarint(len(tagged)))
             for tag, data in tagged:
-                out.append(_uvarint(tag) + _uvarint(len(data)) + data)
+                out.append(uvarint(tag) + uvarint(len(data)) + data)
     except struct.error as exc:
         raise ValueError(f"a field of {value!r} does not fit its Kafka type: {exc}") from None
     return b"".join(out)
 
 
 # -- decoding ------------------------------------------------------------------------------------
-class _Reader:
+class _Reader(RecordReader):
     """A bounds-checked cursor; every failure is a CorruptRecordError naming ``what`` and the byte."""
 
-    __slots__ = ("buf", "pos", "what")
+    __slots__ = ()
 
     def __init__(self, buf, what: str) -> None:
-        self.buf, self.pos, self.what = bytes(buf), 0, what
-
-    def fail(self, why: str) -> CorruptRecordError:
-        return CorruptRecordError(f"{TRANSACTION_STATE_TOPIC} {self.what}: {why} at byte {self.pos}")
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise self.fail(f"{n} bytes needed, {len(self.buf) - self.pos} left")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def unpack(self, st: struct.Struct) -> tuple:
-        return st.unpack(self.take(st.size))
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        for _ in range(5):
-            (b,) = self.take(1)
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                if result > 0x7FFFFFFF:
-                    raise self.fail(f"unsigned varint {result} past int32")
-                return result
-            shift += 7
-        raise self.fail("unsigned varint longer than 5 bytes")
+        super().__init__(buf, f"{TRANSACTION_STATE_TOPIC} {what}")
 
     def string(self, flexible: bool, field: str) -> str:
         if flexible:
@@ -282,10 +249,7 @@ class _Reader:
             (n,) = self.unpack(_I16)
         if n < 0:
             raise self.fail(f"null or negative length {n} for the non-nullable string {field}")
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{field} is not UTF-8") from None
+        return self.utf8(self.take(n), field)
 
     def array_length(self, flexible: bool, field: str, nullable: bool) -> int:
         n = self.uvarint() - 1 if flexible else self.unpack(_I32)[0]
@@ -294,17 +258,6 @@ class _Reader:
         if n > len(self.buf) - self.pos:      # every element takes at least one byte
             raise self.fail(f"array {field} of {n} elements cannot fit in {len(self.buf) - self.pos} bytes")
         return n
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.take(self.uvarint())
-        return out
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise self.fail(f"{len(self.buf) - self.pos} bytes left over")
 
 
 def decode_txn_key(data: bytes) -> TxnLogKey:
