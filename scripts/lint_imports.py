@@ -51,7 +51,7 @@ def run(staged: str, root: str = ROOT) -> subprocess.CompletedProcess:
     """Run lint-imports with ``staged`` as the import root; capture its output."""
     exe = os.path.join(os.path.dirname(sys.executable), "lint-imports")
     env = dict(os.environ, PYTHONPATH=staged)
-    return subprocess.run([exe, "--config", os.path.join(root, "pyproject.toml"), "--no-cache"],
+    return subprocess.run([exe, os.path.join(root, "pyproject.toml"), "--no-cache"],
                           cwd=staged, env=env, capture_output=True, text=True)
 
 
