@@ -46,7 +46,7 @@ import random
 import uuid
 from typing import Callable, Optional
 
-from kafkasim.consumer.group_member import ConsumerRebalanceListener, MemberState
+from kafkasim.consumer.group_member import ConsumerRebalanceListener, MemberState, fire_listener
 from kafkasim.errors import (
     CommitFailedError, FencedMemberEpochError, InvalidConfigurationError, KafkaSimError, StaleMemberEpochError, UnknownMemberIdError,
     UnknownTopicOrPartitionError,
@@ -142,13 +142,7 @@ class ConsumerMembership:
 
     # ------------------------------------------------------------------ callbacks
     def _fire(self, name: str, tps) -> None:
-        if self.listener is not None:
-            try:
-                getattr(self.listener, name)(sorted(tps))
-            except KafkaSimError:
-                raise
-            except Exception:  # a user callback failing must not corrupt the protocol state
-                log.exception("rebalance listener %s failed", name)
+        fire_listener(self.listener, name, tps)
 
     # ------------------------------------------------------------------ topic ids
     def _topic_id(self, name: str) -> Optional[uuid.UUID]:

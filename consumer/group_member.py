@@ -51,7 +51,7 @@ from kafkasim.errors import (
 )
 from kafkasim.types import TopicPartition
 
-__all__ = ["GroupMember", "MemberState", "ConsumerRebalanceListener", "NO_GENERATION",
+__all__ = ["fire_listener", "GroupMember", "MemberState", "ConsumerRebalanceListener", "NO_GENERATION",
            "NO_MEMBER_ID", "EAGER", "COOPERATIVE"]
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,19 @@ class ConsumerRebalanceListener:
     def on_partitions_lost(self, lost: list[TopicPartition]) -> None:
         """Partitions this member lost without a clean revocation; defaults to revoked."""
         self.on_partitions_revoked(lost)
+
+
+def fire_listener(listener: Optional[ConsumerRebalanceListener], name: str, tps) -> None:
+    """Call ``listener.<name>(sorted(tps))``, both group protocols' one way: a kafkasim error
+    propagates (the consumer is fenced or closed); any other failure of the user's callback is
+    logged and does not corrupt the protocol state."""
+    if listener is not None:
+        try:
+            getattr(listener, name)(sorted(tps))
+        except KafkaSimError:
+            raise
+        except Exception:
+            log.exception("rebalance listener %s failed", name)
 
 
 class GroupMember:
@@ -123,13 +136,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ callbacks
     def _fire(self, name: str, tps: list[TopicPartition]) -> None:
-        if self.listener is not None:
-            try:
-                getattr(self.listener, name)(sorted(tps))
-            except KafkaSimError:
-                raise
-            except Exception:  # a user callback failing must not corrupt the protocol state
-                log.exception("rebalance listener %s failed", name)
+        fire_listener(self.listener, name, tps)
 
     def _lose_partitions(self) -> None:
         owned = self._subs.assigned()
