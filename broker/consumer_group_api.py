@@ -16,16 +16,22 @@ Its timers (session and rebalance timeouts) run from :meth:`ConsumerGroupApi.tic
 which ``Broker.tick()`` calls and ``kafkasim serve`` runs on real time.
 
 **A group id is one type** (Kafka's ``GroupMetadataManager``): the classic coordinator
-(:mod:`kafkasim.broker.group_api`) and this one share the id space.
+(:mod:`kafkasim.broker.group_api`) and this one share the id space, and a group moves between
+them as Kafka 4's does:
 
-- A consumer-protocol heartbeat for the id of a classic group with members answers
-  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group" (Kafka's answer when the online
-  upgrade does not apply; the upgrade of a non-empty classic group is not implemented). An
-  EMPTY classic group is replaced, as Kafka's ``maybeDeleteEmptyClassicGroup`` (its committed
-  offsets stay).
-- A JoinGroup for the id of a consumer group with members answers GROUP_ID_NOT_FOUND
-  "Group <id> is not a classic group." (Kafka 4 would add the classic member to the consumer
-  group: mixed groups are not implemented); an EMPTY consumer group is replaced.
+- **Online upgrade.** A consumer-protocol member joining (epoch 0) a classic group with
+  members takes the group over with its members in it (each keeps its last assignment and
+  speaks the classic protocol on), when ``group.consumer.migration.policy`` is ``upgrade`` or
+  ``bidirectional`` (the default) and the group's protocol type is ``consumer``; otherwise
+  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group". An EMPTY classic group is replaced
+  (its committed offsets stay).
+- **Mixed groups.** A JoinGroup, SyncGroup, Heartbeat or LeaveGroup for a consumer group with
+  members is answered by it (``classic_*_consumer_group``): the join at once with the member
+  epoch as generation and no leader, the sync with the broker's assignment. A JoinGroup for an
+  EMPTY consumer group deletes it and starts a classic group.
+- **Online downgrade.** When the last consumer-protocol member leaves or is fenced and only
+  classic members remain, the group goes back to the classic coordinator (``downgrade`` or
+  ``bidirectional``), which starts a rebalance.
 - Committed offsets of a consumer group live where every group's offsets live (the classic
   coordinator's offsets store over ``__consumer_offsets``): an OffsetCommit is checked here
   (Kafka's ``ConsumerGroup.validateOffsetCommit``) and then stored as a simple commit.

@@ -114,6 +114,7 @@ class ReadOnlyDataDir:
                 members.append({
                     "member_id": mid, "group_instance_id": m.instance_id, "client_id": m.client_id,
                     "client_host": m.client_host or None, "member_epoch": a.member_epoch if a else 0,
+                    "member_type": "consumer" if m.classic_member_metadata is None else "classic",
                     "assignment": tps(a.assigned_partitions if a else {}),
                     "target_assignment": tps(getattr(targets.get(mid), "topic_partitions", {}))})
                 reconciled.append(a is not None and a.state == 0 and a.member_epoch == target_epoch)
