@@ -314,7 +314,10 @@ class ConsumerGroupCoordinator:
                 f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
         if not protocols or not group.supports_classic_protocols(protocol_type, {n for n, _ in protocols}):
             raise InconsistentGroupProtocolError(f"Member {member_id}'s protocols are not supported.")
-        subscription = decode_subscription(protocols[0][1])
+        try:
+            subscription = decode_subscription(protocols[0][1])
+        except InvalidRequestError as exc:       # Kafka: an IllegalStateException, UNKNOWN_SERVER_ERROR
+            raise UnknownServerError("Malformed embedded consumer protocol in subscription deserialization.") from exc
         replaced: Optional[ConsumerGroupMember] = None
         existing = group.static_member(instance_id)
         if instance_id is not None and existing is not None:

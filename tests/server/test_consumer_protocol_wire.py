@@ -18,7 +18,10 @@ from kafkasim.assignors.server import server_assignors
 from kafkasim.clock import MockClock
 from kafkasim.coordinator.consumer_group import TopicMetadata
 from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator
-from kafkasim.errors import GroupIdNotFoundError, InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError
+from kafkasim.errors import (
+    GroupIdNotFoundError, InvalidRequestError, StaleMemberEpochError, UnknownMemberIdError, UnknownServerError,
+)
+from kafkasim.protocol.consumer_protocol import encode_subscription
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 
 from tests.server import raw
@@ -224,11 +227,17 @@ def test_heartbeat_errors_and_epochs_over_the_wire(server):
         assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
                 for t in resp.groups[0].topics] == [(TOPIC, [(0, 0)])]
 
-        # one id space: a classic JoinGroup on a consumer group's id, DescribeGroups, ListGroups v5
-        join = raw.call(sock, 11, 7, {"group_id": "g", "session_timeout": 10_000, "rebalance_timeout": 10_000,
-                                      "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-                                      "protocols": [{"name": "range", "metadata": b""}], "reason": None})
-        assert join.error_code == GroupIdNotFoundError.errno
+        # one id space: a classic JoinGroup on a consumer group's id joins it (Kafka 4's mixed
+        # groups; malformed subscription bytes are Kafka's UNKNOWN_SERVER_ERROR), DescribeGroups,
+        # ListGroups v5
+        def join(metadata: bytes):
+            return raw.call(sock, 11, 7, {"group_id": "g", "session_timeout": 10_000, "rebalance_timeout": 10_000,
+                                          "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                          "protocols": [{"name": "range", "metadata": metadata}], "reason": None})
+        assert join(b"").error_code == UnknownServerError.errno
+        joined = join(encode_subscription({"topics": [TOPIC]}))
+        assert (joined.error_code, joined.leader, joined.protocol_name, joined.members) == (0, "", "range", ())
+        assert joined.generation_id == 2 and joined.member_id
         described = raw.call(sock, 15, 5, {"groups": ["g"], "include_authorized_operations": False})
         assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Dead")
         listed = raw.call(sock, 16, 5, {"states_filter": [], "types_filter": ["Consumer"]})
