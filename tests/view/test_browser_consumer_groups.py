@@ -106,7 +106,7 @@ def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_proce
         if os.environ.get("KAFKASIM_VIEW_DOCS_IMG"):        # how docs/img/view-consumer-group.png is made
             from PIL import Image
 
-            Image.open(io.BytesIO(shot)).crop((470, 150, 1160, 560)).save(os.environ["KAFKASIM_VIEW_DOCS_IMG"],
+            Image.open(io.BytesIO(shot)).crop((505, 240, 1185, 585)).save(os.environ["KAFKASIM_VIEW_DOCS_IMG"],
                                                                           optimize=True)
 
         b.poll()                       # b revokes and acknowledges

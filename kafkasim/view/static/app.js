@@ -185,7 +185,9 @@ function short(label) { return label ? label.split(" ")[0] : "?"; }
 // it is giving up and what it waits for.
 function memberReconciliation(m, group, topic) {
   if (!group || group.type !== "consumer") return [];
-  const lines = [`epoch ${m.member_epoch} / group epoch ${group.group_epoch} · ${m.member_state.replace(/_/g, " ")}`];
+  const state = m.member_state.replace(/_/g, " ");      // Kafka's MemberState
+  const lines = m.member_state === "stable" ? [`epoch ${m.member_epoch} / group epoch ${group.group_epoch} · stable`]
+    : [`epoch ${m.member_epoch} / group epoch ${group.group_epoch}`, `state: ${state}`];
   const revoking = m.pending_revocation.filter(x => x.topic === topic);
   const waiting = m.pending_assignment.filter(x => x.topic === topic);
   for (const x of revoking) lines.push(`revoking P${x.partition} → ${x.to ? short(x.to) : "no member"}`);
