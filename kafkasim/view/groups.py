@@ -162,13 +162,16 @@ class GroupsModel:
             "moved": moved})
 
     # -- consumer groups (KIP-848) -------------------------------------------------------------
-    def _records_by_group(self) -> dict[str, dict[int, dict]]:
+    def _records_by_group(self, only: Optional[str] = None) -> dict[str, dict[int, dict]]:
+        """group id -> record type -> member id (None for a group's records) -> value."""
         per_group: dict[str, dict[int, dict]] = {}
         for k, v in self.consumer_group_records.values():
-            per_group.setdefault(k.group_id, {}).setdefault(k.type, {})[k.member_id] = v
+            if only is None or k.group_id == only:
+                per_group.setdefault(k.group_id, {}).setdefault(k.type, {})[k.member_id] = v
         return per_group
 
-    def consumer_groups(self, topic_names: Mapping[uuid.UUID, str] = {}) -> dict[str, dict[str, Any]]:
+    def consumer_groups(self, topic_names: Mapping[uuid.UUID, str] = {},
+                        only: Optional[str] = None) -> dict[str, dict[str, Any]]:
         """group id -> the consumer group its records hold, as a restarted coordinator reloads
         it (a group exists while its epoch record, type 3, does): ``state`` (Kafka's: Empty,
         Assigning while the group epoch is ahead of the target's, Reconciling while a member is
@@ -178,9 +181,9 @@ class GroupsModel:
         ``member_state`` (Kafka's MemberState, lower case), and ``assigned``,
         ``pending_revocation`` and ``target``: sorted ``(topic, partition)`` pairs. A topic is
         named by ``topic_names`` (topic id -> name) or the group's subscription metadata (type 4);
-        else by its id."""
+        else by its id. ``only``: that group alone."""
         out: dict[str, dict[str, Any]] = {}
-        for gid, by_type in sorted(self._records_by_group().items()):
+        for gid, by_type in sorted(self._records_by_group(only).items()):
             epoch = by_type.get(cgl.CONSUMER_GROUP_METADATA, {}).get(None)
             if epoch is None:
                 continue
@@ -226,7 +229,7 @@ class GroupsModel:
         before = self._targets_seen.get(group)
         if before is not None and before[0] == epoch:
             return
-        g = self.consumer_groups().get(group)
+        g = self.consumer_groups(only=group).get(group)
         members = g["members"] if g else []
         label = {m["member_id"]: member_label(m) for m in members}
         owner = {tp: m["member_id"] for m in members for tp in m["target"]}

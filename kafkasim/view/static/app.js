@@ -280,7 +280,7 @@ function drawDiagram(s, topic, group) {
     g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
     if (rev || wait) {
       const to = rev ? rev.to : wait.member.label;
-      const text = rev ? `revoking → ${short(to)}` : `pending → ${short(to)}`;
+      const text = rev ? `revoking → ${to ? short(to) : "no member"}` : `pending → ${short(to)}`;
       g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
                             class: "recon " + (rev ? "revoking" : "pending") }, text));
     }
