@@ -16,16 +16,22 @@ Its timers (session and rebalance timeouts) run from :meth:`ConsumerGroupApi.tic
 which ``Broker.tick()`` calls and ``kafkasim serve`` runs on real time.
 
 **A group id is one type** (Kafka's ``GroupMetadataManager``): the classic coordinator
-(:mod:`kafkasim.broker.group_api`) and this one share the id space.
+(:mod:`kafkasim.broker.group_api`) and this one share the id space, and a group moves between
+them as Kafka 4's does:
 
-- A consumer-protocol heartbeat for the id of a classic group with members answers
-  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group" (Kafka's answer when the online
-  upgrade does not apply; the upgrade of a non-empty classic group is not implemented). An
-  EMPTY classic group is replaced, as Kafka's ``maybeDeleteEmptyClassicGroup`` (its committed
-  offsets stay).
-- A JoinGroup for the id of a consumer group with members answers GROUP_ID_NOT_FOUND
-  "Group <id> is not a classic group." (Kafka 4 would add the classic member to the consumer
-  group: mixed groups are not implemented); an EMPTY consumer group is replaced.
+- **Online upgrade.** A consumer-protocol member joining (epoch 0) a classic group with
+  members takes the group over with its members in it (each keeps its last assignment and
+  speaks the classic protocol on), when ``group.consumer.migration.policy`` is ``upgrade`` or
+  ``bidirectional`` (the default) and the group's protocol type is ``consumer``; otherwise
+  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group". An EMPTY classic group is replaced
+  (its committed offsets stay).
+- **Mixed groups.** A JoinGroup, SyncGroup, Heartbeat or LeaveGroup for a consumer group with
+  members is answered by it (``classic_*_consumer_group``): the join at once with the member
+  epoch as generation and no leader, the sync with the broker's assignment. A JoinGroup for an
+  EMPTY consumer group deletes it and starts a classic group.
+- **Online downgrade.** When the last consumer-protocol member leaves or is fenced and only
+  classic members remain, the group goes back to the classic coordinator (``downgrade`` or
+  ``bidirectional``), which starts a rebalance.
 - Committed offsets of a consumer group live where every group's offsets live (the classic
   coordinator's offsets store over ``__consumer_offsets``): an OffsetCommit is checked here
   (Kafka's ``ConsumerGroup.validateOffsetCommit``) and then stored as a simple commit.
@@ -47,15 +53,18 @@ from kafkasim.arguments import bad_arg
 from kafkasim.assignors.server import server_assignors
 from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
 from kafkasim.coordinator.consumer_heartbeat import ConsumerGroupCoordinator, Fenced
+from kafkasim.coordinator.group import ClassicMember
 from kafkasim.coordinator.offsets_store import OffsetsStore
 from kafkasim.coordinator.consumer_group_records import changes, group_records, groups_from_records
 from kafkasim.coordinator.consumer_group_config import CONSUMER_GROUP_CONFIGS, ConsumerGroupConfig
 from kafkasim.errors import (
-    CoordinatorNotAvailableError, GroupIdNotFoundError, InvalidGroupIdError, StaleMemberEpochError,
-    UnknownMemberIdError, UnsupportedVersionError,
+    CoordinatorNotAvailableError, GroupIdNotFoundError, IllegalGenerationError, InvalidGroupIdError,
+    InvalidSessionTimeoutError, StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
 )
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from kafkasim.protocol.consumer_protocol import assignment_version, encode_assignment, subscription_bytes
+from kafkasim.protocol.group import COMPLETE, NO_MEMBER_ID, JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
@@ -175,10 +184,12 @@ class ConsumerGroupApi(BrokerCore):
             raise InvalidGroupIdError(f"invalid group id {request.group_id!r:.80}: a group id is a str")
         coord = self.consumer_group_coordinator
         self._check_consumer_groups()
-        self._check_classic_group_for_consumer(request.group_id)
+        classic = self._classic_group_members(request.group_id)
         with self._consumer_groups_lock:
             self._refresh_consumer_topics(coord)
             before = self._group_records(coord, request.group_id)
+            if classic and coord.find_group(request.group_id) is None:
+                self._maybe_upgrade(coord, request, classic)
             response = coord.heartbeat(request)
             key = (request.group_id, response.member_id)
             if response.member_epoch < 0:
@@ -186,7 +197,125 @@ class ConsumerGroupApi(BrokerCore):
             else:
                 self._consumer_group_clients[key] = (client_id or "", client_host or "")
             self._persist_group(coord, request.group_id, before)
+            self._hand_back_downgraded(coord)
             return response
+
+    # -- mixed groups: online upgrade and downgrade, classic members ------------------------
+
+    def _classic_group_members(self, group_id: str) -> int:
+        """How many members the classic group ``group_id`` has (0: none, or no classic group)."""
+        classic = self.__dict__.get("_group_coordinator")
+        if classic is None:
+            return 0
+        return len(classic.describe_group(group_id)["members"])
+
+    def _maybe_upgrade(self, coord: ConsumerGroupCoordinator, request: ConsumerGroupHeartbeatRequest,
+                       members: int) -> None:
+        """A consumer-protocol member joins classic group ``group_id`` with members: the group
+        becomes a consumer group with them in it when ``group.consumer.migration.policy``
+        allows (Kafka's ``validateOnlineUpgrade``); otherwise GROUP_ID_NOT_FOUND, as Kafka."""
+        gid = request.group_id
+        classic = self.group_coordinator
+        desc = classic.describe_group(gid)
+        if request.member_epoch != 0 or not coord.can_upgrade(desc.get("protocol_type"), members):
+            raise GroupIdNotFoundError(f"Group {gid} is not a consumer group")
+        released = classic.release_for_upgrade(gid)
+        if released is None:
+            return
+        _, generation, protocol, classic_members = released
+        try:
+            coord.upgrade(gid, generation, protocol, classic_members)
+        except GroupIdNotFoundError:
+            classic.adopt_downgraded(gid, generation, classic_members)   # it stays classic, rebalancing
+            raise
+        for m in classic_members:
+            self._consumer_group_clients[(gid, m.member_id)] = (m.client_id, m.client_host)
+
+    def _hand_back_downgraded(self, coord: ConsumerGroupCoordinator) -> None:
+        """Give the groups whose last consumer-protocol member left back to the classic
+        coordinator (their records were tombstoned by the caller's persist)."""
+        for gid, generation, members in coord.take_downgraded():
+            members = [ClassicMember(m.member_id, m.instance_id,
+                                     *self._consumer_group_clients.pop((gid, m.member_id), ("", "")),
+                                     m.session_timeout_ms, m.rebalance_timeout_ms, m.protocols, m.assignment)
+                       for m in members]
+            self.group_coordinator.adopt_downgraded(gid, generation, members)
+
+    def classic_join_consumer_group(self, group_id: str, member_id: str, *, protocols, protocol_type: str = "consumer",
+                                    session_timeout_ms: int = 45_000, rebalance_timeout_ms: int = 300_000,
+                                    group_instance_id: Optional[str] = None, client_id: str = "",
+                                    client_host: Optional[str] = None) -> Optional[JoinResult]:
+        """A JoinGroup for ``group_id`` when it is a consumer group with members (Kafka 4's mixed
+        groups: the member joins it, answered at once; no leader). None when it is not one (the
+        classic coordinator answers); an empty consumer group is deleted first, as Kafka's
+        ``maybeDeleteEmptyConsumerGroup``."""
+        group = self._consumer_group_if_any(group_id)
+        if group is None:
+            return None
+        if not group.members:
+            self.delete_consumer_group(group_id)
+            return None
+        classic = self.group_coordinator
+        if not classic.min_session_timeout_ms <= session_timeout_ms <= classic.max_session_timeout_ms:
+            raise InvalidSessionTimeoutError(
+                f"session_timeout_ms {session_timeout_ms} is outside the broker's range "
+                f"[{classic.min_session_timeout_ms}, {classic.max_session_timeout_ms}]")
+        coord = self.consumer_group_coordinator
+        new_id = member_id == NO_MEMBER_ID
+        if new_id:
+            member_id = classic.new_member_id(client_id)
+        wire_protocols = [(str(n), subscription_bytes(protocol_type, meta)) for n, meta in protocols]
+        with self._consumer_groups_lock:
+            self._refresh_consumer_topics(coord)
+            before = self._group_records(coord, group_id)
+            answer = coord.classic_join(group_id, member_id, new_member_id=new_id, instance_id=group_instance_id,
+                                        protocol_type=protocol_type, protocols=wire_protocols,
+                                        session_timeout_ms=session_timeout_ms,
+                                        rebalance_timeout_ms=rebalance_timeout_ms)
+            self._consumer_group_clients[(group_id, answer.member_id)] = (client_id or "", client_host or "")
+            self._persist_group(coord, group_id, before)
+        return JoinResult(COMPLETE, answer.member_id, answer.generation_id, answer.protocol_name, "", ())
+
+    def classic_sync_consumer_group(self, group_id: str, member_id: str, generation_id: int, *,
+                                    group_instance_id: Optional[str] = None) -> Optional[SyncResult]:
+        """A SyncGroup for consumer group ``group_id``: the member's assigned partitions, as
+        ``ConsumerProtocolAssignment`` bytes of its subscription's version too; None when
+        ``group_id`` is not a consumer group."""
+        if self._consumer_group_if_any(group_id) is None:
+            return None
+        coord = self.consumer_group_coordinator
+        with self._consumer_groups_lock:
+            partitions = coord.classic_sync(group_id, member_id, generation_id, instance_id=group_instance_id)
+            member = coord.group(group_id).members.get(member_id) or coord.group(group_id).static_member(
+                group_instance_id)
+            meta = member.classic_member_metadata
+        tps = tuple(TopicPartition(t, p) for t, p in partitions)
+        return SyncResult(COMPLETE, tps, meta.protocol_name, generation_id,
+                          encode_assignment(tps, assignment_version(meta.supported_protocols[0][1])))
+
+    def classic_heartbeat_consumer_group(self, group_id: str, member_id: str, generation_id: int, *,
+                                         group_instance_id: Optional[str] = None) -> bool:
+        """A Heartbeat for consumer group ``group_id`` (REBALANCE_IN_PROGRESS: rejoin); False when
+        ``group_id`` is not a consumer group."""
+        if self._consumer_group_if_any(group_id) is None:
+            return False
+        coord = self.consumer_group_coordinator
+        with self._consumer_groups_lock:
+            coord.classic_heartbeat(group_id, member_id, generation_id, instance_id=group_instance_id)
+        return True
+
+    def classic_leave_consumer_group(self, group_id: str, member_id: str, *,
+                                     group_instance_id: Optional[str] = None) -> bool:
+        """A LeaveGroup member for consumer group ``group_id``; False when it is not one."""
+        if self._consumer_group_if_any(group_id) is None:
+            return False
+        coord = self.consumer_group_coordinator
+        with self._consumer_groups_lock:
+            before = self._group_records(coord, group_id)
+            left = coord.classic_leave(group_id, member_id, instance_id=group_instance_id)
+            self._consumer_group_clients.pop((group_id, left), None)
+            self._persist_group(coord, group_id, before)
+        return True
 
     def _group_records(self, coord: ConsumerGroupCoordinator, group_id: str) -> dict:
         """The records that hold ``group_id`` now (caller holds ``_consumer_groups_lock``)."""
@@ -237,6 +366,7 @@ class ConsumerGroupApi(BrokerCore):
                 "member_epoch": m.member_epoch, "client_id": client_id, "client_host": client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex,
+                "member_type": "classic" if m.uses_classic_protocol else CONSUMER,
                 "assignment": rows(m.assigned_partitions),
                 "target_assignment": rows(group.target_assignment_of(m.member_id, m.instance_id))}
 
@@ -265,7 +395,7 @@ class ConsumerGroupApi(BrokerCore):
                 "group_epoch": desc["group_epoch"], "assignment_epoch": desc["assignment_epoch"],
                 "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
                              "client_id": m["client_id"], "client_host": m["client_host"],
-                             "member_epoch": m["member_epoch"],
+                             "member_epoch": m["member_epoch"], "member_type": m["member_type"],
                              "assignment": [TopicPartition(name, p) for _, name, ps in m["assignment"] for p in ps],
                              "target_assignment": [TopicPartition(name, p) for _, name, ps in m["target_assignment"]
                                                    for p in ps],
@@ -292,28 +422,10 @@ class ConsumerGroupApi(BrokerCore):
                 self._consumer_group_clients.pop((f.group_id, f.member_id), None)
             for gid in sorted({f.group_id for f in fenced}):
                 self._persist_group(coord, gid, before[gid])
+            self._hand_back_downgraded(coord)
             return fenced
 
     # -- the one id space --------------------------------------------------------------------
-
-    def _check_classic_group_for_consumer(self, group_id: str) -> None:
-        """A consumer heartbeat may not take the id of a classic group with members."""
-        classic = self.__dict__.get("_group_coordinator")
-        if classic is None or self._consumer_group_if_any(group_id) is not None:
-            return
-        desc = classic.describe_group(group_id)
-        if desc["members"]:
-            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group")
-
-    def _check_consumer_group_for_classic(self, group_id: str) -> None:
-        """A JoinGroup may not take the id of a consumer group with members; an empty one is
-        deleted (Kafka's ``maybeDeleteEmptyConsumerGroup``)."""
-        group = self._consumer_group_if_any(group_id)
-        if group is None:
-            return
-        if group.members:
-            raise GroupIdNotFoundError(f"Group {group_id} is not a classic group.")
-        self.delete_consumer_group(group_id)
 
     def delete_consumer_group(self, group_id: str) -> None:
         """Delete the Empty consumer group ``group_id`` (its offsets are the caller's)."""
@@ -351,10 +463,10 @@ class ConsumerGroupApi(BrokerCore):
             member = group.members.get(member_id)
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            if api_version is not None and api_version < 9:
+            if api_version is not None and api_version < 9 and not member.uses_classic_protocol:
                 raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members using the "
                                               "modern group protocol")
-            _check_member_epoch(member_epoch, member.member_epoch)
+            _check_member_epoch(member_epoch, member.member_epoch, member.uses_classic_protocol)
         return True
 
     def validate_consumer_offset_fetch(self, group_id: str, member_id: Optional[str], member_epoch: int) -> None:
@@ -369,10 +481,15 @@ class ConsumerGroupApi(BrokerCore):
             member = group.members.get(member_id)
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            _check_member_epoch(member_epoch, member.member_epoch)
+            _check_member_epoch(member_epoch, member.member_epoch, member.uses_classic_protocol)
 
 
-def _check_member_epoch(received: int, expected: int) -> None:
+def _check_member_epoch(received: int, expected: int, classic: bool = False) -> None:
+    """Kafka's ``ConsumerGroup.validateMemberEpoch``: a classic member's generation mismatch is
+    ILLEGAL_GENERATION, a consumer-protocol member's STALE_MEMBER_EPOCH."""
     if received != expected:
+        if classic:
+            raise IllegalGenerationError(
+                f"The received generation id {received} does not match the expected member epoch {expected}.")
         raise StaleMemberEpochError(
             f"The received member epoch {received} does not match the expected member epoch {expected}.")

@@ -83,24 +83,39 @@ class GroupApi(BrokerCore):
 
     def join_group(self, group_id: str, member_id: str = "", **kwargs):
         """JoinGroup: returns ``JoinResult`` (status pending/complete); see GroupCoordinator.
-        The id of a consumer group (KIP-848) with members: GroupIdNotFoundError, as Kafka
-        (:mod:`kafkasim.broker.consumer_group_api`)."""
+        For the id of a consumer group (KIP-848) with members, the member joins that group
+        (Kafka 4's mixed groups: answered at once, no leader;
+        :mod:`kafkasim.broker.consumer_group_api`)."""
         self._check_member(group_id, member_id)
-        self._check_consumer_group_for_classic(group_id)
+        self._check_group_api()
+        joined = self.classic_join_consumer_group(group_id, member_id, **kwargs)
+        if joined is not None:
+            return joined
         return self._group_call("join_group", group_id, member_id, **kwargs)
 
     def sync_group(self, group_id: str, member_id: str, generation_id: int,
                    assignments: Optional[dict] = None, **kwargs):
-        """SyncGroup: the leader sends ``assignments``; every member gets a ``SyncResult``."""
+        """SyncGroup: the leader sends ``assignments``; every member gets a ``SyncResult``
+        (in a consumer group, the broker's assignment: the leader's is not asked for)."""
         self._check_member(group_id, member_id, generation_id)
+        self._check_group_api()
+        synced = self.classic_sync_consumer_group(group_id, member_id, generation_id, **kwargs)
+        if synced is not None:
+            return synced
         return self._group_call("sync_group", group_id, member_id, generation_id, assignments, **kwargs)
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int, **kwargs) -> None:
         self._check_member(group_id, member_id, generation_id)
+        self._check_group_api()
+        if self.classic_heartbeat_consumer_group(group_id, member_id, generation_id, **kwargs):
+            return None
         return self._group_call("heartbeat", group_id, member_id, generation_id, **kwargs)
 
     def leave_group(self, group_id: str, member_id: str = "", **kwargs) -> None:
         self._check_member(group_id, member_id)
+        self._check_group_api()
+        if self.classic_leave_consumer_group(group_id, member_id, **kwargs):
+            return None
         return self._group_call("leave_group", group_id, member_id, **kwargs)
 
     def offset_commit(self, group_id: str, member_id: str, generation_id: int, offsets: dict,

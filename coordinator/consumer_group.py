@@ -41,7 +41,10 @@ from kafkasim.errors import IllegalStateError, UnknownMemberIdError
 from kafkasim.protocol.consumer_group import Assignment
 
 __all__ = ["MemberState", "ConsumerGroupState", "ConsumerGroupMember", "ConsumerGroup", "TopicMetadata",
-           "EMPTY_ASSIGNMENT"]
+           "ClassicMemberMetadata", "EMPTY_ASSIGNMENT", "CONSUMER_PROTOCOL_TYPE"]
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+"""Kafka's ``ConsumerProtocol.PROTOCOL_TYPE``: the only classic protocol type a consumer group takes."""
 
 EMPTY_ASSIGNMENT: Assignment = {}
 
@@ -86,6 +89,22 @@ def _freeze(assignment: Optional[Mapping[uuid.UUID, object]]) -> dict[uuid.UUID,
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group brought with its JoinGroup (Kafka's ``ClassicMemberMetadata`` of the member
+    metadata record): its session timeout and its ``(protocol name, metadata bytes)`` in its
+    preference order."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol the member's join answer names: its first (Kafka's choice)."""
+        return self.supported_protocols[0][0]
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     """One member of a consumer group (Kafka's ``ConsumerGroupMember``); immutable, replaced whole.
 
@@ -105,6 +124,12 @@ class ConsumerGroupMember:
     server_assignor_name: Optional[str] = None
     assigned_partitions: Mapping[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     partitions_pending_revocation: Mapping[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    classic_member_metadata: Optional[ClassicMemberMetadata] = None
+    """Set while the member speaks the classic protocol (a mixed group, Kafka 4)."""
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assigned_partitions", _freeze(self.assigned_partitions))
@@ -218,6 +243,28 @@ class ConsumerGroup:
         if not counts:
             return None
         return min(counts, key=lambda name: (-counts[name], name))
+
+    def num_classic_protocol_members(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def supports_classic_protocols(self, protocol_type: Optional[str], names: set[str]) -> bool:
+        """Whether a classic member offering ``names`` of ``protocol_type`` may join (Kafka's
+        ``supportsClassicProtocols``): the ``consumer`` type, and, unless the group is empty, a
+        protocol every classic member supports."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [m for m in self.members.values() if m.uses_classic_protocol]
+        return any(all(name in {n for n, _ in m.classic_member_metadata.supported_protocols} for m in classic)
+                   for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        """Kafka's ``allMembersUseClassicProtocolExcept``: ``member_id`` speaks the consumer
+        protocol and every other member the classic one."""
+        member = self.members.get(member_id)
+        return (member is not None and not member.uses_classic_protocol
+                and self.num_classic_protocol_members() == len(self.members) - 1)
 
     # -- writes ------------------------------------------------------------------------
 

@@ -46,6 +46,16 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000
     max_size: int = INT_MAX
     assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Kafka's ``ConsumerGroupMigrationPolicy.isUpgradeEnabled``."""
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, Any] | None = None) -> "ConsumerGroupConfig":
@@ -75,4 +85,4 @@ class ConsumerGroupConfig:
         require(hb < st, "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
         assignors = tuple(v["group.consumer.assignors"].split(","))
         return cls(session_timeout_ms=st, heartbeat_interval_ms=hb, max_size=v["group.consumer.max.size"],
-                   assignors=assignors)
+                   assignors=assignors, migration_policy=v["group.consumer.migration.policy"])

@@ -20,7 +20,9 @@ from __future__ import annotations
 import uuid
 from typing import Callable, Mapping, Optional
 
-from kafkasim.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState, TopicMetadata
+from kafkasim.coordinator.consumer_group import (
+    ClassicMemberMetadata, ConsumerGroup, ConsumerGroupMember, MemberState, TopicMetadata,
+)
 from kafkasim.protocol import consumer_group_log as cgl
 
 __all__ = ["group_records", "changes", "groups_from_records", "Records"]
@@ -51,7 +53,9 @@ def group_records(group: Optional[ConsumerGroup],
         client_id, client_host = client_of(mid)
         put(cgl.CgKey(5, gid, mid), cgl.MemberMetadata(
             m.instance_id, m.rack_id, client_id, client_host, tuple(m.subscribed_topic_names),
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor_name))
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor_name,
+            None if m.classic_member_metadata is None else
+            (m.classic_member_metadata.session_timeout_ms, m.classic_member_metadata.supported_protocols)))
         put(cgl.CgKey(8, gid, mid), cgl.CurrentMemberAssignment(
             m.member_epoch, m.previous_member_epoch, cgl.MEMBER_STATE_BYTES[m.state.value],
             {t: tuple(sorted(ps)) for t, ps in m.assigned_partitions.items()},
@@ -123,7 +127,9 @@ def groups_from_records(records: Mapping[bytes, tuple[cgl.CgKey, object]],
             member = ConsumerGroupMember(
                 mid, instance_id=m.instance_id, rack_id=m.rack_id, rebalance_timeout_ms=m.rebalance_timeout_ms,
                 subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
-                server_assignor_name=m.server_assignor)
+                server_assignor_name=m.server_assignor,
+                classic_member_metadata=None if m.classic_member_metadata is None
+                else ClassicMemberMetadata(*m.classic_member_metadata))
             if a is not None:
                 member = member.replace(member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
                                         state=_STATE_OF_BYTE.get(a.state, MemberState.UNKNOWN),

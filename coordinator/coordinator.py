@@ -170,6 +170,12 @@ class GroupCoordinator(RebalanceMixin, CommitsMixin, AdminMixin):
     def _new_member_id(self, client_id: str) -> str:
         return f"{client_id or 'consumer'}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
 
+    def new_member_id(self, client_id: str) -> str:
+        """A member id from this coordinator's seeded RNG (for a classic member joining a
+        consumer group: one id space, reproducible runs)."""
+        with self._lock:
+            return self._new_member_id(client_id)
+
     def _group(self, group_id: str) -> Optional[Group]:
         g = self._groups.get(group_id)
         if g is not None:

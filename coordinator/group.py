@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["GroupState", "MemberMetadata", "Group"]
+__all__ = ["GroupState", "MemberMetadata", "Group", "ClassicMember"]
 
 
 class GroupState(str, enum.Enum):
@@ -89,3 +89,19 @@ class Group:
     def committed(self, tp: TopicPartition) -> Optional[OffsetAndMetadata]:
         entry = self.offsets.get(tp)
         return entry[0] if entry else None
+
+
+@dataclass(frozen=True)
+class ClassicMember:
+    """One member of a classic group, as an online conversion carries it across (either way):
+    ``protocols`` are ``(name, ConsumerProtocolSubscription bytes)`` in its preference order,
+    ``assignment`` its topic-partitions ``((topic, partition), ...)``."""
+
+    member_id: str
+    instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: tuple[tuple[str, int], ...] = ()

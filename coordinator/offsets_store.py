@@ -122,6 +122,11 @@ class OffsetsStore:
         recs.append((now_ms, encode_group_key(group_id), None, ()))
         self._append(group_id, recs)
 
+    def delete_group_metadata(self, group_id: str, now_ms: int) -> None:
+        """A tombstone for the classic group's metadata record only (its offsets stay): the group
+        became a consumer group (Kafka's ``createGroupTombstoneRecords`` of the upgrade)."""
+        self._append(group_id, [(now_ms, encode_group_key(group_id), None, ())])
+
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
         """One batch of tombstones for these committed offsets of the group (OffsetDelete)."""
         self._append(group_id, [(now_ms, encode_offset_key(group_id, tp.topic, tp.partition), None, ())

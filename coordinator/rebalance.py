@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from kafkasim.coordinator.group import Group, GroupState, MemberMetadata
+from kafkasim.coordinator.group import ClassicMember, Group, GroupState, MemberMetadata
 from kafkasim.errors import (
     InconsistentGroupProtocolError, InvalidGroupIdError, InvalidRequestError,
     InvalidSessionTimeoutError, RebalanceInProgressError, UnknownMemberIdError,
 )
-from kafkasim.protocol.consumer_protocol import decode_assignment, subscribed_topics
+from kafkasim.protocol.consumer_protocol import (
+    assignment_version, decode_assignment, encode_assignment, subscribed_topics, subscription_bytes,
+)
 from kafkasim.protocol.group import COMPLETE, NO_MEMBER_ID, PENDING, JoinResult, SyncResult
 from kafkasim.types import TopicPartition
 
@@ -61,6 +63,61 @@ class RebalanceMixin:
         # 3. complete a join whose members are all back, or whose deadline passed
         if g.is_(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(g, now)
+
+    # ------------------------------------------------------------------ online conversion
+    def release_for_upgrade(self, group_id: str) -> Optional[tuple[Optional[str], int, Optional[str],
+                                                                     list[ClassicMember]]]:
+        """Hand a classic group's members over to the consumer group coordinator (Kafka's
+        online upgrade): ``(protocol type, generation, protocol name, members)``, each member
+        with its protocols as bytes and its last assignment; None when the group has no members.
+        The group here is left Empty (its committed offsets stay), and a pending join or sync
+        of its members is answered by the consumer group from now on."""
+        with self._lock:
+            g = self._group(group_id)
+            if g is None or not g.members:
+                return None
+            members = [ClassicMember(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host or "", m.session_timeout_ms,
+                m.rebalance_timeout_ms, tuple((n, subscription_bytes(g.protocol_type, meta)) for n, meta in m.protocols),
+                tuple((tp.topic, tp.partition) for tp in m.assignment)) for m in g.members.values()]
+            out = (g.protocol_type, g.generation_id, g.protocol_name, members)
+            g.members.clear()
+            g.static_members.clear()
+            g.leader_id = None
+            g.protocol_name = None
+            g.state = GroupState.EMPTY
+            g.state_timestamp_ms = self._now()
+            self._store.delete_group_metadata(group_id, self._now())
+            return out
+
+    def adopt_downgraded(self, group_id: str, generation_id: int, members: Sequence[ClassicMember]) -> None:
+        """Take back a consumer group whose last consumer-protocol member left (Kafka's online
+        downgrade, ``ClassicGroup.fromConsumerGroup``): its classic members, each keeping the
+        assignment it had as a target, at generation ``generation_id`` (the group epoch), Stable;
+        then a rebalance starts, as Kafka's ``prepareRebalance`` after the downgrade."""
+        with self._lock:
+            now = self._now()
+            g = self._groups.get(group_id)
+            if g is None or g.is_(GroupState.DEAD):
+                g = self._groups[group_id] = Group(group_id)
+            g.generation_id, g.protocol_type, g.state, g.state_timestamp_ms = \
+                generation_id, "consumer", GroupState.STABLE, now
+            g.members.clear()
+            g.static_members.clear()
+            for c in members:
+                m = MemberMetadata(c.member_id, c.instance_id, c.client_id, c.session_timeout_ms,
+                                   c.rebalance_timeout_ms, list(c.protocols), now, client_host=c.client_host or None)
+                m.assignment = [TopicPartition(t, p) for t, p in c.assignment]
+                g.members[c.member_id] = m
+                if c.instance_id is not None:
+                    g.static_members[c.instance_id] = c.member_id
+            g.protocol_name = self._select_protocol(g)
+            g.leader_id = next(iter(g.members))
+            for m in g.members.values():
+                meta = m.metadata_for(g.protocol_name)
+                m.assignment_bytes = encode_assignment(m.assignment, version=assignment_version(meta))
+            self._persist_group(g, now)
+            self._prepare_rebalance(g, now)
 
     # ------------------------------------------------------------------ transitions
     def _prepare_rebalance(self, g: Group, now: int) -> None:

@@ -270,6 +270,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="the most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond)"),
     _D("group.consumer.assignors", "list", "uniform,range",
        doc="the server assignors by name; the first is used when no member asks for one"),
+    _D("group.consumer.migration.policy", "string", "bidirectional",
+       choices=("disabled", "upgrade", "downgrade", "bidirectional"),
+       doc="online conversion between classic and consumer groups: upgrade (a consumer-protocol "
+           "member joins a classic group with members), downgrade (the last consumer-protocol "
+           "member leaves a group of classic members), both, or neither"),
 ]}
 """Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
 

@@ -80,7 +80,8 @@ def _offset_row(broker, group, topic, partition, current, consumer_id, host, cli
 def members(broker, group: str) -> dict:
     """``--describe --members``: one row per member with its partitions; for a consumer group
     (KIP-848) also what ``--verbose`` shows: ``current_epoch`` (the member epoch), ``target_epoch``
-    (the group's target assignment epoch) and ``target_assignment`` (None for a classic group)."""
+    (the group's target assignment epoch), ``target_assignment`` and ``upgraded`` (False for a
+    classic-protocol member of a mixed group; all None for a classic group)."""
     desc = _existing(broker, group)
     consumer = desc.get("type") == "consumer"
     rows = [{"group": group, "consumer_id": m["member_id"], "group_instance_id": m["group_instance_id"],
@@ -88,7 +89,9 @@ def members(broker, group: str) -> dict:
              "assignment": _assignment_text(m["assignment"]),
              "current_epoch": m.get("member_epoch") if consumer else None,
              "target_epoch": desc.get("assignment_epoch") if consumer else None,
-             "target_assignment": _assignment_text(m.get("target_assignment") or ()) if consumer else None}
+             "target_assignment": _assignment_text(m.get("target_assignment") or ()) if consumer else None,
+             # KIP-1099's UPGRADED: in a consumer group, whether the member speaks the consumer protocol
+             "upgraded": m.get("member_type") == "consumer" if consumer else None}
             for m in desc["members"]]
     return {"group": group, "state": desc["state"], "type": desc.get("type", "classic"), "rows": rows}
 

@@ -39,7 +39,7 @@ def register(sub) -> None:
     view.add_argument("--state", action="store_true",
                       help="COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS")
     p.add_argument("--verbose", action="store_true",
-                   help="with --members: CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT; "
+                   help="with --members: CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT UPGRADED; "
                         "with --state: GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH (epochs of consumer groups, KIP-848)")
     add_broker_options(p)
     add_json(p)
@@ -146,8 +146,9 @@ def _describe_text(d: dict, args) -> str:
             cols.pop(2)
             rows = [r[:2] + r[3:] for r in rows]
         if args.verbose:      # Kafka 4's columns; a classic group has no epochs or target ("-")
-            cols += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-            rows = [row + [r["current_epoch"], r["assignment"], r["target_epoch"], r["target_assignment"]]
+            cols += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"]
+            rows = [row + [r["current_epoch"], r["assignment"], r["target_epoch"], r["target_assignment"],
+                           None if r["upgraded"] is None else str(r["upgraded"]).lower()]
                     for row, r in zip(rows, d["rows"])]
         return table(cols, rows)
     return table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",

@@ -16,7 +16,9 @@ Kafka's ``group-coordinator/src/main/resources/common/message/*.json``::
                                         value: InstanceId string?, RackId string?, ClientId string,
                                                ClientHost string, SubscribedTopicNames [string],
                                                SubscribedTopicRegex string?, RebalanceTimeoutMs int32,
-                                               ServerAssignor string?  (tag 0: ClassicMemberMetadata, unused)
+                                               ServerAssignor string?,
+                                               tag 0: ClassicMemberMetadata? [SessionTimeoutMs int32,
+                                                 SupportedProtocols [Name string, Metadata bytes]]
     6 ConsumerGroupTargetAssignmentMetadata key: GroupId
                                         value: AssignmentEpoch int32
     7 ConsumerGroupTargetAssignmentMember key: GroupId, MemberId
@@ -115,6 +117,9 @@ class MemberMetadata(NamedTuple):
     subscribed_topic_regex: Optional[str]
     rebalance_timeout_ms: int
     server_assignor: Optional[str]
+    classic_member_metadata: Optional[tuple] = None
+    """``(session timeout ms, ((protocol name, metadata bytes), ...))`` for a member that speaks
+    the classic protocol (tagged field 0; absent for a consumer-protocol member)."""
 
 
 class TargetAssignmentEpoch(NamedTuple):
@@ -210,6 +215,11 @@ def encode_value(value: CgValue) -> bytes:
             out += [_cstring(n, "topic name") for n in value.subscribed_topic_names]
             out += [_cstring(value.subscribed_topic_regex, "regex", True), _I32.pack(value.rebalance_timeout_ms),
                     _cstring(value.server_assignor, "server assignor", True)]
+            if value.classic_member_metadata is not None:
+                # tagged field 0, a nullable struct: Kafka writes its size + 1 and a presence byte 1
+                struct_bytes = _classic_member_metadata(value.classic_member_metadata)
+                out += [b"\x01", uvarint(0), uvarint(len(struct_bytes) + 1), b"\x01", struct_bytes]
+                return b"".join(out)
         elif isinstance(value, TargetAssignmentMember):
             out.append(_topic_partitions(value.topic_partitions))
         elif isinstance(value, CurrentMemberAssignment):
@@ -273,6 +283,35 @@ class _Reader(RecordReader):
         return out
 
 
+def _classic_member_metadata(meta: tuple) -> bytes:
+    session_timeout_ms, protocols = meta
+    out = [_I32.pack(session_timeout_ms), uvarint(len(protocols) + 1)]
+    for name, metadata in protocols:
+        out += [_cstring(name, "protocol name"), uvarint(len(metadata) + 1), bytes(metadata), b"\x00"]
+    out.append(b"\x00")
+    return b"".join(out)
+
+
+def _read_classic_member_metadata(data: bytes) -> Optional[tuple]:
+    """Tagged field 0 of a member metadata value: a presence byte, then the struct."""
+    r = _Reader(data, "ClassicMemberMetadata")
+    if r.uvarint() == 0:
+        r.done()
+        return None
+    session_timeout_ms = r.i32()
+    protocols = []
+    for _ in range(r.count("SupportedProtocols")):
+        name = r.cstring("Name")
+        n = r.uvarint() - 1
+        if n < 0:
+            raise r.fail("null Metadata")
+        protocols.append((name, bytes(r.take(n))))
+        r.tagged_fields()
+    r.tagged_fields()
+    r.done()
+    return session_timeout_ms, tuple(protocols)
+
+
 def decode_key(data: bytes) -> CgKey:
     """A key written by :func:`encode_key`; CorruptRecordError otherwise."""
     r = _Reader(data, "consumer group key")
@@ -316,6 +355,11 @@ def decode_value(record_type: int, data: Optional[bytes]) -> Optional[CgValue]:
         names = tuple(r.cstring("SubscribedTopicNames") for _ in range(r.count("SubscribedTopicNames")))
         value = MemberMetadata(instance_id, rack_id, client_id, client_host, names,
                                r.cstring("SubscribedTopicRegex", True), r.i32(), r.cstring("ServerAssignor", True))
+        tagged = r.tagged_fields()
+        r.done()
+        if 0 in tagged:
+            value = value._replace(classic_member_metadata=_read_classic_member_metadata(tagged[0]))
+        return value
     elif record_type == 7:
         value = TargetAssignmentMember(r.topic_partitions("TopicPartitions"))
     elif record_type == 8:
@@ -362,6 +406,12 @@ def value_json(value: CgValue) -> dict:
                 "clientHost": value.client_host, "subscribedTopicNames": list(value.subscribed_topic_names),
                 "subscribedTopicRegex": value.subscribed_topic_regex,
                 "rebalanceTimeoutMs": value.rebalance_timeout_ms, "serverAssignor": value.server_assignor}
+        if value.classic_member_metadata is not None:
+            session_timeout_ms, protocols = value.classic_member_metadata
+            data["classicMemberMetadata"] = {
+                "sessionTimeoutMs": session_timeout_ms,
+                "supportedProtocols": [{"name": n, "metadata": base64.b64encode(m).decode("ascii")}
+                                       for n, m in protocols]}
     elif isinstance(value, TargetAssignmentMember):
         data = {"topicPartitions": _tps_json(value.topic_partitions)}
     else:

@@ -33,7 +33,7 @@ from kafkasim.errors import InvalidRequestError
 from kafkasim.protocol.kio_bounds import read_entity
 from kafkasim.types import TopicPartition
 
-__all__ = ["decode_assignment", "encode_assignment", "decode_subscription", "encode_subscription",
+__all__ = ["decode_assignment", "encode_assignment", "assignment_version", "decode_subscription", "encode_subscription",
            "subscribed_topics", "subscription_bytes", "SUBSCRIPTION_VERSION"]
 
 SUBSCRIPTION_VERSION = 3      # topics, user data, owned partitions, generation, rack
@@ -80,13 +80,23 @@ def decode_assignment(data: bytes) -> list[TopicPartition]:
     return [TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions]
 
 
-def encode_assignment(partitions) -> bytes:
-    """``ConsumerProtocolAssignment`` v0 bytes (with the int16 version) for ``partitions``."""
-    cls = _data_class("consumer_protocol_assignment", 0, "ConsumerProtocolAssignment")
-    tp_cls = _data_class("consumer_protocol_assignment", 0, "TopicPartition")
+def encode_assignment(partitions, version: int = 0) -> bytes:
+    """``ConsumerProtocolAssignment`` bytes of ``version`` (with the int16 version) for ``partitions``."""
+    cls = _data_class("consumer_protocol_assignment", version, "ConsumerProtocolAssignment")
+    tp_cls = _data_class("consumer_protocol_assignment", version, "TopicPartition")
     return _write(cls(assigned_partitions=tuple(tp_cls(topic=t, partitions=ps)
                                                 for t, ps in _by_topic(partitions)),
-                      user_data=None), 0)
+                      user_data=None), version)
+
+
+def assignment_version(subscription: Optional[bytes]) -> int:
+    """The assignment version Kafka answers a member with: its subscription's version, capped
+    at the newest assignment version (``ConsumerProtocol.deserializeVersion``); 0 when the
+    subscription is not bytes or too short."""
+    if not isinstance(subscription, (bytes, bytearray, memoryview)) or len(subscription) < 2:
+        return 0
+    (version,) = struct.unpack_from(">h", subscription, 0)
+    return max(0, min(version, _NEWEST_ASSIGNMENT))
 
 
 # ------------------------------------------------------------------ subscriptions

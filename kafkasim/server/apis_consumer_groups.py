@@ -107,7 +107,8 @@ async def consumer_group_describe(ctx, req):
                 "subscribed_topic_names": m["subscribed_topic_names"],
                 "subscribed_topic_regex": m["subscribed_topic_regex"],
                 "assignment": _assignment(m["assignment"]), "target_assignment": _assignment(m["target_assignment"]),
-                "member_type": 1,   # Kafka's "consumer" member type (0 is classic)
+                # Kafka's member type: 1 consumer, 0 classic (a JoinGroup member of a mixed group)
+                "member_type": 0 if m["member_type"] == "classic" else 1,
             } for m in d["members"]],
             # -2147483648: authorized operations not asked for (no ACLs here)
             "authorized_operations": -2147483648,

@@ -207,6 +207,7 @@ class GroupCalls:
         _raise(g.error_code, g.error_message, f"group {group_id!r}")
         members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
                     "client_host": m.client_host or None, "member_epoch": m.member_epoch,
+                    "member_type": "classic" if getattr(m, "member_type", 1) == 0 else "consumer",
                     "assignment": [TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions
                                    for p in t.partitions],
                     "target_assignment": [TopicPartition(t.topic_name, p) for t in m.target_assignment.topic_partitions

@@ -178,7 +178,9 @@ class GroupsModel:
         not stable at the target epoch, else Stable), ``group_epoch``, ``assignment_epoch``,
         ``assignor`` (the one most members ask for, else :data:`DEFAULT_ASSIGNOR`) and per member
         ``member_id``, ``instance_id``, ``client_id``, ``client_host``, ``member_epoch``,
-        ``member_state`` (Kafka's MemberState, lower case), and ``assigned``,
+        ``member_type`` (``classic`` for a classic member of a mixed group: its record carries
+        ClassicMemberMetadata; else ``consumer``), ``member_state`` (Kafka's MemberState, lower
+        case), and ``assigned``,
         ``pending_revocation`` and ``target``: sorted ``(topic, partition)`` pairs. A topic is
         named by ``topic_names`` (topic id -> name) or the group's subscription metadata (type 4);
         else by its id. ``only``: that group alone."""
@@ -205,6 +207,7 @@ class GroupsModel:
                 members.append({
                     "member_id": mid, "instance_id": m.instance_id, "client_id": m.client_id,
                     "client_host": m.client_host or None, "member_epoch": a.member_epoch if a else 0,
+                    "member_type": CONSUMER if m.classic_member_metadata is None else CLASSIC,
                     "member_state": _MEMBER_STATES.get(a.state, "unknown") if a else "unknown",
                     "assigned": pairs(a.assigned_partitions if a else {}),
                     "pending_revocation": pairs(a.partitions_pending_revocation if a else {}),
@@ -266,6 +269,7 @@ class GroupsModel:
                 "assignment": [[t, p] for t, p in owned],
                 "partitions": _owned_rows(m, owned, commits, log_end_offsets, positions),
                 "member_epoch": m["member_epoch"], "member_state": m["member_state"],
+                "member_type": m["member_type"],
                 "target_assignment": [[t, p] for t, p in m["target"]],
                 "pending_revocation": [{"topic": t, "partition": p, "to": labels.get(target_owner.get((t, p)))}
                                        for t, p in owned if (t, p) not in target],

@@ -96,7 +96,7 @@ class ReadOnlyDataDir:
                         "leader": None, "group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
                         "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
                                      "client_id": m["client_id"], "client_host": m["client_host"],
-                                     "member_epoch": m["member_epoch"],
+                                     "member_epoch": m["member_epoch"], "member_type": m["member_type"],
                                      "assignment": [TopicPartition(t, p) for t, p in m["assigned"]],
                                      "target_assignment": [TopicPartition(t, p) for t, p in m["target"]]}
                                     for m in g["members"]]}

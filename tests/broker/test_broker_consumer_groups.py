@@ -11,11 +11,12 @@ from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
-    CoordinatorNotAvailableError,
+    CoordinatorNotAvailableError, InconsistentGroupProtocolError,
     GroupIdNotFoundError, GroupSubscribedToTopicError, InvalidConfigurationError, NonEmptyGroupError,
     StaleMemberEpochError, UnknownMemberIdError, UnsupportedVersionError,
 )
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from kafkasim.protocol.consumer_protocol import encode_subscription
 from kafkasim.types import TopicPartition
 
 T0 = 1_700_000_000_000
@@ -114,14 +115,35 @@ def test_offset_commit_checks_the_member_epoch(broker):
     assert [g["group_id"] for g in broker.list_groups()] == ["g"]
 
 
-def test_a_group_id_is_one_type(broker):
-    _join(broker, "cg", str(uuid.UUID(int=4)))
-    with pytest.raises(GroupIdNotFoundError, match=r"Group cg is not a classic group\."):
-        broker.join_group("cg", "", protocols=[("range", b"")], protocol_type="consumer", session_timeout_ms=10_000)
-    broker.join_group("classic", "", protocols=[("range", b"")], protocol_type="consumer",
-                      session_timeout_ms=10_000)
-    with pytest.raises(GroupIdNotFoundError, match="Group classic is not a consumer group"):
-        _join(broker, "classic", str(uuid.UUID(int=5)))
+def test_a_group_id_is_one_type_and_mixed_groups_take_both_protocols(broker):
+    """Kafka 4: a JoinGroup for a consumer group with members joins it (answered at once, no
+    leader); a consumer-protocol member joining a classic group with members upgrades it. A
+    JoinGroup that is not of the consumer protocol type cannot join a consumer group."""
+    m = str(uuid.UUID(int=4))
+    _join(broker, "cg", m)
+    sub = encode_subscription({"topics": ["t"]})
+    with pytest.raises(InconsistentGroupProtocolError, match="protocols are not supported"):
+        broker.join_group("cg", "", protocols=[("range", sub)], protocol_type="connect", session_timeout_ms=10_000)
+    joined = broker.join_group("cg", "", protocols=[("range", sub)], protocol_type="consumer",
+                               session_timeout_ms=10_000)
+    assert (joined.status, joined.leader_id, joined.protocol_name, joined.members) == ("complete", "", "range", ())
+    desc = broker.describe_group("cg")
+    assert desc["type"] == "consumer" and desc["generation"] == joined.generation_id == 2
+    assert {x["member_id"]: x["member_type"] for x in desc["members"]} == {m: "consumer", joined.member_id: "classic"}
+
+    broker.join_group("classic", "", protocols=[("range", sub)], protocol_type="consumer", session_timeout_ms=10_000)
+    _join(broker, "classic", str(uuid.UUID(int=5)))
+    assert broker.describe_group("classic")["type"] == "consumer"
+
+
+def test_without_the_migration_policy_a_classic_group_with_members_stays_classic(tmp_path):
+    with Broker(tmp_path / "d", broker_configs={"group.consumer.migration.policy": "downgrade"}) as b:
+        b.create_topic("t", 1)
+        b.join_group("classic", "", protocols=[("range", encode_subscription({"topics": ["t"]}))],
+                     protocol_type="consumer", session_timeout_ms=10_000)
+        with pytest.raises(GroupIdNotFoundError, match="Group classic is not a consumer group"):
+            _join(b, "classic", str(uuid.UUID(int=5)))
+        assert b.list_groups()[0]["type"] == "classic"
 
 
 def test_an_empty_consumer_group_gives_its_id_to_a_classic_join(broker):

@@ -70,15 +70,16 @@ def test_describe_members_verbose_shows_epochs_and_assignments_from_the_records(
     assert main(["groups", "describe", "--group", "orders-app", "--members", "--verbose", "--data-dir", data]) == 0
     lines = capsys.readouterr().out.strip("\n").split("\n")
     assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
-                                "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+                                "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"]
     rows = {r.split()[1]: r.split() for r in lines[1:]}
+    assert {r[-1] for r in rows.values()} == {"true"}      # both speak the consumer protocol
     # A is still at epoch 1 owning all four (two pending revocation are not in its assignment);
     # B is at epoch 2 with nothing yet: its partitions are still A's.
     a, b = rows[A], rows[B]
     assert a[2:5] == ["/127.0.0.1", "app-a", "2"] and a[5] == "1"
     assert b[2:5] == ["/127.0.0.1", "app-b", "0"] and b[5:7] == ["2", "-"]
     assert a[7] == b[7] == "2"
-    targets = {a[8], b[-1]}
+    targets = {a[8], b[-2]}
     assert len(targets) == 2 and all(t.startswith("orders:") for t in targets)
 
 

@@ -22,6 +22,7 @@ def test_kafkas_names_and_defaults():
         "group.consumer.max.heartbeat.interval.ms": 15_000,
         "group.consumer.max.size": INT_MAX,
         "group.consumer.assignors": "uniform,range",
+        "group.consumer.migration.policy": "bidirectional",
     }
     assert ConsumerGroupConfig.from_configs() == ConsumerGroupConfig(45_000, 5_000, INT_MAX, ("uniform", "range"))
 

@@ -105,7 +105,9 @@ _name = st.text(max_size=20)
     st.builds(cgl.GroupEpoch, st.integers(-2**31, 2**31 - 1)),
     st.builds(cgl.MemberMetadata, st.none() | _name, st.none() | _name, _name, _name,
               st.lists(_name, max_size=4).map(tuple), st.none() | _name, st.integers(-1, 2**31 - 1),
-              st.none() | _name),
+              st.none() | _name,
+              st.none() | st.tuples(st.integers(-2**31, 2**31 - 1),
+                                    st.lists(st.tuples(_name, st.binary(max_size=40)), max_size=3).map(tuple))),
     st.builds(cgl.CurrentMemberAssignment, st.integers(-2, 2**31 - 1), st.integers(-2, 2**31 - 1),
               st.sampled_from([0, 1, 2, 127]), _tps, _tps),
     st.builds(cgl.TargetAssignmentMember, _tps)))
@@ -113,3 +115,17 @@ def test_every_value_round_trips(value):
     rtype = {cgl.GroupEpoch: 3, cgl.MemberMetadata: 5, cgl.CurrentMemberAssignment: 8,
              cgl.TargetAssignmentMember: 7}[type(value)]
     assert cgl.decode_value(rtype, cgl.encode_value(value)) == value
+
+
+def test_a_classic_members_metadata_is_the_tagged_field_0_as_kafkas_generator_writes_it():
+    """Kafka 4's mixed groups: a member that joined with JoinGroup keeps its session timeout and
+    protocols in tagged field 0 of its metadata record, a nullable struct: tag, size + 1, a
+    presence byte 1, then SessionTimeoutMs and SupportedProtocols [Name, Metadata]."""
+    plain = cgl.MemberMetadata(None, None, "c", "/h", ("t",), None, 300_000, None)
+    classic = plain._replace(classic_member_metadata=(45_000, (("range", b"\x00\x01ab"),)))
+    head = cgl.encode_value(plain)[:-1]          # without the empty tagged-fields count
+    body = bytes.fromhex("0000afc8" "02" "0672616e6765" "05" "00016162" "00" "00")
+    assert cgl.encode_value(classic) == head + bytes([1, 0, len(body) + 1, 1]) + body
+    assert cgl.decode_value(5, cgl.encode_value(classic)) == classic
+    assert cgl.value_json(classic)["data"]["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 45_000, "supportedProtocols": [{"name": "range", "metadata": "AAFhYg=="}]}

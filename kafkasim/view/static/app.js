@@ -188,6 +188,7 @@ function memberReconciliation(m, group, topic) {
   const state = m.member_state.replace(/_/g, " ");      // Kafka's MemberState
   const lines = m.member_state === "stable" ? [`epoch ${m.member_epoch} / group epoch ${group.group_epoch} · stable`]
     : [`epoch ${m.member_epoch} / group epoch ${group.group_epoch}`, `state: ${state}`];
+  if (m.member_type === "classic") lines.push("classic member (JoinGroup/SyncGroup)");   // a mixed group
   const revoking = m.pending_revocation.filter(x => x.topic === topic);
   const waiting = m.pending_assignment.filter(x => x.topic === topic);
   for (const x of revoking) lines.push(`revoking P${x.partition} → ${x.to ? short(x.to) : "no member"}`);
