@@ -279,12 +279,6 @@ function drawDiagram(s, topic, group) {
     }
     g.append(el("rect", cell));
     g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
-    if (rev || wait) {
-      const to = rev ? rev.to : wait.member.label;
-      const text = rev ? `revoking → ${to ? short(to) : "no member"}` : `pending → ${short(to)}`;
-      g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
-                            class: "recon " + (rev ? "revoking" : "pending") }, text));
-    }
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
       g.append(el("text", { x: X.part + 24, y: y + cellH - 5, class: "count" },
@@ -299,6 +293,15 @@ function drawDiagram(s, topic, group) {
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
                              `high watermark ${p.high_watermark}, last stable offset ${p.last_stable_offset}, ` +
                              `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
+    if (rev || wait) {        // drawn last: over the numbers in a compact row
+      const to = rev ? rev.to : wait.member.label;
+      const text = rev ? `revoking → ${to ? short(to) : "no member"}` : `pending → ${short(to)}`;
+      if (compact)           // over the one-line numbers: on a white ground to stay legible
+        g.append(el("rect", { x: X.part + X.partW - 10 - 6.5 * text.length, y: y + 2, width: 6.5 * text.length + 6,
+                              height: cellH - 4, fill: "#ffffff", "fill-opacity": 0.9 }));
+      g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
+                            class: "recon " + (rev ? "revoking" : "pending") }, text));
+    }
     nodes.push(g);
     if (m) {
       const j = members.indexOf(m);
