@@ -37,7 +37,7 @@ them as Kafka 4's does:
   (Kafka's ``ConsumerGroup.validateOffsetCommit``) and then stored as a simple commit.
 
 When ``group.coordinator.rebalance.protocols`` leaves out ``consumer`` every call here raises
-UNSUPPORTED_VERSION (Kafka then does not advertise the APIs at all).
+UNSUPPORTED_VERSION (Kafka still advertises the APIs and answers them so: KafkaApis' gate).
 
 Thread-safety: one lock (``_consumer_groups_lock``) serialises every call into the
 coordinator, which is not thread-safe itself.

@@ -7,6 +7,14 @@ with Kafka's messages (``error_message``). Assignments travel as topic ids, as i
 client maps them to names with Metadata v10+ (which carries every topic's id), and
 ConsumerGroupDescribe answers both the id and the name.
 
+An error answer carries Kafka's defaults in the fields it does not set (member epoch 0, group
+and assignment epochs 0, no member id), as Kafka's ``getErrorResponse`` and its coordinator's
+error answers do. When ``group.coordinator.rebalance.protocols`` leaves out ``consumer`` both
+APIs are still advertised by ApiVersions, as Kafka's are (its ``ApiVersionsResponse.filterApis``
+leaves out only the telemetry APIs), and answer UNSUPPORTED_VERSION with no error message: the
+gate of Kafka's ``KafkaApis.handleConsumerGroupHeartbeat``/``handleConsumerGroupDescribe``
+(``isConsumerGroupProtocolEnabled``), whose ``getErrorResponse`` sets the code alone.
+
 A heartbeat is answered at once (no holding: the consumer protocol has no join barrier);
 it wakes the group waker, as the classic handlers do. Loop-thread coroutines; broker calls
 run on the executor.
@@ -15,8 +23,9 @@ run on the executor.
 from __future__ import annotations
 
 import uuid
+from typing import Optional
 
-from kafkasim.errors import BrokerResponseError
+from kafkasim.errors import BrokerResponseError, UnsupportedVersionError
 from kafkasim.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kafkasim.server.api import api, error_code, error_message
 from kafkasim.server.codec import ms
@@ -24,8 +33,11 @@ from kafkasim.server.codec import ms
 __all__ = ["consumer_group_heartbeat", "consumer_group_describe"]
 
 
-def _message(exc: BaseException) -> str:
-    """Kafka's ``error_message``: the message of one of Kafka's errors as Kafka words it."""
+def _message(exc: BaseException) -> Optional[str]:
+    """Kafka's ``error_message``: the message of one of Kafka's errors as Kafka words it; none
+    for UNSUPPORTED_VERSION (the consumer protocol is not enabled: KafkaApis answers the code alone)."""
+    if isinstance(exc, UnsupportedVersionError):
+        return None
     return str(exc) if isinstance(exc, BrokerResponseError) else error_message(exc)
 
 
@@ -56,7 +68,7 @@ async def consumer_group_heartbeat(ctx, req):
     except Exception as exc:
         code = error_code(exc)
         return {"error_code": code, "error_message": _message(exc), "member_id": None,
-                "member_epoch": -1, "heartbeat_interval": 0}
+                "member_epoch": 0, "heartbeat_interval": 0}
     finally:
         ctx.group_waker.notify()
     assignment = None
@@ -76,13 +88,13 @@ async def consumer_group_describe(ctx, req):
         code, message = error_code(exc), _message(exc)
     if code:
         return {"groups": [{"error_code": code, "error_message": message, "group_id": g, "group_state": "",
-                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+                            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
                            for g in req.body.group_ids]}
     out = []
     for d in groups:
         if d["error"] is not None:
             out.append({"error_code": error_code(d["error"]), "error_message": _message(d["error"]),
-                        "group_id": d["group_id"], "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                        "group_id": d["group_id"], "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                         "assignor_name": "", "members": []})
             continue
         out.append({

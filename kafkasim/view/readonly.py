@@ -30,9 +30,7 @@ import os
 import uuid
 from typing import Any, Optional
 
-from kafkasim.config import BROKER_CONFIGS
 from kafkasim.errors import IllegalStateError, UnknownTopicOrPartitionError
-from kafkasim.protocol import consumer_group_log as cgl
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.storage import data_format, layout
 from kafkasim.types import OffsetAndMetadata, TopicPartition
@@ -42,8 +40,7 @@ from kafkasim.view.tail import PartitionTail
 __all__ = ["ReadOnlyDataDir"]
 
 _EARLIEST, _LATEST = -2, -1
-_ALL = 1 << 62
-_DEFAULT_ASSIGNOR = str(BROKER_CONFIGS["group.consumer.assignors"].default).split(",")[0].strip()        # read every byte in one poll (a command reads the files once)
+_ALL = 1 << 62        # read every byte in one poll (a command reads the files once)
 
 
 class ReadOnlyDataDir:
@@ -90,50 +87,19 @@ class ReadOnlyDataDir:
                                  for g, d in consumer.items()], key=lambda g: g["group_id"])
 
     def _consumer_groups(self) -> dict[str, dict]:
-        """group id -> the consumer group (KIP-848) its records hold: epochs, assignor, members."""
-        per_group: dict[str, dict] = {}
-        for k, v in self._groups.consumer_group_records.values():
-            per_group.setdefault(k.group_id, {}).setdefault(k.type, {})[k.member_id] = v
-        names = self._topic_names()
+        """group id -> the consumer group (KIP-848) its records hold (:meth:`GroupsModel.consumer_groups`),
+        in the shape of ``Broker.describe_group``."""
         out = {}
-        for gid, by_type in sorted(per_group.items()):
-            epoch = by_type.get(3, {}).get(None)
-            if epoch is None:
-                continue
-            for meta in by_type.get(4, {}).values():
-                names.update({t: n for t, n, _ in meta.topics if t not in names})
-            target_epoch = getattr(by_type.get(6, {}).get(None), "assignment_epoch", 0)
-            targets, current = by_type.get(7, {}), by_type.get(8, {})
-
-            def tps(assignment) -> list[TopicPartition]:
-                return sorted(TopicPartition(names.get(t, cgl.kafka_uuid(t)), p)
-                              for t, ps in (assignment or {}).items() for p in ps)
-            members, reconciled, asked = [], [], {}
-            for mid, m in sorted(by_type.get(5, {}).items()):
-                a = current.get(mid)
-                members.append({
-                    "member_id": mid, "group_instance_id": m.instance_id, "client_id": m.client_id,
-                    "client_host": m.client_host or None, "member_epoch": a.member_epoch if a else 0,
-                    "member_type": "consumer" if m.classic_member_metadata is None else "classic",
-                    "assignment": tps(a.assigned_partitions if a else {}),
-                    "target_assignment": tps(getattr(targets.get(mid), "topic_partitions", {}))})
-                reconciled.append(a is not None and a.state == 0 and a.member_epoch == target_epoch)
-                if m.server_assignor:
-                    asked[m.server_assignor] = asked.get(m.server_assignor, 0) + 1
-            if not members:
-                state = "Empty"
-            elif epoch.epoch > target_epoch:
-                state = "Assigning"
-            elif not all(reconciled):
-                state = "Reconciling"
-            else:
-                state = "Stable"
-            # the assignor most members ask for, else the default (as Broker.consumer_group_describe)
-            assignor = min(asked, key=lambda n: (-asked[n], n)) if asked else _DEFAULT_ASSIGNOR
-            out[gid] = {"group_id": gid, "type": "consumer", "state": state, "protocol_type": "consumer",
-                        "protocol": assignor, "generation": epoch.epoch,
-                        "leader": None, "group_epoch": epoch.epoch, "assignment_epoch": target_epoch,
-                        "members": members}
+        for gid, g in self._groups.consumer_groups(self._topic_names()).items():
+            out[gid] = {"group_id": gid, "type": "consumer", "state": g["state"], "protocol_type": "consumer",
+                        "protocol": g["assignor"], "generation": g["group_epoch"],
+                        "leader": None, "group_epoch": g["group_epoch"], "assignment_epoch": g["assignment_epoch"],
+                        "members": [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
+                                     "client_id": m["client_id"], "client_host": m["client_host"],
+                                     "member_epoch": m["member_epoch"], "member_type": m["member_type"],
+                                     "assignment": [TopicPartition(t, p) for t, p in m["assigned"]],
+                                     "target_assignment": [TopicPartition(t, p) for t, p in m["target"]]}
+                                    for m in g["members"]]}
         return out
 
     def _topic_names(self) -> dict:

@@ -69,6 +69,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 import zlib
 from collections import deque
 from typing import Any, Optional
@@ -237,6 +238,7 @@ class DataDirWatcher:
         self._producers: dict[str, dict] = {}
         self._groups = GroupsModel()
         self._topic_sizes: dict[str, int] = {}
+        self._topic_ids: dict[uuid.UUID, str] = {}   # topic id -> name, for consumer groups' records
         self._events: deque = deque(maxlen=MAX_EVENTS)
         self._last_states: Optional[dict] = None
         self._last_leaders: dict = {}
@@ -282,6 +284,10 @@ class DataDirWatcher:
                 problems.append(f"unreadable topic metadata {path}: {exc}")
                 continue
             topics[topic] = n
+            try:
+                self._topic_ids[uuid.UUID(hex=str(raw.get("topic_id")))] = topic
+            except ValueError:
+                pass                # no topic id (written before topics had one): the name is enough
         return topics
 
     def _read_cluster(self, problems: list[str]) -> Optional[dict[str, Any]]:
@@ -379,6 +385,7 @@ class DataDirWatcher:
             self._recent.clear()
             self._producers.clear()
             self._groups = GroupsModel()
+            self._topic_ids.clear()
             self._events.clear()
             self._last_states, self._last_leaders = None, {}
             self._written.clear()
@@ -611,7 +618,7 @@ class DataDirWatcher:
         server, listeners = self._read_server()
         brokers = self._brokers(log_dirs, cluster, server, listeners, out_topics)
         self._note_changes(now, brokers, out_topics)
-        groups = self._groups.to_json(leos, self._read_positions(server))
+        groups = self._groups.to_json(leos, self._read_positions(server), self._topic_ids)
         active = _active(self._written, groups, out_topics)
         clock = self._clock_kind(now)
         if clock["simulated"]:      # "open for" on the data's own clock: up to the newest time it shows

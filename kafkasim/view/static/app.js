@@ -85,7 +85,44 @@ function chosenGroup(s) {
   select.parentElement.hidden = names.length === 0;
   const wanted = picked.group && names.includes(picked.group) ? picked.group : s.active.group;
   const pick = fillSelect(select, names, wanted);
+  for (const o of select.options) {        // the group's type, as ListGroups names it
+    const g = s.groups.find(x => x.group_id === o.value);
+    if (g && g.type) o.textContent = `${o.value} (${g.type})`;
+  }
   return s.groups.find(g => g.group_id === pick) || null;
+}
+
+// A consumer group (KIP-848) reconciling: per partition of the topic, the member giving it up
+// (pending revocation, with the member whose target has it) and the member waiting for it
+// (pending assignment, with the member that still owns it, or none: its next heartbeat takes it).
+function reconciling(group, topic) {
+  const revoking = {}, waiting = {};
+  if (!group || group.type !== "consumer") return { revoking, waiting };
+  for (const m of group.members) {
+    for (const x of m.pending_revocation) if (x.topic === topic) revoking[x.partition] = { member: m, to: x.to };
+    for (const x of m.pending_assignment) if (x.topic === topic) waiting[x.partition] = { member: m, from: x.from };
+  }
+  return { revoking, waiting };
+}
+
+// Diagonal stripes in a member's colour: a partition its owner is giving up.
+function stripes(defs, index) {
+  const id = `stripes-${index % PALETTE.length}`;
+  if (!defs.querySelector(`#${id}`)) {
+    const p = el("pattern", { id, width: 10, height: 10, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
+    p.append(el("rect", { width: 10, height: 10, fill: "#ffffff" }));
+    p.append(el("rect", { width: 5, height: 10, fill: colorOf(index), "fill-opacity": 0.55 }));
+    defs.append(p);
+  }
+  return `url(#${id})`;
+}
+
+function groupTitle(group) {
+  if (!group) return ["no consumer group", ""];
+  if (group.type === "consumer")
+    return [`group ${group.group_id} · ${group.state}`,
+            `consumer protocol · ${group.protocol} · epoch ${group.group_epoch} (target ${group.assignment_epoch})`];
+  return [`group ${group.group_id} · generation ${group.generation}`, "classic"];
 }
 
 // Brokers as boxes grouped by rack, each with the replicas it holds of the selected topic.
@@ -142,6 +179,24 @@ function memberLines(m, topic) {
     `${x.committed == null ? "–" : x.committed}` + (x.lag == null ? "" : ` · lag ${x.lag}`));
 }
 
+function short(label) { return label ? label.split(" ")[0] : "?"; }
+
+// A consumer group member's reconciliation, one line each: its epoch against the group's, what
+// it is giving up and what it waits for.
+function memberReconciliation(m, group, topic) {
+  if (!group || group.type !== "consumer") return [];
+  const state = m.member_state.replace(/_/g, " ");      // Kafka's MemberState
+  const lines = m.member_state === "stable" ? [`epoch ${m.member_epoch} / group epoch ${group.group_epoch} · stable`]
+    : [`epoch ${m.member_epoch} / group epoch ${group.group_epoch}`, `state: ${state}`];
+  if (m.member_type === "classic") lines.push("classic member (JoinGroup/SyncGroup)");   // a mixed group
+  const revoking = m.pending_revocation.filter(x => x.topic === topic);
+  const waiting = m.pending_assignment.filter(x => x.topic === topic);
+  for (const x of revoking) lines.push(`revoking P${x.partition} → ${x.to ? short(x.to) : "no member"}`);
+  for (const x of waiting)
+    lines.push(`pending P${x.partition}: ` + (x.from ? `held by ${short(x.from)}` : "at its next heartbeat"));
+  return lines;
+}
+
 function drawDiagram(s, topic, group) {
   const svg = document.getElementById("diagram");
   const t = s.topics.find(x => x.name === topic);
@@ -156,7 +211,9 @@ function drawDiagram(s, topic, group) {
   ROW = parts.length > 16 ? 22 : 38;
   const compact = ROW < 38;
   const cellH = compact ? 18 : 30;
-  const memH = members.map(m => 36 + 13 * Math.max(1, memberLines(m, topic).length));
+  const recon = reconciling(group, topic);
+  const memH = members.map(m => 36 + 13 * (Math.max(1, memberLines(m, topic).length) +
+                                           memberReconciliation(m, group, topic).length));
   const memY = [];
   members.forEach((m, j) => memY.push(j ? memY[j - 1] + memH[j - 1] + 8 : TOP));
   const memBottom = members.length ? memY[memY.length - 1] + memH[memH.length - 1] - TOP : 0;
@@ -164,11 +221,14 @@ function drawDiagram(s, topic, group) {
   const height = TOP + span + 20;
   svg.setAttribute("height", height);
   const nodes = [];
+  const defs = el("defs");
+  nodes.push(defs);
   nodes.push(el("text", { x: X.prod, y: 20, class: "title" }, "producers"));
   nodes.push(el("text", { x: X.route, y: 20, class: "title" }, "routing"));
   nodes.push(el("text", { x: X.part, y: 20, class: "title" }, `${topic || "no topic yet"}: partitions`));
-  nodes.push(el("text", { x: X.mem, y: 20, class: "title" },
-                group ? `group ${group.group_id} · generation ${group.generation}` : "no consumer group"));
+  const [title, subtitle] = groupTitle(group);
+  nodes.push(el("text", { x: X.mem, y: 16, class: "title", id: "group-title" }, title));
+  nodes.push(el("text", { x: X.mem, y: 32, class: "small", id: "group-protocol" }, subtitle));
   const routeY = TOP + span / 2 - 30;
   const n = t ? t.partitions : 0;
   nodes.push(el("rect", { x: X.route, y: routeY, width: X.routeW, height: 60, rx: 8, class: "route" }));
@@ -198,15 +258,26 @@ function drawDiagram(s, topic, group) {
     const y = TOP + i * ROW;
     geo.parts[p.partition] = [X.part, y + cellH / 2];
     const m = owner[p.partition];
+    const rev = recon.revoking[p.partition], wait = recon.waiting[p.partition];
     nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
                             class: "link" }));
     const g = el("g", { "data-partition": `${topic}-${p.partition}`, "data-records": p.records,
                         "data-leo": p.log_end_offset, "data-hw": p.high_watermark, "data-lso": p.last_stable_offset,
                         "data-owner": m ? m.label : "",
-                        "data-owner-color": colorOf(m ? m.color : null), "data-leader": p.leader });
+                        "data-owner-color": colorOf(m ? m.color : null), "data-leader": p.leader,
+                        "data-revoking": rev ? (rev.to || "") : "", "data-pending": wait ? wait.member.label : "",
+                        "data-pending-from": wait && wait.from ? wait.from : "" });
     const fill = colorOf(m ? m.color : null);
-    g.append(el("rect", { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
-                          stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 }));
+    const cell = { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
+                   stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 };
+    if (rev) {               // its owner is giving it up: striped and outlined in the owner's colour
+      Object.assign(cell, { fill: stripes(defs, m.color), "fill-opacity": 1, "stroke-width": 2,
+                            "stroke-dasharray": "6 3", class: "revoking" });
+    } else if (wait) {       // nobody owns it yet: dashed in the colour of the member waiting for it
+      Object.assign(cell, { fill: "#ffffff", "fill-opacity": 1, stroke: colorOf(wait.member.color), "stroke-width": 2,
+                            "stroke-dasharray": "4 4", class: "pending" });
+    }
+    g.append(el("rect", cell));
     g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
@@ -222,18 +293,40 @@ function drawDiagram(s, topic, group) {
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
                              `high watermark ${p.high_watermark}, last stable offset ${p.last_stable_offset}, ` +
                              `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
+    if (rev || wait) {        // drawn last: over the numbers in a compact row
+      const to = rev ? rev.to : wait.member.label;
+      const text = rev ? `revoking → ${to ? short(to) : "no member"}` : `pending → ${short(to)}`;
+      if (compact)           // over the one-line numbers: on a white ground to stay legible
+        g.append(el("rect", { x: X.part + X.partW - 10 - 6.5 * text.length, y: y + 2, width: 6.5 * text.length + 6,
+                              height: cellH - 4, fill: "#ffffff", "fill-opacity": 0.9 }));
+      g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
+                            class: "recon " + (rev ? "revoking" : "pending") }, text));
+    }
     nodes.push(g);
     if (m) {
       const j = members.indexOf(m);
       nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${memY[j] + 20} ${X.mem},${memY[j] + 20}`,
                               class: "own", stroke: colorOf(m.color) }));
     }
+    if (wait) {              // where it is going: a dashed arrow to the member waiting for it
+      const j = members.indexOf(wait.member);
+      const arrow = `arrow-${wait.member.color % PALETTE.length}`;
+      if (!defs.querySelector(`#${arrow}`)) {
+        const mk = el("marker", { id: arrow, viewBox: "0 0 10 10", refX: 9, refY: 5,
+                                  markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+        mk.append(el("path", { d: "M0,0 L10,5 L0,10 z", fill: colorOf(wait.member.color) }));
+        defs.append(mk);
+      }
+      nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + cellH / 2} ${X.part + X.partW + 30},${memY[j] + 28} ${X.mem - 4},${memY[j] + 28}`,
+                              class: "own pending-link", stroke: colorOf(wait.member.color), "marker-end": `url(#${arrow})` }));
+    }
   });
   members.forEach((m, j) => {
     const y = memY[j];
     const mine = m.partitions.filter(x => x.topic === topic);
     const g = el("g", { "data-member": m.member_id, "data-color": colorOf(m.color), "data-client-id": m.client_id || "",
-                        "data-owns": mine.map(x => `${x.topic}-${x.partition}`).join(",") });
+                        "data-owns": mine.map(x => `${x.topic}-${x.partition}`).join(","),
+                        "data-member-epoch": m.member_epoch == null ? "" : m.member_epoch });
     g.append(el("rect", { x: X.mem, y, width: X.memW, height: memH[j], rx: 6, fill: colorOf(m.color), "fill-opacity": 0.35,
                           stroke: colorOf(m.color) }));
     g.append(el("text", { x: X.mem + 8, y: y + 15, class: "title" }, fit(m.label, 34)));
@@ -242,9 +335,13 @@ function drawDiagram(s, topic, group) {
                              ". Position: the member's last fetch offset (recorded by kafkasim serve); " +
                              "committed and lag: from its commits, as kafka-consumer-groups shows them"));
     g.append(el("text", { x: X.mem + 8, y: y + 30, class: "small" }, `host ${m.client_host || "in-process"}`));
+    const extra = memberReconciliation(m, group, topic);
+    extra.forEach((line, k) => g.append(el("text", { x: X.mem + 8, y: y + 44 + 13 * k,
+                                                     class: "small recon" + (k ? "" : " epoch") }, fit(line, 48))));
+    const top = y + 44 + 13 * extra.length;
     const lines = memberLines(m, topic);
-    if (!lines.length) g.append(el("text", { x: X.mem + 8, y: y + 44, class: "small" }, "owns nothing of this topic"));
-    mine.forEach((x, k) => g.append(el("text", { x: X.mem + 8, y: y + 44 + 13 * k, class: "small",
+    if (!lines.length) g.append(el("text", { x: X.mem + 8, y: top, class: "small" }, "owns nothing of this topic"));
+    mine.forEach((x, k) => g.append(el("text", { x: X.mem + 8, y: top + 13 * k, class: "small",
                                                   "data-tp": `${x.topic}-${x.partition}`,
                                                   "data-position": x.position == null ? "" : x.position,
                                                   "data-committed": x.committed == null ? "" : x.committed },
@@ -335,8 +432,9 @@ function drawRebalances(s, group) {
       byPair.set(pair, (byPair.get(pair) || []).concat(`${x.topic}-${x.partition}`));
     }
     const moved = [...byPair].map(([pair, tps]) => `${tps.join(", ")}: ${pair}`);
-    li.textContent = `${when(s, r.timestamp)}: ` +
-      `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, ` +
+    li.textContent = `${when(s, r.timestamp)}: ` + (r.type === "consumer"
+      ? `${r.group} target assignment epoch ${r.generation} (consumer protocol, ${r.protocol || "no assignor"}, `
+      : `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, `) +
       `${r.members.length} member${r.members.length === 1 ? "" : "s"})` +
       (r.joined.length ? `; joined ${r.joined.join(", ")}` : "") +
       (r.left.length ? `; left ${r.left.join(", ")}` : "") +
