@@ -10,7 +10,10 @@
   rebalance completes, so such a member keeps polling every step); while busy it
   only runs its background heartbeat thread (``Consumer.tick``), which is where it
   learns that a rebalance started. A "crashed" consumer is simply never called
-  again, as if its process had died.
+  again, as if its process had died. Members of Kafka 4's consumer group protocol
+  (``group_protocol="consumer"``, KIP-848) are driven the same way; while any is live,
+  every step also runs the broker's consumer group timers
+  (``Broker.tick_consumer_groups``: session timeouts are the broker's in KIP-848).
 - :class:`OwnershipClock` (kept for labs written against it; the rebalance labs now use
   the richer :class:`kafkasim.scenarios._ownership.OwnershipLog`, which also records who
   owned what when) is a rebalance listener that sums *partition-milliseconds
@@ -109,9 +112,11 @@ def check_wipeable(data_dir: str) -> None:
             "(choose an empty or new directory for the scenario)")
 
 
-def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
-    """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker on it."""
-    return Broker(fresh_dir(data_dir), clock=clock)
+def fresh_broker(data_dir: str, clock: MockClock,
+                 broker_configs: Optional[dict[str, Any]] = None) -> Broker:
+    """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker
+    on it, with ``broker_configs`` (server.properties names, e.g. ``group.consumer.*``)."""
+    return Broker(fresh_dir(data_dir), clock=clock, broker_configs=broker_configs)
 
 
 class OwnershipClock(ConsumerRebalanceListener):
@@ -215,6 +220,8 @@ class GroupDriver:
         if self.on_step is not None:
             self.on_step()
         now = self.clock.now_ms()
+        if any(_kip848(m) for m in self.live()):
+            self.broker.tick_consumer_groups()   # KIP-848: the broker fences silent members
         for m in self.live():
             c = m.consumer
             if now < m.busy_until and c.member_state == MemberState.STABLE:
@@ -253,12 +260,23 @@ class GroupDriver:
             self.step()
 
     def stable(self, group_id: str) -> bool:
+        """Every live member of ``group_id`` is in the group and has what the group assigns it.
+
+        Classic: one generation on every member, none about to rejoin, the group Stable.
+        Consumer protocol (KIP-848): the group Stable (every member reconciled to the target
+        assignment), every member's epoch the group epoch and its assignment its target."""
         live = [m.consumer for m in self.live(group_id)]
         gens = {c.generation_id for c in live}
-        if len(gens) != 1 or gens == {-1} or any(c.rebalance_pending for c in live):
+        if len(gens) != 1 or gens <= {-1, 0} or any(c.rebalance_pending for c in live):
             return False
         d = self.broker.describe_group(group_id)
-        return d["state"] == "Stable" and len(d["members"]) == len(live)
+        if d["state"] != "Stable" or len(d["members"]) != len(live):
+            return False
+        if d.get("type") == "consumer":
+            return all(m["member_epoch"] == d["group_epoch"]
+                       and sorted(m["assignment"]) == sorted(m["target_assignment"])
+                       for m in d["members"]) and gens == {d["group_epoch"]}
+        return True
 
     def run_until_stable(self, group_id: str, max_ms: int = 120_000) -> int:
         """Step until the group is Stable with every live member in it; return ms taken."""
@@ -273,6 +291,10 @@ class GroupDriver:
     def assignments(self, group_id: str) -> dict[str, list[int]]:
         return {m.name: sorted(tp.partition for tp in m.consumer.assignment())
                 for m in self.live(group_id)}
+
+
+def _kip848(m: _Member) -> bool:
+    return m.consumer.config["group_protocol"] == "consumer"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
