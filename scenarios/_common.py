@@ -197,16 +197,21 @@ class GroupDriver:
         self.rng = rng or random.Random(0)
         self.members: list[_Member] = []
 
-    def add(self, name: str, topic: str, group_id: str, *, commit: bool = True,
+    def add(self, name: str, topic: Optional[str], group_id: str, *, commit: bool = True,
             process_ms: int = 0, jitter: float = 0.0, start_in_ms: int = 0,
-            listener: Optional[ConsumerRebalanceListener] = None, **config: Any) -> _Member:
-        """A consumer ``name`` in ``group_id``: it first polls ``start_in_ms`` from now, then
-        spends ``process_ms`` (± ``jitter`` × ``process_ms``, from the driver's seeded RNG) on
-        every non-empty batch, committing after it if ``commit``."""
+            listener: Optional[ConsumerRebalanceListener] = None, pattern: Optional[str] = None,
+            topics: Sequence[str] = (), **config: Any) -> _Member:
+        """A consumer ``name`` in ``group_id`` subscribed to ``topic`` (or to ``topics``, or by
+        regex to ``pattern``): it first polls ``start_in_ms`` from now, then spends
+        ``process_ms`` (± ``jitter`` × ``process_ms``, from the driver's seeded RNG) on every
+        non-empty batch, committing after it if ``commit``."""
         config.setdefault("auto_offset_reset", "earliest")
         config.setdefault("enable_auto_commit", False)
         c = Consumer(self.broker, group_id=group_id, client_id=name, clock=self.clock, **config)
-        c.subscribe([topic], listener=listener)
+        if pattern is not None:
+            c.subscribe(pattern=pattern, listener=listener)
+        else:
+            c.subscribe([topic] if topic is not None else list(topics), listener=listener)
         m = _Member(name, c, commit, process_ms, jitter, self.clock.now_ms() + start_in_ms)
         self.members.append(m)
         return m
