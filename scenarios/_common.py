@@ -113,10 +113,13 @@ def check_wipeable(data_dir: str) -> None:
 
 
 def fresh_broker(data_dir: str, clock: MockClock,
-                 broker_configs: Optional[dict[str, Any]] = None) -> Broker:
+                 broker_configs: Optional[dict[str, Any]] = None,
+                 topic_id_seed: Optional[int | str] = None) -> Broker:
     """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker
-    on it, with ``broker_configs`` (server.properties names, e.g. ``group.consumer.*``)."""
-    return Broker(fresh_dir(data_dir), clock=clock, broker_configs=broker_configs)
+    on it, with ``broker_configs`` (server.properties names, e.g. ``group.consumer.*``) and,
+    for a lab whose outcome depends on topic ids (KIP-848's assignors), seeded topic ids."""
+    return Broker(fresh_dir(data_dir), clock=clock, broker_configs=broker_configs,
+                  topic_id_seed=topic_id_seed)
 
 
 class OwnershipClock(ConsumerRebalanceListener):

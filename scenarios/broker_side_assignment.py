@@ -34,8 +34,9 @@ topic's creation.
 Why
 ---
 Kafka's ``RangeAssignor`` (classic, and the server-side ``range`` of KIP-848) exists for
-co-partitioning: partition *i* of every topic goes to the same member, so a join of two
-topics keyed alike stays local. The price is balance across topics: the remainders of
+co-partitioning: each topic is cut into ranges dealt to the members in one order, so with
+equal partition counts partition *i* of every topic goes to the same member and a join of
+two topics keyed alike stays local. The price is balance across topics: the remainders of
 every topic land on the same members (here 4, 3, 3 and 2 partitions). ``uniform``
 (``UniformAssignor``, Kafka 4's default) aims at an even total and sticks to the current
 owners when the group changes. With a regex subscription the broker, not the client,
@@ -228,7 +229,7 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
                "group.consumer.max.session.timeout.ms": max(60_000, 3 * hb)}
     same = {f"m{i}": list(TOPICS) for i in range(cfg["members"])}
     different = _subscriptions(cfg["members"])
-    with fresh_broker(data_dir, clock, configs) as broker:
+    with fresh_broker(data_dir, clock, configs, topic_id_seed=f"{seed}:topics") as broker:
         for t, n in zip(TOPICS, cfg["partitions"]):
             broker.create_topic(t, n)
         broker.create_topic(EXISTING, cfg["existing_partitions"])
