@@ -298,8 +298,8 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         for a, protocol in protocols:
             r = runs[event][a][0]
             label = _label(a, protocol)
-            echo(f"{label:<{width}}, trial 0: before {fmt_assignment(r['before'])}")
-            echo(f"{' ' * width}           after  {fmt_assignment(r['after'])}; revoked "
+            echo(f"{label + ',':<{width + 1}} trial 0: before {fmt_assignment(r['before'])}")
+            echo(f"{' ' * (width + 11)}after  {fmt_assignment(r['after'])}; revoked "
                  f"{_count(r['revoked_count'], 'partition')} in "
                  f"{_count(r['rebalance_rounds'], 'round')}, {_count(r['round_trips'], 'round trip')}")
         echo(table(["trial", "protocol", "paused partition-s", "longest pause", "rounds", "round trips",
