@@ -162,7 +162,6 @@ def _regex(broker, clock, cfg: dict, seed: int) -> dict:
                 "owned": {n: sorted(str(tp) for tp in c.assignment()) for n, c in members.items()}}
 
     before = snapshot()
-    series: dict[str, list] = {"t_s": []}
     created = clock.now_ms()
     broker.create_topic(NEW, cfg["new_partitions"])
     mark = {n: len(e) for n, e in events.items()}
@@ -220,6 +219,14 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
     if cfg["members"] < 2 or cfg["regex_members"] < 1:
         raise InvalidArgumentError(f"members={cfg['members']}, regex_members={cfg['regex_members']}: "
                                    "at least 2 members and 1 regex member")
+    if cfg["new_partitions"] < cfg["regex_members"] or cfg["existing_partitions"] < 1:
+        raise InvalidArgumentError(
+            f"new_partitions={cfg['new_partitions']}, existing_partitions={cfg['existing_partitions']}: "
+            f"the new topic needs a partition for each of the {cfg['regex_members']} regex members, "
+            "and the existing one at least 1")
+    if not 1000 <= cfg["heartbeat_interval_ms"] <= 15_000:
+        raise InvalidArgumentError(f"heartbeat_interval_ms={cfg['heartbeat_interval_ms']}: between 1000 "
+                                   "and 15000 (group.consumer.max.heartbeat.interval.ms's default)")
     clock = lab_clock()
     hb = cfg["heartbeat_interval_ms"]
     configs = {"group.consumer.heartbeat.interval.ms": hb,

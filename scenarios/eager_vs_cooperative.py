@@ -99,6 +99,7 @@ import random
 from typing import Any, Callable, Optional
 
 from kafkasim.clock import MockClock
+from kafkasim.errors import InvalidArgumentError
 from kafkasim.scenarios import _figures as fig
 from kafkasim.scenarios._common import (
     lab_clock,
@@ -265,6 +266,10 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
         plot_dir: Optional[str] = None, **params: Any) -> dict:
     """Run the lab (see the module docstring); return per event and protocol trials and means."""
     cfg = {**PARAMS, **params}
+    if cfg["restart_members"] < 2 or cfg["restart_ms"] < 0:
+        raise InvalidArgumentError(
+            f"restart_members={cfg['restart_members']}, restart_ms={cfg['restart_ms']}: a rolling "
+            "restart needs at least 2 members (someone to take over) and a restart_ms >= 0")
     clock = lab_clock()
     protocols = _protocols(cfg)
     assignors = tuple(a for a, _ in protocols)

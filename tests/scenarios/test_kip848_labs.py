@@ -92,6 +92,11 @@ def test_static_members_restarted_within_the_session_timeout_pause_alike_under_e
     assert any("without a rebalance under every protocol" in line for line in lines)
 
 
+def test_a_rolling_restart_of_one_member_is_refused_naming_it(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="restart_members=1"):
+        _run("rebalance-protocols", tmp_path, restart_members=1, **ONE)
+
+
 # ---------------------------------------------------------------------- broker-side-assignment
 
 def test_broker_side_assignment_is_registered_right_after_rebalance_protocols():
@@ -155,6 +160,11 @@ def test_equal_partition_counts_break_the_assignment_claim(tmp_path):
         _run("broker-side-assignment", tmp_path, partitions=[4, 4, 4])
 
 
-def test_bad_partition_counts_are_refused_naming_them(tmp_path):
-    with pytest.raises(InvalidArgumentError, match=r"partitions=\[3, 4\]"):
-        _run("broker-side-assignment", tmp_path, partitions=[3, 4])
+@pytest.mark.parametrize("params, named", [
+    ({"partitions": [3, 4]}, r"partitions=\[3, 4\]"),
+    ({"new_partitions": 2}, "new_partitions=2"),
+    ({"heartbeat_interval_ms": 50}, "heartbeat_interval_ms=50"),
+])
+def test_bad_params_are_refused_naming_them(tmp_path, params, named):
+    with pytest.raises(InvalidArgumentError, match=named):
+        _run("broker-side-assignment", tmp_path, **params)
