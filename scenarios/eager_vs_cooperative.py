@@ -295,7 +295,9 @@ def run(data_dir: str, *, seed: int = 42, echo: Callable[[str], Any] = print,
          f"{cfg['process_ms']} ms ± {cfg['jitter']:.0%}; a new owner restores a partition for "
          f"{cfg['restore_ms']} ms; heartbeat every {cfg['heartbeat_interval_ms']} ms, session "
          f"timeout {cfg['session_timeout_ms']} ms (the consumer protocol's broker-side "
-         f"group.consumer.* set to the same); {cfg['trials']} trials per event.\n")
+         f"group.consumer.* set to the same); {cfg['trials']} trials per event. Round trips: the "
+         f"assignments members received, one per member per classic JoinGroup+SyncGroup round, "
+         f"one per KIP-848 heartbeat that changed a member's assignment.\n")
     explanations = []
     for event in EVENTS:
         echo(f"== {event}: {_what(event, cfg)}")
