@@ -25,10 +25,11 @@ Thread-safety: every method runs under the broker's metadata lock.
 
 from __future__ import annotations
 
+import random
 import uuid
 from typing import Any, Mapping, Optional
 
-from kafkasim.arguments import check_arg
+from kafkasim.arguments import bad_arg, check_arg
 from kafkasim.config import MAX_PARTITIONS, LogConfig
 from kafkasim.errors import (
     InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, OffsetOutOfRangeError,
@@ -46,8 +47,25 @@ from kafkasim.broker.metadata import (
 __all__ = ["TopicAdmin", "MAX_PARTITIONS"]
 
 
+def topic_id_rng(seed: Optional[int | str]) -> Optional[random.Random]:
+    """The source of new topics' ids for ``Broker(topic_id_seed=seed)``: None (random UUIDs,
+    as Kafka) or ``random.Random(seed)`` (kafkasim only: a seeded simulation gets the same
+    topic ids, in the same order, on every run). A seed of another type: InvalidArgumentError."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise bad_arg("topic_id_seed", seed, "an int or a str")
+    return random.Random(seed)
+
+
 class TopicAdmin(BrokerCore):
     """Create/list/describe/delete topics, add partitions, alter configs (see the module docstring)."""
+
+    _topic_id_rng: Optional[random.Random] = None      # None: random UUIDs, as Kafka
+
+    def _new_topic_id(self) -> str:
+        rng = self._topic_id_rng
+        return (uuid.UUID(int=rng.getrandbits(128), version=4) if rng is not None else uuid.uuid4()).hex
 
     def auto_create_topic(self, name: str) -> int:
         """The partition count of ``name``, creating the topic first when it is missing and
@@ -87,7 +105,7 @@ class TopicAdmin(BrokerCore):
                 raise InvalidTopicError(
                     f"Topic '{name}' collides with existing topic: {collides[0]} "
                     "(topics that differ only in '.' vs '_' collide in Kafka's metric names)")
-            meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, partitions=partitions,
+            meta = TopicMetadata(name=name, topic_id=self._new_topic_id(), partitions=partitions,
                                  replication_factor=replication_factor, configs=canonical,
                                  created_ms=self.clock.now_ms())
             opened = []

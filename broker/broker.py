@@ -56,7 +56,7 @@ from typing import Any, Mapping, Optional
 
 from kafkasim.clock import Clock
 
-from kafkasim.broker.admin import MAX_PARTITIONS, TopicAdmin  # noqa: F401  (re-exported)
+from kafkasim.broker.admin import MAX_PARTITIONS, TopicAdmin, topic_id_rng  # noqa: F401  (re-exported)
 from kafkasim.broker.core import INTERNAL_TOPICS
 from kafkasim.broker.consumer_group_api import ConsumerGroupApi
 from kafkasim.broker.data import (
@@ -80,7 +80,10 @@ class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnAp
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.
     ``{"retention.ms": "3600000"}``); ``broker_configs`` are broker configs
     (server.properties names: ``log.cleaner.enable``, ``log.retention.check.interval.ms``;
-    :data:`kafkasim.config.BROKER_CONFIGS`).
+    :data:`kafkasim.config.BROKER_CONFIGS`). ``topic_id_seed`` (kafkasim only): new topics'
+    ids are drawn from ``random.Random(topic_id_seed)`` instead of a random UUID, so a seeded
+    simulation whose outcome depends on topic ids (KIP-848's server assignors order topics by
+    id) is reproducible.
 
     Example::
 
@@ -92,5 +95,8 @@ class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnAp
 
     def __init__(self, data_dir: str | os.PathLike, *, clock: Optional[Clock] = None,
                  broker_id: int = 0, default_configs: Optional[Mapping[str, Any]] = None,
-                 broker_configs: Optional[Mapping[str, Any]] = None) -> None:
+                 broker_configs: Optional[Mapping[str, Any]] = None,
+                 topic_id_seed: Optional[int | str] = None) -> None:
+        rng = topic_id_rng(topic_id_seed)      # checked before anything touches the disk
         self._open(data_dir, clock, broker_id, default_configs, broker_configs)
+        self._topic_id_rng = rng

@@ -81,46 +81,54 @@ LABS: list[Lab] = [
         "6 partitions, 1/2/3/10 consumers: owners, idle members, throughput and lag",
         ("group_scaling",)),
     Lab(5, "rebalance-protocols", "eager_vs_cooperative",
-        "eager vs cooperative-sticky on a join and a crash: paused partition-seconds",
+        "eager vs cooperative-sticky vs the consumer protocol (KIP-848) on a join, a crash and a "
+        "rolling restart: paused partition-seconds",
         ("eager_vs_cooperative",)),
-    Lab(6, "mixed-clients", "mixed_clients",
+    Lab(7, "mixed-clients", "mixed_clients",
         "Java (murmur2) and librdkafka (consistent_random) producers split the same keys",
         ("mixed_clients",)),
-    Lab(13, "retry-reorder", "retry_reorder",
+    Lab(14, "retry-reorder", "retry_reorder",
         "retries with 5 in flight reorder and duplicate records unless idempotent; last step: transactional",
         ("retry_reorder",)),
-    Lab(14, "consumer-crash", "consumer_crash",
+    Lab(15, "consumer-crash", "consumer_crash",
         "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
         ("consumer_crash",)),
 ]
 """Every lab (teaching order is by ``number``; see :data:`SCENARIOS`)."""
 
+# ---- KIP-848 (wt-k848labs): broker-side-assignment (6), after rebalance-protocols
+LABS += [
+    Lab(6, "broker-side-assignment", "broker_side_assignment",
+        "KIP-848's server assignors: uniform vs range on three topics; a regex member gets a new "
+        "topic by heartbeat"),
+]
+
 # ---- new labs (wt-newlabs): one block, numbered in the course order
 LABS += [
     Lab(1, "partitions-basics", "partitions_basics",
         "same key, same partition (murmur2); per-key order holds, no global order across partitions"),
-    Lab(7, "assignor-comparison", "assignor_comparison",
+    Lab(8, "assignor-comparison", "assignor_comparison",
         "uneven subscriptions: roundrobin vs sticky vs range on real groups, moves when C0 leaves"),
-    Lab(10, "crash-recovery", "crash_recovery",
+    Lab(11, "crash-recovery", "crash_recovery",
         "a writer killed with SIGKILL, a torn tail in its segment: the tail is cut, written records survive"),
-    Lab(11, "null-key-batching", "null_key_batching",
+    Lab(12, "null-key-batching", "null_key_batching",
         "keyless records: per-record round robin vs sticky, batch sizes and short-window imbalance"),
-    Lab(12, "co-partitioning", "co_partitioning",
+    Lab(13, "co-partitioning", "co_partitioning",
         "a per-partition join: every match with equal partition counts, most missed without; "
         "repartitioning fixes it"),
 ]
 
 # ---- cluster labs (wt-clusterlabs): rack-aware-placement (8), add-broker-reassign (9)
 LABS += [
-    Lab(8, "rack-aware-placement", "rack_aware_placement",
+    Lab(9, "rack-aware-placement", "rack_aware_placement",
         "6 brokers in 3 racks, RF 3: a whole rack fails and acks=all still succeeds; rack-unaware does not"),
-    Lab(9, "add-broker-reassign", "add_broker_reassign",
+    Lab(10, "add-broker-reassign", "add_broker_reassign",
         "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
 ]
 
 # ---- transactions (wt-txnlab): exactly-once (15)
 LABS += [
-    Lab(15, "exactly-once", "exactly_once",
+    Lab(16, "exactly-once", "exactly_once",
         "consume-transform-produce crashes and restarts: at-least-once and idempotent totals count "
         "payments twice, transactions with read_committed are exact"),
 ]

@@ -10,7 +10,10 @@
   rebalance completes, so such a member keeps polling every step); while busy it
   only runs its background heartbeat thread (``Consumer.tick``), which is where it
   learns that a rebalance started. A "crashed" consumer is simply never called
-  again, as if its process had died.
+  again, as if its process had died. Members of Kafka 4's consumer group protocol
+  (``group_protocol="consumer"``, KIP-848) are driven the same way; while any is live,
+  every step also runs the broker's consumer group timers
+  (``Broker.tick_consumer_groups``: session timeouts are the broker's in KIP-848).
 - :class:`OwnershipClock` (kept for labs written against it; the rebalance labs now use
   the richer :class:`kafkasim.scenarios._ownership.OwnershipLog`, which also records who
   owned what when) is a rebalance listener that sums *partition-milliseconds
@@ -109,9 +112,14 @@ def check_wipeable(data_dir: str) -> None:
             "(choose an empty or new directory for the scenario)")
 
 
-def fresh_broker(data_dir: str, clock: MockClock) -> Broker:
-    """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker on it."""
-    return Broker(fresh_dir(data_dir), clock=clock)
+def fresh_broker(data_dir: str, clock: MockClock,
+                 broker_configs: Optional[dict[str, Any]] = None,
+                 topic_id_seed: Optional[int | str] = None) -> Broker:
+    """Wipe ``data_dir`` (a scenario dir or an empty one: :func:`fresh_dir`) and open a broker
+    on it, with ``broker_configs`` (server.properties names, e.g. ``group.consumer.*``) and,
+    for a lab whose outcome depends on topic ids (KIP-848's assignors), seeded topic ids."""
+    return Broker(fresh_dir(data_dir), clock=clock, broker_configs=broker_configs,
+                  topic_id_seed=topic_id_seed)
 
 
 class OwnershipClock(ConsumerRebalanceListener):
@@ -192,16 +200,21 @@ class GroupDriver:
         self.rng = rng or random.Random(0)
         self.members: list[_Member] = []
 
-    def add(self, name: str, topic: str, group_id: str, *, commit: bool = True,
+    def add(self, name: str, topic: Optional[str], group_id: str, *, commit: bool = True,
             process_ms: int = 0, jitter: float = 0.0, start_in_ms: int = 0,
-            listener: Optional[ConsumerRebalanceListener] = None, **config: Any) -> _Member:
-        """A consumer ``name`` in ``group_id``: it first polls ``start_in_ms`` from now, then
-        spends ``process_ms`` (± ``jitter`` × ``process_ms``, from the driver's seeded RNG) on
-        every non-empty batch, committing after it if ``commit``."""
+            listener: Optional[ConsumerRebalanceListener] = None, pattern: Optional[str] = None,
+            topics: Sequence[str] = (), **config: Any) -> _Member:
+        """A consumer ``name`` in ``group_id`` subscribed to ``topic`` (or to ``topics``, or by
+        regex to ``pattern``): it first polls ``start_in_ms`` from now, then spends
+        ``process_ms`` (± ``jitter`` × ``process_ms``, from the driver's seeded RNG) on every
+        non-empty batch, committing after it if ``commit``."""
         config.setdefault("auto_offset_reset", "earliest")
         config.setdefault("enable_auto_commit", False)
         c = Consumer(self.broker, group_id=group_id, client_id=name, clock=self.clock, **config)
-        c.subscribe([topic], listener=listener)
+        if pattern is not None:
+            c.subscribe(pattern=pattern, listener=listener)
+        else:
+            c.subscribe([topic] if topic is not None else list(topics), listener=listener)
         m = _Member(name, c, commit, process_ms, jitter, self.clock.now_ms() + start_in_ms)
         self.members.append(m)
         return m
@@ -215,6 +228,8 @@ class GroupDriver:
         if self.on_step is not None:
             self.on_step()
         now = self.clock.now_ms()
+        if any(_kip848(m) for m in self.live()):
+            self.broker.tick_consumer_groups()   # KIP-848: the broker fences silent members
         for m in self.live():
             c = m.consumer
             if now < m.busy_until and c.member_state == MemberState.STABLE:
@@ -253,12 +268,23 @@ class GroupDriver:
             self.step()
 
     def stable(self, group_id: str) -> bool:
+        """Every live member of ``group_id`` is in the group and has what the group assigns it.
+
+        Classic: one generation on every member, none about to rejoin, the group Stable.
+        Consumer protocol (KIP-848): the group Stable (every member reconciled to the target
+        assignment), every member's epoch the group epoch and its assignment its target."""
         live = [m.consumer for m in self.live(group_id)]
         gens = {c.generation_id for c in live}
-        if len(gens) != 1 or gens == {-1} or any(c.rebalance_pending for c in live):
+        if len(gens) != 1 or gens <= {-1, 0} or any(c.rebalance_pending for c in live):
             return False
         d = self.broker.describe_group(group_id)
-        return d["state"] == "Stable" and len(d["members"]) == len(live)
+        if d["state"] != "Stable" or len(d["members"]) != len(live):
+            return False
+        if d.get("type") == "consumer":
+            return all(m["member_epoch"] == d["group_epoch"]
+                       and sorted(m["assignment"]) == sorted(m["target_assignment"])
+                       for m in d["members"]) and gens == {d["group_epoch"]}
+        return True
 
     def run_until_stable(self, group_id: str, max_ms: int = 120_000) -> int:
         """Step until the group is Stable with every live member in it; return ms taken."""
@@ -273,6 +299,10 @@ class GroupDriver:
     def assignments(self, group_id: str) -> dict[str, list[int]]:
         return {m.name: sorted(tp.partition for tp in m.consumer.assignment())
                 for m in self.live(group_id)}
+
+
+def _kip848(m: _Member) -> bool:
+    return m.consumer.config["group_protocol"] == "consumer"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

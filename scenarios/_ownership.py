@@ -16,6 +16,11 @@ partitions; call it every step (``GroupDriver(on_step=log.tick)``).
 :meth:`OwnershipLog.pauses` measures, inside a time window, every partition's time without
 processing (no owner or restoring): their sum (paused partition-seconds) and the longest
 single pause. :meth:`OwnershipLog.spans` gives the timeline picture's bars.
+:attr:`OwnershipLog.assignments_received` counts, per member while ``counting``, the
+assignments it received (``on_partitions_assigned`` calls): one per completed
+JoinGroup+SyncGroup round in the classic protocol, one per heartbeat that brought a changed
+assignment in the consumer protocol (KIP-848); :attr:`OwnershipLog.restores` the partitions
+a new owner had to restore.
 
 Invariants: events per partition are in time order; a partition has one state at a time.
 Not thread-safe: driven from the scenario's one thread on its MockClock.
@@ -47,6 +52,8 @@ class OwnershipLog:
         self._consumers: dict = {}
         self._restoring: dict[tuple[str, int], tuple[int, TopicPartition]] = {}
         self.counting = False
+        self.assignments_received: dict[str, int] = {}
+        self.restores = 0
 
     # ------------------------------------------------------------ recording
     def state(self, p: int) -> Optional[str]:
@@ -102,12 +109,16 @@ class OwnershipLog:
                 self.revoked.setdefault(name, []).append(tp.partition)
 
     def _assign(self, name: str, tps) -> None:
+        if self.counting:      # one per completed JoinGroup+SyncGroup, or per KIP-848 reconciliation
+            self.assignments_received[name] = self.assignments_received.get(name, 0) + 1
         for tp in tps:
             p = tp.partition
             prev = self.last_owner.get(p)
             self.last_owner[p] = name
             if self.restore_ms and prev is not None and prev != name:
                 self._consumers[name].pause(tp)
+                if self.counting:
+                    self.restores += 1
                 self._restoring[(name, p)] = (self.clock.now_ms() + self.restore_ms, tp)
                 self._set(p, RESTORING + name)
             else:

@@ -57,8 +57,8 @@ def _comparable(result):
 
 def test_both_labs_are_registered_with_lab_text_claim_and_params():
     rows = {r["name"]: r for r in list_scenarios()}
-    assert rows["rack-aware-placement"]["number"] == 8
-    assert rows["add-broker-reassign"]["number"] == 9
+    assert rows["rack-aware-placement"]["number"] == 9
+    assert rows["add-broker-reassign"]["number"] == 10
     assert list(SCENARIOS).index("rack-aware-placement") < list(SCENARIOS).index("add-broker-reassign")
     for name in ("rack-aware-placement", "add-broker-reassign"):
         text = lab_text(name)

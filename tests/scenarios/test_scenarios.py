@@ -33,7 +33,7 @@ from kafkasim.scenarios import (
 from kafkasim.scenarios._common import MARKER, check_claim, fresh_broker
 
 OURS = ["hot-partition", "partition-count-change", "consumer-scaling", "rebalance-protocols",
-        "mixed-clients", "retry-reorder", "consumer-crash"]
+        "broker-side-assignment", "mixed-clients", "retry-reorder", "consumer-crash"]
 
 SMALL = {
     "hot-partition": {"records": 6000, "keys": 500},
@@ -41,6 +41,7 @@ SMALL = {
                                "records_after": 2},
     "consumer-scaling": {"measure_s": 8},
     "rebalance-protocols": {"trials": 2},
+    "broker-side-assignment": {},
     "mixed-clients": {"keys": 300},
     "retry-reorder": {"records": 200},
     "consumer-crash": {"records_per_partition": 20},
@@ -51,6 +52,7 @@ BREAKS_THE_CLAIM = {
     "partition-count-change": {"records_after": 0},              # nothing written after the change
     "consumer-scaling": {"process_ms": 10},                      # faster than a step: the model's capacity is wrong
     "rebalance-protocols": {"partitions": 6, "restore_ms": 0},   # few partitions, no state: eager wins the join
+    "broker-side-assignment": {"partitions": [4, 4, 4]},          # equal topics: range balances too
     "mixed-clients": {"partitions": 1},                          # one partition: nothing can split
     "retry-reorder": {"fault_rate": 0.0},                        # no lost requests: nothing to reorder
 }
