@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Make sure Chromium is there for the live-view browser test (tests/view/test_browser.py
-# drives `chromium --headless` against `kafkasim view`). Installs Debian's chromium package
-# with apt-get when it is missing and we run as root. Still missing: see missing_component.sh
-# (exit 1 with the install command, unless KAFKASIM_SKIP_MISSING=1 skips the test on purpose).
-# Never downloads a browser build of its own (Playwright's `install` is not used).
+# Make sure Chromium is there for the live-view page tests (tests/view/test_*browser*.py drive
+# headless `chromium` against `kafkasim view` through Playwright, tests/view/conftest.py).
+# Installs Debian's chromium package with apt-get when it is missing and we run as root. Still
+# missing: see missing_component.sh (exit 1 with the install command, unless
+# KAFKASIM_SKIP_MISSING=1 skips the tests on purpose). Playwright launches this Debian chromium
+# by its path (executable_path); `playwright install` and its browser downloads are never used.
 set -euo pipefail
 . "$(dirname "$0")/missing_component.sh"
 if command -v chromium >/dev/null 2>&1; then

@@ -6,6 +6,10 @@ tests apply the same rule, so ``make test`` never passes quietly without them:
 - under ``CI=true`` the test fails (CI must have installed it);
 - with ``KAFKASIM_SKIP_MISSING=1`` the test skips, saying it was skipped on purpose;
 - otherwise the test fails with the exact install command.
+
+Chromium is Debian's package, which the live-view page tests drive through Playwright
+(tests/view/conftest.py launches it by path); Playwright's own browser download is never used,
+so Chromium is a component of the machine like the others, and Playwright a dev dependency.
 """
 
 from __future__ import annotations

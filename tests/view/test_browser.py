@@ -31,8 +31,8 @@ CELLS = """[...document.querySelectorAll('[data-partition]')].map(g => {
 })"""
 
 
-def cells(browser) -> dict:
-    return {int(c["partition"].rsplit("-", 1)[1]): c for c in browser.evaluate(CELLS) or []}
+def cells(page) -> dict:
+    return {int(c["partition"].rsplit("-", 1)[1]): c for c in page.evaluate(CELLS) or []}
 
 
 def pixel(png: bytes, x: int, y: int) -> str:
@@ -82,7 +82,8 @@ class GroupMember:
         self.thread.join(30)
 
 
-def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_process, view_process, chromium):
+def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_process, view_process, page,
+                                                               console_messages):
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
 
@@ -91,16 +92,16 @@ def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_p
     admin.create_topics([NewTopic(TOPIC, N, 1)])
     admin.close()
     url = view_process(tmp_path / "data")
-    chromium.navigate(url)
-    wait_until(lambda: len(cells(chromium)) == N, 30, 0.2, "the page to draw the topic's partitions")
-    assert "serving" in chromium.evaluate("document.getElementById('brokers').textContent")
+    page.goto(url)
+    wait_until(lambda: len(cells(page)) == N, 30, 0.2, "the page to draw the topic's partitions")
+    assert "serving" in page.evaluate("document.getElementById('brokers').textContent")
 
     members = [GroupMember(server.bootstrap, "c1")]
     try:
-        wait_until(lambda: all(c["owner"].startswith("c1 ") for c in cells(chromium).values()), 60, 0.2,
+        wait_until(lambda: all(c["owner"].startswith("c1 ") for c in cells(page).values()), 60, 0.2,
                    "c1 to own every partition on the page")
-        before = cells(chromium)
-        shot1 = chromium.screenshot(str(tmp_path / "one-member.png"))
+        before = cells(page)
+        shot1 = page.screenshot(path=tmp_path / "one-member.png")
         not_blank(shot1)
         for c in before.values():
             assert pixel(shot1, c["x"], c["y"]) == c["color"]
@@ -111,18 +112,18 @@ def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_p
         producer.close()
         assert meta.partition == murmur2_partition(key, N)
         target = meta.partition
-        wait_until(lambda: cells(chromium)[target]["records"] == before[target]["records"] + 1, 30, 0.2,
+        wait_until(lambda: cells(page)[target]["records"] == before[target]["records"] + 1, 30, 0.2,
                    "the produced record to show in its partition's count")
-        assert all(cells(chromium)[p]["records"] == before[p]["records"] for p in range(N) if p != target)
-        row = chromium.evaluate("document.querySelector('#recent tbody tr').textContent")
+        assert all(cells(page)[p]["records"] == before[p]["records"] for p in range(N) if p != target)
+        row = page.evaluate("document.querySelector('#recent tbody tr').textContent")
         assert "user-42" in row
 
         members.append(GroupMember(server.bootstrap, "c2"))
-        wait_until(lambda: {c["owner"].split(" ")[0] for c in cells(chromium).values()} == {"c1", "c2"}, 60, 0.2,
+        wait_until(lambda: {c["owner"].split(" ")[0] for c in cells(page).values()} == {"c1", "c2"}, 60, 0.2,
                    "the rebalance to show c1 and c2 as owners")
         time.sleep(0.5)                     # let the page settle after the last snapshot
-        after = cells(chromium)
-        shot2 = chromium.screenshot(str(tmp_path / "two-members.png"))
+        after = cells(page)
+        shot2 = page.screenshot(path=tmp_path / "two-members.png")
         not_blank(shot2)
         moved = [p for p in range(N) if after[p]["owner"].startswith("c2 ")]
         kept = [p for p in range(N) if after[p]["owner"].startswith("c1 ")]
@@ -132,15 +133,15 @@ def test_the_live_view_shows_a_produced_record_and_a_rebalance(tmp_path, serve_p
                 shot1, before[p]["x"], before[p]["y"])
         for p in kept:
             assert pixel(shot2, after[p]["x"], after[p]["y"]) == pixel(shot1, before[p]["x"], before[p]["y"])
-        rebalances = chromium.evaluate("document.getElementById('rebalances').textContent")
+        rebalances = page.evaluate("document.getElementById('rebalances').textContent")
         assert "joined c2" in rebalances
-        hosts = chromium.evaluate("document.getElementById('diagram').textContent")
+        hosts = page.evaluate("document.getElementById('diagram').textContent")
         assert "host /127.0.0.1" in hosts or "host 127.0.0.1" in hosts
     finally:
         for m in members:
             m.close()
     assert not [e for m in members for e in m.errors]
-    assert chromium.console == [], chromium.console
+    assert console_messages == [], console_messages
 
 
 LSO_CELLS = """[...document.querySelectorAll('[data-partition]')].map(g => ({partition: g.dataset.partition,
@@ -150,7 +151,7 @@ TXN_ROWS = """[...document.querySelectorAll('#transactions tbody tr')].map(tr =>
 
 
 def test_the_live_view_shows_an_open_transaction_and_the_lso_it_holds_back(tmp_path, serve_process, view_process,
-                                                                           chromium):
+                                                                           page, console_messages):
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
 
@@ -165,21 +166,21 @@ def test_the_live_view_shows_an_open_transaction_and_the_lso_it_holds_back(tmp_p
     for i in range(3):
         producer.send("payments", b"v%d" % i, partition=1)
     producer.flush()
-    chromium.navigate(url)
+    page.goto(url)
 
     def rows():
-        return chromium.evaluate(TXN_ROWS) or []
+        return page.evaluate(TXN_ROWS) or []
 
     wait_until(lambda: any(r["id"] == "view-tx" for r in rows()), 30, 0.2, "the open transaction on the page")
     (row,) = rows()
     assert row["partitions"] == "payments-1" and "Ongoing" in row["text"] and "from offset 0" in row["text"]
-    cell = {c["partition"]: c for c in chromium.evaluate(LSO_CELLS)}["payments-1"]
+    cell = {c["partition"]: c for c in page.evaluate(LSO_CELLS)}["payments-1"]
     assert (cell["lso"], cell["hw"]) == (0, 3) and "LSO 0 (open txn)" in cell["text"]
-    not_blank(chromium.screenshot(str(tmp_path / "open-transaction.png")))
+    not_blank(page.screenshot(path=tmp_path / "open-transaction.png"))
     producer.commit_transaction()
     producer.close(timeout=5)
     wait_until(lambda: not rows(), 30, 0.2, "the committed transaction to leave the page")
-    cell = {c["partition"]: c for c in chromium.evaluate(LSO_CELLS)}["payments-1"]
+    cell = {c["partition"]: c for c in page.evaluate(LSO_CELLS)}["payments-1"]
     assert (cell["lso"], cell["hw"]) == (4, 4) and "LSO 4" in cell["text"]
-    assert not chromium.evaluate("document.getElementById('no-transactions').hidden")
-    assert chromium.console == [], chromium.console
+    assert not page.evaluate("document.getElementById('no-transactions').hidden")
+    assert console_messages == [], console_messages

@@ -50,11 +50,11 @@ def row_colours(png: bytes, x0: int, x1: int, y: int) -> set:
     return {img.getpixel((x, y)) for x in range(x0, x1)}
 
 
-def recon(browser) -> dict:
-    return {c["partition"]: c for c in browser.evaluate(RECON) or []}
+def recon(page) -> dict:
+    return {c["partition"]: c for c in page.evaluate(RECON) or []}
 
 
-def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_process, chromium):
+def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_process, page, console_messages):
     data = tmp_path / "data"
     broker = Broker(data, clock=clock)
     try:
@@ -75,10 +75,10 @@ def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_proce
             tp.partition for tp in truth["b"]["target_assignment"]}
         (freed,) = {tp.partition for tp in truth["c"]["target_assignment"]} - {held}
 
-        chromium.navigate(view_process(data))
-        wait_until(lambda: recon(chromium).get(held, {}).get("revoking", "").startswith("c "), 30, 0.2,
+        page.goto(view_process(data))
+        wait_until(lambda: recon(page).get(held, {}).get("revoking", "").startswith("c "), 30, 0.2,
                    "the page to draw b's partition being revoked towards c")
-        cellmap = recon(chromium)
+        cellmap = recon(page)
         assert cellmap[held]["owner"].startswith("b ") and "revoking → c" in cellmap[held]["text"]
         assert cellmap[held]["fill"].startswith("url(#stripes-") and cellmap[held]["dash"]
         assert cellmap[held]["pending"].startswith("c ") and cellmap[held]["from"].startswith("b ")
@@ -87,17 +87,17 @@ def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_proce
         others = [p for p in range(N) if p not in (held, freed)]
         assert all(not cellmap[p]["revoking"] and not cellmap[p]["pending"] and not cellmap[p]["dash"] for p in others)
 
-        title = chromium.evaluate("document.getElementById('group-protocol').textContent")
+        title = page.evaluate("document.getElementById('group-protocol').textContent")
         assert title == "consumer protocol · uniform · epoch 3 (target 3)"
-        assert "Reconciling" in chromium.evaluate("document.getElementById('group-title').textContent")
-        assert chromium.evaluate("document.getElementById('group').selectedOptions[0].textContent") == "g (consumer)"
-        rows = {m["client"]: m for m in chromium.evaluate(MEMBERS)}
+        assert "Reconciling" in page.evaluate("document.getElementById('group-title').textContent")
+        assert page.evaluate("document.getElementById('group').selectedOptions[0].textContent") == "g (consumer)"
+        rows = {m["client"]: m for m in page.evaluate(MEMBERS)}
         assert "epoch 2 / group epoch 3" in rows["b"]["text"] and f"revoking P{held} → c" in rows["b"]["text"]
         assert "epoch 3 / group epoch 3" in rows["a"]["text"]
         assert f"pending P{held}: held by b" in rows["c"]["text"]
         assert f"pending P{freed}: at its next heartbeat" in rows["c"]["text"]
 
-        shot = chromium.screenshot(str(tmp_path / "consumer-group-reconciling.png"))
+        shot = page.screenshot(path=tmp_path / "consumer-group-reconciling.png")
         not_blank(shot)
         h = cellmap[held]
         assert len(row_colours(shot, h["x0"], h["x1"], h["y"])) >= 2, "the revoking partition is not striped"
@@ -111,13 +111,13 @@ def test_the_page_draws_a_consumer_group_reconciling(tmp_path, clock, view_proce
 
         b.poll()                       # b revokes and acknowledges
         c.poll()                       # c takes both
-        wait_until(lambda: all(not x["revoking"] and not x["pending"] for x in recon(chromium).values()), 30, 0.2,
+        wait_until(lambda: all(not x["revoking"] and not x["pending"] for x in recon(page).values()), 30, 0.2,
                    "the reconciliation to finish on the page")
-        assert {p for p, x in cells(chromium).items() if x["owner"].startswith("c ")} == {held, freed}
-        assert "consumer protocol · uniform · epoch 3 (target 3)" == chromium.evaluate(
+        assert {p for p, x in cells(page).items() if x["owner"].startswith("c ")} == {held, freed}
+        assert "consumer protocol · uniform · epoch 3 (target 3)" == page.evaluate(
             "document.getElementById('group-protocol').textContent")
-        assert "Stable" in chromium.evaluate("document.getElementById('group-title').textContent")
-        assert "target assignment epoch 3" in chromium.evaluate("document.getElementById('rebalances').textContent")
-        assert chromium.console == [], chromium.console
+        assert "Stable" in page.evaluate("document.getElementById('group-title').textContent")
+        assert "target assignment epoch 3" in page.evaluate("document.getElementById('rebalances').textContent")
+        assert console_messages == [], console_messages
     finally:
         broker.close()

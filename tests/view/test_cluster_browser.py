@@ -1,8 +1,8 @@
 """The live view of a served 3-broker cluster over racks, in headless Chromium, as a person sees it.
 
 ``kafkasim serve --brokers 0:r1,1:r2,2:r3`` (one listener per broker), ``kafkasim view`` as a
-process, kafka-python producer and consumers, Debian's Chromium over the DevTools pipe
-(tests/view/cdp.py). What is asserted is what the page renders: three broker boxes, each in its
+process, kafka-python producer and consumers, Debian's Chromium driven by Playwright
+(tests/view/conftest.py). What is asserted is what the page renders: three broker boxes, each in its
 rack, with its own port and the replicas it holds (leader marked); the consumer group (its
 ``__consumer_offsets`` sits at the cluster data dir's root) with both members, what each owns,
 and each one's position (its last fetch offset, recorded by serve); then ``kafkasim cluster
@@ -46,8 +46,9 @@ PAGE = """(() => {
 })()"""
 
 
-def page(browser) -> dict:
-    return browser.evaluate(PAGE) or {"brokers": [], "parts": {}, "members": [], "racks": [], "title": ""}
+def rendered(page) -> dict:
+    """What the page renders now: its brokers, partitions, group members, racks and title."""
+    return page.evaluate(PAGE) or {"brokers": [], "parts": {}, "members": [], "racks": [], "title": ""}
 
 
 def pixel(png: bytes, x: int, y: int) -> tuple:
@@ -86,7 +87,8 @@ class Member:
         self.thread.join(30)
 
 
-def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, view_process, chromium):
+def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, view_process, page,
+                                                    console_messages):
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
 
@@ -106,11 +108,11 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
     producer.flush()                       # kept open: one more record is sent once the page shows the group
 
     url = view_process(data)
-    chromium.navigate(url)
+    page.goto(url)
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    wait_until(lambda: len(page(chromium)["parts"]) == N, 30, 0.2, "the page to draw the topic")
-    seen = page(chromium)
+    wait_until(lambda: len(rendered(page)["parts"]) == N, 30, 0.2, "the page to draw the topic")
+    seen = rendered(page)
     assert [(b["id"], b["rack"]) for b in seen["brokers"]] == [(0, "rack r1"), (1, "rack r2"), (2, "rack r3")]
     assert seen["racks"] == ["rack r1", "rack r2", "rack r3"]
     for b in seen["brokers"]:                      # each broker its own port, not the first's
@@ -124,27 +126,27 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
 
     members = [Member(bootstrap, "c1")]
     try:
-        wait_until(lambda: [m["client"] for m in page(chromium)["members"]] == ["c1"], 60, 0.2,
+        wait_until(lambda: [m["client"] for m in rendered(page)["members"]] == ["c1"], 60, 0.2,
                    "the group on the cluster with c1")
-        wait_until(lambda: len(page(chromium)["members"][0]["owns"]) == N, 30, 0.2, "c1 to own every partition")
-        chromium.screenshot(str(shots / "1-one-member.png"))
+        wait_until(lambda: len(rendered(page)["members"][0]["owns"]) == N, 30, 0.2, "c1 to own every partition")
+        page.screenshot(path=shots / "1-one-member.png")
         members.append(Member(bootstrap, "c2"))
-        wait_until(lambda: sorted(m["client"] for m in page(chromium)["members"]) == ["c1", "c2"], 60, 0.2,
+        wait_until(lambda: sorted(m["client"] for m in rendered(page)["members"]) == ["c1", "c2"], 60, 0.2,
                    "c2 to join the group on the page")
-        seen = page(chromium)
+        seen = rendered(page)
         owns = {m["client"]: m["owns"] for m in seen["members"]}
         assert len(owns["c1"]) < N and owns["c1"] and owns["c2"]            # c1's partitions changed
         assert sorted(owns["c1"] + owns["c2"]) == sorted(f"{TOPIC}-{p}" for p in range(N))
 
         def caught_up():                            # positions: each member's last fetch offset
-            now = page(chromium)
+            now = rendered(page)
             return all(m["positions"].get(tp) == str(now["parts"][tp]["leo"])
                        for m in now["members"] for tp in m["owns"]) and len(now["members"]) == 2
         wait_until(caught_up, 30, 0.2, "both members' positions to reach the log end offsets")
-        chromium.screenshot(str(shots / "2-two-members.png"))
-        flows = int(chromium.evaluate("document.body.dataset.flows || '0'"))
+        page.screenshot(path=shots / "2-two-members.png")
+        flows = int(page.evaluate("document.body.dataset.flows || '0'"))
         producer.send(TOPIC, key=b"account-99", value=b"5").get(timeout=30)   # travels to its partition
-        wait_until(lambda: int(chromium.evaluate("document.body.dataset.flows || '0'")) > flows, 10, 0.05,
+        wait_until(lambda: int(page.evaluate("document.body.dataset.flows || '0'")) > flows, 10, 0.05,
                    "the new record's dot to be animated")
         producer.close()
 
@@ -156,13 +158,13 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
         stopped_at = time.monotonic()
 
         def broker_1_down():
-            now = page(chromium)
+            now = rendered(page)
             b1 = next(b for b in now["brokers"] if b["id"] == 1)
             return (b1["state"] == "stopped" and all(now["parts"][f"{TOPIC}-{p}"]["leader"] not in (1, -1)
                                                       for p in led_by_1)) and now
         now = wait_until(broker_1_down, 3, 0.05, "broker 1 stopped and its leaders moved, on the page")
         assert time.monotonic() - stopped_at <= 3
-        shot = chromium.screenshot(str(shots / "3-broker-1-stopped.png"))
+        shot = page.screenshot(path=shots / "3-broker-1-stopped.png")
         b1 = next(b for b in now["brokers"] if b["id"] == 1)
         assert "stopped" in b1["text"] and f"{ports[1]} closed" in b1["text"]
         assert set(b1["replicas"].values()) == {"offline"}
@@ -181,14 +183,14 @@ def test_a_served_cluster_over_racks_in_the_browser(tmp_path, serve_process, vie
         assert start.returncode == 0, start.stderr
 
         def broker_1_back():
-            b1 = next(b for b in page(chromium)["brokers"] if b["id"] == 1)
+            b1 = next(b for b in rendered(page)["brokers"] if b["id"] == 1)
             return b1["state"] == "alive" and "offline" not in b1["replicas"].values() and b1
         b1 = wait_until(broker_1_back, 5, 0.05, "broker 1 alive again on the page")
         assert "closed" not in b1["text"] and ports[1] in b1["text"] and b1["border"] != "rgb(225, 87, 89)"
-        chromium.screenshot(str(shots / "4-broker-1-restarted.png"))
+        page.screenshot(path=shots / "4-broker-1-restarted.png")
     finally:
         for m in members:
             m.close()
         producer.close()
     assert not [e for m in members for e in m.errors]
-    assert chromium.console == [], chromium.console
+    assert console_messages == [], console_messages
