@@ -75,7 +75,7 @@ boundary with ``raise ... from exc``.  Pure data; thread-safe.
 from __future__ import annotations
 
 __all__ = [
-    "KafkaSimError", "BrokerResponseError", "for_code", "ClaimFailedError",
+    "KafkaSimError", "BrokerResponseError", "for_code", "error_classes", "KAFKA_ERROR_NAMES", "ClaimFailedError",
     "TransactionalIdAuthorizationFailedError",
     "UnknownServerError", "OffsetOutOfRangeError", "CorruptRecordError",
     "UnknownTopicOrPartitionError", "BrokerNotAvailableError", "RecordTooLargeError",
@@ -136,6 +136,41 @@ def _code(errno: int, description: str, retriable: bool = False):
 def for_code(errno: int) -> type[BrokerResponseError]:
     """Return the class for Kafka error code ``errno`` (``UnknownServerError`` if unknown)."""
     return _BY_CODE.get(errno, UnknownServerError)
+
+
+def error_classes() -> list[type[BrokerResponseError]]:
+    """Every class that carries a Kafka error code, by code."""
+    return [cls for _, cls in sorted(_BY_CODE.items())]
+
+
+KAFKA_ERROR_NAMES: dict[int, str] = {
+    -1: 'UNKNOWN_SERVER_ERROR', 1: 'OFFSET_OUT_OF_RANGE', 2: 'CORRUPT_MESSAGE',
+    3: 'UNKNOWN_TOPIC_OR_PARTITION', 5: 'LEADER_NOT_AVAILABLE', 6: 'NOT_LEADER_OR_FOLLOWER',
+    7: 'REQUEST_TIMED_OUT', 8: 'BROKER_NOT_AVAILABLE', 9: 'REPLICA_NOT_AVAILABLE', 10: 'MESSAGE_TOO_LARGE',
+    13: 'NETWORK_EXCEPTION', 14: 'COORDINATOR_LOAD_IN_PROGRESS', 15: 'COORDINATOR_NOT_AVAILABLE',
+    16: 'NOT_COORDINATOR', 17: 'INVALID_TOPIC_EXCEPTION', 18: 'RECORD_LIST_TOO_LARGE',
+    19: 'NOT_ENOUGH_REPLICAS', 20: 'NOT_ENOUGH_REPLICAS_AFTER_APPEND', 21: 'INVALID_REQUIRED_ACKS',
+    22: 'ILLEGAL_GENERATION', 23: 'INCONSISTENT_GROUP_PROTOCOL', 24: 'INVALID_GROUP_ID',
+    25: 'UNKNOWN_MEMBER_ID', 26: 'INVALID_SESSION_TIMEOUT', 27: 'REBALANCE_IN_PROGRESS',
+    32: 'INVALID_TIMESTAMP', 35: 'UNSUPPORTED_VERSION', 36: 'TOPIC_ALREADY_EXISTS', 37: 'INVALID_PARTITIONS',
+    38: 'INVALID_REPLICATION_FACTOR', 39: 'INVALID_REPLICA_ASSIGNMENT', 40: 'INVALID_CONFIG',
+    42: 'INVALID_REQUEST', 44: 'POLICY_VIOLATION', 45: 'OUT_OF_ORDER_SEQUENCE_NUMBER',
+    46: 'DUPLICATE_SEQUENCE_NUMBER', 47: 'INVALID_PRODUCER_EPOCH', 48: 'INVALID_TXN_STATE',
+    49: 'INVALID_PRODUCER_ID_MAPPING', 50: 'INVALID_TRANSACTION_TIMEOUT', 51: 'CONCURRENT_TRANSACTIONS',
+    52: 'TRANSACTION_COORDINATOR_FENCED', 53: 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED',
+    55: 'OPERATION_NOT_ATTEMPTED', 56: 'KAFKA_STORAGE_ERROR', 59: 'UNKNOWN_PRODUCER_ID',
+    68: 'NON_EMPTY_GROUP', 69: 'GROUP_ID_NOT_FOUND', 70: 'FETCH_SESSION_ID_NOT_FOUND',
+    71: 'INVALID_FETCH_SESSION_EPOCH', 74: 'FENCED_LEADER_EPOCH', 75: 'UNKNOWN_LEADER_EPOCH',
+    76: 'UNSUPPORTED_COMPRESSION_TYPE', 79: 'MEMBER_ID_REQUIRED', 80: 'PREFERRED_LEADER_NOT_AVAILABLE',
+    81: 'GROUP_MAX_SIZE_REACHED', 82: 'FENCED_INSTANCE_ID', 83: 'ELIGIBLE_LEADERS_NOT_AVAILABLE',
+    84: 'ELECTION_NOT_NEEDED', 85: 'NO_REASSIGNMENT_IN_PROGRESS', 86: 'GROUP_SUBSCRIBED_TO_TOPIC',
+    87: 'INVALID_RECORD', 90: 'PRODUCER_FENCED', 95: 'INVALID_UPDATE_VERSION',
+    105: 'TRANSACTIONAL_ID_NOT_FOUND', 110: 'FENCED_MEMBER_EPOCH', 111: 'UNRELEASED_INSTANCE_ID',
+    112: 'UNSUPPORTED_ASSIGNOR', 113: 'STALE_MEMBER_EPOCH', 114: 'MISMATCHED_ENDPOINT_TYPE',
+    120: 'TRANSACTION_ABORTABLE', 128: 'INVALID_REGULAR_EXPRESSION',
+}
+"""Kafka's ``Errors`` enum name of every code kafkasim raises (``NOT_LEADER_OR_FOLLOWER``):
+what tools and the fault rules (:mod:`kafkasim.faults`) call them."""
 
 
 @_code(-1, "The server experienced an unexpected error when processing the request.")

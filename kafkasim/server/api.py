@@ -195,6 +195,8 @@ class Context:
     positions: Any = None
     """The server's :class:`~kafkasim.server.positions.FetchPositions` (the last fetch offset
     per client, for the live view), or None."""
+    faults: Any = None
+    """The server's :class:`~kafkasim.faults.Faults` (the installed fault rules), or None."""
 
     def refused(self, reason: str) -> None:
         """Log that this request is being refused (rate-limited, see :class:`RefusalLog`)."""

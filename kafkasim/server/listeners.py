@@ -29,8 +29,10 @@ import logging
 from typing import Optional
 
 from kafkasim.errors import InvalidArgumentError
+from kafkasim.faults import Faults
 from kafkasim.server.api import ServerOptions, Waker
 from kafkasim.server.control import serve_requests
+from kafkasim.server.dispatch import APIS
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 from kafkasim.server.topology import Topology
 
@@ -50,8 +52,11 @@ class ClusterListeners:
     def __init__(self, cluster, host: str, port: int, *, data_dir: str,
                  options: Optional[ServerOptions] = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, metrics=None,
-                 interval: float = TICK_INTERVAL_S, positions=None) -> None:
+                 interval: float = TICK_INTERVAL_S, positions=None, faults: Optional[Faults] = None) -> None:
         self.cluster = cluster
+        self.faults = faults if faults is not None else Faults(
+            known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
+        """The fault rules every listener applies (one set: a rule names its broker)."""
         self.host, self.port = host, port
         self.data_dir = data_dir
         self.interval = interval
@@ -61,7 +66,8 @@ class ClusterListeners:
         self.servers: dict[int, KafkaServer] = {
             b: KafkaServer(cluster, host, 0 if port == 0 else port + i, options=options,
                            max_request_bytes=max_request_bytes, metrics=metrics, broker_id=b,
-                           topology=self.topology, wakers=self._wakers, positions=positions)
+                           topology=self.topology, wakers=self._wakers, positions=positions,
+                           faults=self.faults)
             for i, b in enumerate(sorted(cluster.brokers))}
 
     def addresses(self) -> list[dict]:

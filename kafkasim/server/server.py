@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from kafkasim.errors import UnsupportedVersionError
+from kafkasim.faults import Faults
 from kafkasim.server import apis_admin
 from kafkasim.server import codec
 from kafkasim.server.api import Context, Node, RefusalLog, ServerOptions, Waker
@@ -77,8 +78,12 @@ class KafkaServer:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  workers: int = 8, advertised_host: Optional[str] = None, metrics=None,
                  broker_id: Optional[int] = None, topology=None,
-                 wakers: Optional[tuple[Waker, Waker]] = None, positions=None) -> None:
+                 wakers: Optional[tuple[Waker, Waker]] = None, positions=None,
+                 faults: Optional[Faults] = None) -> None:
         self.broker = broker
+        self.faults = faults if faults is not None else Faults(known_apis=(a.name for a in APIS.values()))
+        """The fault rules (:mod:`kafkasim.faults`) this listener applies; a served cluster's
+        listeners share one."""
         self.positions = positions        # kafkasim.server.positions.FetchPositions, or None
         self.host, self.port = host, port
         self.options = options or ServerOptions()
@@ -108,6 +113,7 @@ class KafkaServer:
         self._ctx = Context(self.broker, node, self.options, self._executor, metrics=self.metrics,
                             data_waker=self._wakers[0], group_waker=self._wakers[1],
                             topology=self.topology, refusals=self.refusals, positions=self.positions,
+                            faults=self.faults,
                             fetch_sessions=FetchSessionCache(self.options.fetch_session_cache_slots))
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
