@@ -24,13 +24,9 @@ import struct
 from collections import defaultdict
 from typing import Iterable, Optional
 
-import kafkasim.protocol.kio_import  # noqa: F401  (first: kio without hypothesis; see it)
-from kio.index import load_entity_module
-from kio.serial import entity_writer
-from kio.static.constants import EntityType
+import importlib
 
 from kafkasim.errors import InvalidRequestError
-from kafkasim.protocol.kio_bounds import read_entity
 from kafkasim.types import TopicPartition
 
 __all__ = ["decode_assignment", "encode_assignment", "assignment_version", "decode_subscription", "encode_subscription",
@@ -40,8 +36,17 @@ SUBSCRIPTION_VERSION = 3      # topics, user data, owned partitions, generation,
 _NEWEST_ASSIGNMENT = 3
 
 
+def _kio(module: str):
+    """kio's modules, imported on first use: the coordinator and the broker import this module,
+    and a CLI command on an unserved data dir must not pay for the wire stack (kio) it never
+    uses (tests/cli/test_cli_hygiene.py). Not a cycle: kio is a third-party leaf."""
+    importlib.import_module("kafkasim.protocol.kio_import")    # first: kio without hypothesis; see it
+    return importlib.import_module(module)
+
+
 def _data_class(name: str, version: int, cls: str) -> type:
-    return getattr(load_entity_module(name, version, EntityType.data), cls)
+    kio_index, constants = _kio("kio.index"), _kio("kio.static.constants")
+    return getattr(kio_index.load_entity_module(name, version, constants.EntityType.data), cls)
 
 
 def _read(name: str, cls: str, newest: int, data: Optional[bytes], what: str):
@@ -51,7 +56,8 @@ def _read(name: str, cls: str, newest: int, data: Optional[bytes], what: str):
         (version,) = struct.unpack_from(">h", data, 0)
         if version < 0:
             raise ValueError(f"version {version}")
-        entity, _ = read_entity(_data_class(name, min(version, newest), cls), data, 2)
+        entity, _ = _kio("kafkasim.protocol.kio_bounds").read_entity(_data_class(name, min(version, newest), cls),
+                                                                     data, 2)
     except Exception as exc:
         raise InvalidRequestError(f"{what} does not parse as {cls}: {exc}") from exc
     return entity
@@ -60,7 +66,7 @@ def _read(name: str, cls: str, newest: int, data: Optional[bytes], what: str):
 def _write(entity, version: int) -> bytes:
     buf = io.BytesIO()
     buf.write(struct.pack(">h", version))
-    entity_writer(type(entity))(buf, entity)
+    _kio("kio.serial").entity_writer(type(entity))(buf, entity)
     return buf.getvalue()
 
 

@@ -103,7 +103,8 @@ def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
                                    "group.consumer.min.heartbeat.interval.ms": 5_000,
                                    "group.consumer.max.heartbeat.interval.ms": 15_000,
                                    "group.consumer.max.size": 2**31 - 1,
-                                   "group.consumer.assignors": "uniform,range"}
+                                   "group.consumer.assignors": "uniform,range",
+                                   "group.consumer.migration.policy": "bidirectional"}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):
