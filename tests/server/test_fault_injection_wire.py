@@ -405,3 +405,18 @@ def test_300_ms_of_fetch_latency_shows_in_a_consumers_poll_latency(tmp_path):
         slow = sorted(one_round_trip(i) for i in range(5, 10))[2]
         c.close()
         assert slow >= base + 0.2 and slow >= 0.3, (base, slow)
+
+
+def test_a_served_clusters_listeners_share_one_rule_set_and_a_rule_names_its_broker(tmp_path):
+    from kafkasim.server.address import read_address
+
+    faults = Faults(seed=3, brokers=[0, 1])
+    with served(tmp_path, faults, brokers="0:r0,1:r1") as s:
+        ports = {b["id"]: b["port"] for b in read_address(s.data_dir)["brokers"]}
+        faults.add(api="Metadata", broker=1, error="REQUEST_TIMED_OUT")
+        with raw.connect(s.host, ports[0]) as b0, raw.connect(s.host, ports[1]) as b1:
+            assert metadata(b0, ["c"]).topics[0].error_code == 0
+            assert metadata(b1, ["c"]).topics[0].error_code == TIMED_OUT
+        assert [(e.broker, e.action) for e in faults.events()] == [(1, "error")]
+        text = scrape(s.metrics_port)
+        assert 'kafkasim_faults_injected_total{action="error",api="Metadata",broker="1"} 1.0' in text
