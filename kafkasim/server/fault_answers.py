@@ -247,14 +247,13 @@ def _replace(obj, **changes):
 
 def without(api_key: int, api_name: str, request, errors: dict):
     """``request`` without the partitions in ``errors`` (topics left empty are dropped), or
-    None when nothing is left. Fetch is returned whole, with ``min_bytes`` 0 (see the module
-    docstring)."""
+    None when nothing is left. Fetch is returned whole, with ``min_bytes`` 0, even when every
+    partition fails: its handler keeps the fetch session's epoch moving (module docstring)."""
     spec = _spec(api_key, api_name, request.api_version)[0]
     level, child = spec.level, spec.level.child
     body = request.body
     if api_name == "Fetch":
-        kept = [tp for tp in request_partitions(api_key, api_name, request) if tp not in errors]
-        return request._replace(body=_replace(body, min_bytes=0)) if kept else None
+        return request._replace(body=_replace(body, min_bytes=0))
     tkey, pkey = level.keys[0][0], child.keys[0][0]
     topics = []
     for t in getattr(body, level.req) or ():

@@ -122,12 +122,13 @@ def log_end(sock, topic: str, partition: int) -> int:
     return row.offset
 
 
-def fetch_v12(sock, topic: str, partitions, session_id: int = 0, epoch: int = -1):
+def fetch_v12(sock, topic: str, partitions, session_id: int = 0, epoch: int = -1, max_wait: int = 0,
+              min_bytes: int = 0, offset: int = 0):
     return raw.call(sock, 1, 12, {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+        "replica_id": -1, "max_wait": max_wait, "min_bytes": min_bytes, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": session_id, "session_epoch": epoch, "forgotten_topics_data": [], "rack_id": "",
         "topics": [{"topic": topic, "partitions": [{
-            "partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+            "partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
             "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in partitions]}]})
 
 
@@ -199,6 +200,25 @@ def test_fetch_and_list_offsets_errors_have_kafkas_shape(tmp_path):
         got = {p.partition_index: (p.error_code, p.offset, p.timestamp, p.leader_epoch)
                for p in answer.topics[0].partitions}
         assert got == {0: (TIMED_OUT, -1, -1, -1), 1: (0, 1, -1, 0)}
+
+
+def test_a_partition_error_in_a_fetch_session_answers_at_once_and_the_session_goes_on(tmp_path):
+    with served(tmp_path) as s, raw.connect(s.host, s.port) as sock:
+        create_topic(sock, "t", 2)
+        produce(sock, "t", [0, 1])
+        full = fetch_v12(sock, "t", [0, 1], session_id=0, epoch=0)
+        session = full.session_id
+        assert session != 0 and full.error_code == 0
+        s.faults.add(api="Fetch", error="NOT_LEADER_OR_FOLLOWER", topic="t", partition=0, count=1)
+        t0 = time.monotonic()
+        answer = fetch_v12(sock, "t", [0], session_id=session, epoch=1, max_wait=5000, min_bytes=1, offset=1)
+        assert time.monotonic() - t0 < 2.5                # not held for max_wait: an error answers at once
+        assert (answer.error_code, answer.session_id) == (0, session)
+        rows = {p.partition_index: (p.error_code, p.high_watermark, p.records)
+                for t in answer.responses for p in t.partitions}
+        assert rows[0] == (NOT_LEADER, -1, b"")
+        answer = fetch_v12(sock, "t", [], session_id=session, epoch=2)    # the session's epoch moved on
+        assert (answer.error_code, answer.session_id) == (0, session)
 
 
 def test_top_level_errors_and_throttle_time(tmp_path):
