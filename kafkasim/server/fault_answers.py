@@ -44,7 +44,7 @@ from typing import Any, Optional
 
 from kafkasim.server import codec
 
-__all__ = ["request_partitions", "error_answer", "without", "merge", "partition_errors_answer", "names_partitions"]
+__all__ = ["request_partitions", "error_answer", "without", "merge", "partition_errors_answer"]
 
 _ME = None      # a key taken from the item itself (an array of strings or ints)
 
@@ -157,11 +157,6 @@ def _spec(api_key: int, api_name: str, version: int) -> tuple[_Spec, frozenset]:
         if spec.level is None or (spec.level.req in req_fields and spec.level.resp in resp_fields):
             return spec, resp_fields
     return _NONE, resp_fields
-
-
-def names_partitions(api_key: int, api_name: str, version: int) -> bool:
-    """Whether requests of this API and version name topic partitions."""
-    return _spec(api_key, api_name, version)[0].partitioned
 
 
 def _key(item, field):

@@ -270,7 +270,7 @@ class KafkaServer:
         are merged into the answer); then drop the connection (``after``), wait the latency,
         and put the throttle into ``throttle_time_ms``."""
         api_key, version = request.api_key, request.api_version
-        self._count_faults(entry.name, decision)
+        self._count_faults(ctx, entry.name, decision)
         if decision.drop == DROP_BEFORE:
             if decision.latency_ms:
                 await asyncio.sleep(decision.latency_ms / 1000)
@@ -281,14 +281,10 @@ class KafkaServer:
         try:
             if decision.error is not None:
                 result = fault_answers.error_answer(api_key, entry.name, request, decision.error)
-                if entry.name == "Produce" and request.body.acks == 0:
-                    result = None
             elif errors:
                 rest = fault_answers.without(api_key, entry.name, request, errors)
-                if rest is None:
+                if rest is None:          # every partition fails: nothing left to apply
                     result = fault_answers.partition_errors_answer(api_key, entry.name, request, errors)
-                    if entry.name == "Produce" and request.body.acks == 0:
-                        result = None
                 else:
                     result = await entry.handler(ctx, rest)
                     if result is not None:
@@ -306,11 +302,13 @@ class KafkaServer:
             log.debug("connection %s: %s v%d applied, then dropped unanswered (fault rules %s)", peer,
                       entry.name, version, decision.rule_ids)
             raise _CloseConnection
-        if result is None:
-            if entry.name == "Produce" and (decision.error is not None or errors):
-                # acks=0: Kafka closes the connection of a produce that failed, the client's
+        if entry.name == "Produce" and request.body.acks == 0:
+            if decision.error is not None or errors:
+                # Kafka closes the connection of an acks=0 produce that failed: the client's
                 # only way to learn of it (KafkaApis.handleProduceRequest)
                 raise _CloseConnection
+            return None
+        if result is None:
             return None
         if decision.latency_ms:
             await asyncio.sleep(decision.latency_ms / 1000)
@@ -321,13 +319,13 @@ class KafkaServer:
             ctx.metrics.request(entry.name, time.perf_counter() - started)
         return out
 
-    def _count_faults(self, api_name: str, decision: FaultDecision) -> None:
+    def _count_faults(self, ctx: Context, api_name: str, decision: FaultDecision) -> None:
         """The decision's actions into /metrics and the live view's fault events file."""
-        if self.metrics is not None:
+        if ctx.metrics is not None:
             for action in fault_actions(decision):
-                self.metrics.fault(api_name, action, self.broker_id)
+                ctx.metrics.fault(api_name, action, self.broker_id)
         if self.fault_log is not None:
-            self.fault_log.noted(self.faults)
+            self.fault_log.noted(ctx.faults)
 
     def _log_trailing(self, request, api_name: str, peer) -> None:
         """Bytes after a request body are ignored, as Kafka ignores them (librdkafka >= 2.12

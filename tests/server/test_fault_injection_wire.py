@@ -88,7 +88,7 @@ def served(tmp_path, faults: Faults | None = None, **kwargs):
         thread.join(30)
 
 
-def metadata(sock, topics, partitions_hint=None):
+def metadata(sock, topics):
     return raw.call(sock, 3, 12, {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": True})
 
 
