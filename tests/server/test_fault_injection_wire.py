@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import threading
 import time
