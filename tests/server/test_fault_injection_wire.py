@@ -8,7 +8,7 @@ rule for one client id; /metrics counts each fault and ``.server-faults.json`` l
 Real clients: a confluent-kafka idempotent producer rides through NOT_LEADER_OR_FOLLOWER
 with every record once and in order; kafka-python without idempotence duplicates a record
 when the connection drops after its Produce was applied; 300 ms of Fetch latency shows in a
-consumer's poll latency.
+consumer's poll latency; the ordering audit (Spark) names the duplicate and nothing else.
 
 The server is ``kafkasim serve`` run in-process (``runner.serve(..., faults=...)`` on a
 thread of its own), so the test holds the :class:`~kafkasim.faults.Faults` it adds rules to.
@@ -439,3 +439,52 @@ def test_a_served_clusters_listeners_share_one_rule_set_and_a_rule_names_its_bro
         assert [(e.broker, e.action) for e in faults.events()] == [(1, "error")]
         text = scrape(s.metrics_port)
         assert 'kafkasim_faults_injected_total{action="error",api="Metadata",broker="1"} 1.0' in text
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_ordering_audit_names_the_duplicate_and_finds_nothing_wrong_in_the_idempotent_topic(tmp_path):
+    """Both real-client cases on one server, then ``kafkasim audit ordering`` (Spark) over the
+    stopped data dir: the non-idempotent retry after a post-append drop is the one duplicate;
+    the idempotent producer's topic, through three NOT_LEADER_OR_FOLLOWER answers, has no
+    duplicate, inversion or gap. Records carry kafkasim's sequence headers (per key)."""
+    import sys
+
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+
+    keys = [b"merchant-%d" % i for i in range(6)]
+
+    def headers(producer: str, seq: int):
+        return [("kafkasim.producer", producer.encode()), ("kafkasim.seq", str(seq).encode())]
+
+    with served(tmp_path) as s:
+        with raw.connect(s.host, s.port) as sock:
+            create_topic(sock, "idem", 2)
+            create_topic(sock, "dups", 1)
+        s.faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3, topic="idem", partition=0)
+        p = Producer({"bootstrap.servers": s.bootstrap, "enable.idempotence": True, "linger.ms": 2,
+                      "partitioner": "murmur2_random", "retry.backoff.ms": 20, "retry.backoff.max.ms": 50})
+        for seq in range(40):
+            for k in keys:
+                p.produce("idem", b"v", k, headers=headers("idem-producer", seq))
+            p.poll(0)
+        assert p.flush(30) == 0
+        assert s.faults.rules()[0].hits == 3
+        kp = KafkaProducer(bootstrap_servers=s.bootstrap, enable_idempotence=False, acks="all", retries=5,
+                           retry_backoff_ms=50, request_timeout_ms=5000, linger_ms=0)
+        kp.send("dups", b"v", key=b"merchant-0", headers=headers("kp", 0)).get(timeout=15)
+        s.faults.add(api="Produce", drop="after", count=1, topic="dups")
+        kp.send("dups", b"v", key=b"merchant-0", headers=headers("kp", 1)).get(timeout=30)
+        kp.send("dups", b"v", key=b"merchant-0", headers=headers("kp", 2)).get(timeout=15)
+        kp.close()
+    done = subprocess.run([sys.executable, "-m", "kafkasim", "audit", "ordering", "--data-dir", s.data_dir,
+                           "--json", "-"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 3, done.stderr[-3000:]
+    report = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])
+    assert report["records"] == 40 * len(keys) + 4
+    found = {k: v for k, v in report["violations"].items() if v}
+    assert found == {"duplicate": 1}, report["violations"]
+    [dup] = [d for d in report["details"] if d["kind"] == "duplicate"]
+    assert (dup["topic"], dup["producer"], dup["sequence"], dup["offset"], dup["other_offset"]) == (
+        "dups", "kp", 1, 2, 1)
