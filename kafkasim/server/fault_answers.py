@@ -7,9 +7,10 @@ The server (:meth:`kafkasim.server.server.KafkaServer.handle_frame`) asks the fa
 - :func:`request_partitions`: the ``(topic, partition)`` pairs a request names (Produce,
   Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, OffsetCommit, TxnOffsetCommit,
   OffsetFetch up to v7, OffsetDelete, AddPartitionsToTxn up to v3, DescribeProducers,
-  ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments), in request order;
-  none for the other APIs. No served version carries topic ids in place of names (Fetch is
-  served up to v12; v13 brought ids), so names are read as sent.
+  ElectLeaders, AlterPartitionReassignments), in request order; none for the other APIs
+  (ListPartitionReassignments names partitions, but its answer has no per-partition error).
+  No served version carries topic ids in place of names (Fetch is served up to v12; v13
+  brought ids), so names are read as sent.
 - :func:`error_answer`: the answer to a request failed as a whole with one error code, as
   Kafka's ``AbstractRequest.getErrorResponse`` builds it: the top-level ``error_code`` where
   the response has one, and every item the request names (topic, partition, group,
@@ -112,10 +113,6 @@ _SPECS: dict[str, tuple[_Spec, ...]] = {
                              "partition_result", _ME, "partition_id"),),
     "AlterPartitionReassignments": (_topics("topics", "responses", "name", "name", "partitions", "partitions",
                                             "partition_index", "partition_index"),),
-    "ListPartitionReassignments": (_Spec(_Level("topics", "topics", (("name", "name"),), error=None,
-                                                child=_Level("partition_indexes", "partitions",
-                                                             ((_ME, "partition_index"),), error=None)),
-                                         partitioned=True),),
     "WriteTxnMarkers": (_Spec(_Level("markers", "markers", (("producer_id", "producer_id"),), error=None,
                                      child=_Level("topics", "topics", (("name", "name"),), error=None,
                                                   child=_Level("partition_indexes", "partitions",

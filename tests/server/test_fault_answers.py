@@ -81,3 +81,22 @@ def test_partitions_named_in_request_order_and_none_for_apis_without_partitions(
     fetch_cls = codec.request_class(1, 12)
     fetch = codec.build(fetch_cls, {"topics": [{"topic": "t", "partitions": [{"partition": 3}]}]})
     assert fault_answers.request_partitions(1, "Fetch", codec.Request(1, 12, 1, "c", fetch)) == [("t", 3)]
+
+
+@pytest.mark.parametrize("api", sorted(APIS.values(), key=lambda a: a.key), ids=lambda a: a.name)
+def test_partition_errors_encode_for_every_api_that_names_partitions(api):
+    """When every partition a request names fails, the answer is built without the handler:
+    each partition's row carries its code and the answer encodes for every served version."""
+    for version in range(api.min_version, api.max_version + 1):
+        cls = codec.request_class(api.key, version)
+        request = codec.Request(api.key, version, 1, "c", codec.build(cls, one_of_each(cls)))
+        named = fault_answers.request_partitions(api.key, api.name, request)
+        if not named:
+            continue
+        errors = {tp: CODE for tp in named}
+        if api.name != "Fetch":
+            assert fault_answers.without(api.key, api.name, request, errors) is None
+        answer = fault_answers.partition_errors_answer(api.key, api.name, request, errors)
+        _, body = codec.decode_response(api.key, version, codec.encode_result(api.key, version, 5, answer)[4:])
+        codes = error_codes(body)
+        assert codes.count(CODE) == len(named) and set(codes) <= {CODE, 0}, (api.name, version, body)
