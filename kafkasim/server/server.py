@@ -208,6 +208,9 @@ class KafkaServer:
             if response is not None:
                 writer.write(response)
                 await writer.drain()
+            if ctx.mute_ms:                     # throttled: the channel stays muted (KIP-219)
+                mute, ctx.mute_ms = ctx.mute_ms, 0
+                await asyncio.sleep(mute / 1000)
 
     async def handle_frame(self, frame: bytes, peer=None, ctx: Optional[Context] = None) -> Optional[bytes]:
         """The response frame for one request frame (None: no response); raises
@@ -268,7 +271,8 @@ class KafkaServer:
         :mod:`kafkasim.server.fault_answers`'): drop before applying it, answer a whole-request
         error without applying it, or apply it without the partitions that fail (their rows
         are merged into the answer); then drop the connection (``after``), wait the latency,
-        and put the throttle into ``throttle_time_ms``."""
+        and put the throttle into ``throttle_time_ms``, muting the connection that long after
+        the answer (Kafka's broker since KIP-219: the answer goes at once, the channel waits)."""
         api_key, version = request.api_key, request.api_version
         self._count_faults(ctx, entry.name, decision)
         if decision.drop == DROP_BEFORE:
@@ -314,6 +318,7 @@ class KafkaServer:
             await asyncio.sleep(decision.latency_ms / 1000)
         if decision.throttle_ms:
             result = {**result, "throttle_time": decision.throttle_ms}
+            ctx.mute_ms = decision.throttle_ms
         out = codec.encode_result(api_key, version, request.correlation_id, result)
         if ctx.metrics is not None:
             ctx.metrics.request(entry.name, time.perf_counter() - started)

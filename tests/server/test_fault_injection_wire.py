@@ -238,6 +238,24 @@ def test_top_level_errors_and_throttle_time(tmp_path):
         assert answer.throttle_time.total_seconds() == 1.234
 
 
+def test_a_throttled_connection_is_muted_after_its_answer_and_the_others_are_not(tmp_path):
+    with served(tmp_path) as s, raw.connect(s.host, s.port) as throttled, raw.connect(s.host, s.port) as other:
+        create_topic(throttled, "t", 1)
+        s.faults.add(api="Metadata", client_id="throttled", throttle_ms=600, count=1)
+        body = {"topics": [{"name": "t"}], "allow_auto_topic_creation": True}
+        t0 = time.monotonic()
+        throttled.sendall(raw.request_frame(3, 12, 1, body, client_id="throttled")
+                          + raw.request_frame(3, 12, 2, body, client_id="throttled"))   # pipelined
+        corr, first = raw.read_response(throttled, 3, 12)
+        first_s = time.monotonic() - t0
+        assert corr == 1 and first.throttle_time.total_seconds() == 0.6
+        assert metadata(other, ["t"]).topics[0].error_code == 0 and time.monotonic() - t0 < 0.5
+        corr, second = raw.read_response(throttled, 3, 12)
+        second_s = time.monotonic() - t0
+        assert corr == 2 and second.throttle_time.total_seconds() == 0
+        assert first_s < 0.5 and second_s >= 0.6, (first_s, second_s)
+
+
 def test_drop_before_applies_nothing_and_drop_after_applies_and_answers_nothing(tmp_path):
     with served(tmp_path) as s:
         with raw.connect(s.host, s.port) as sock:
