@@ -16,6 +16,14 @@ Figures (baseline measured in the same run, cases interleaved, best of N):
   the same run. librdkafka never opens fetch sessions (its Fetch always carries session id 0,
   epoch -1), so the confluent-kafka figures do not depend on them.
 
+- ``serve_produce_one_rule_records_per_s`` — the same producer run against a server with one
+  fault rule installed that matches nothing it sends (kafkasim.faults; a Produce rule for a
+  client id that never connects), so every request runs the hooks' matching path. Baseline:
+  the same server with no rule (the idle path), cases interleaved in the same run, best of
+  N; issue 26 asks for a ratio >= 0.95 (the hooks cost nothing worth measuring when idle).
+  That server is ``python -m benchmarks.fault_rule_server`` (``kafkasim serve`` through
+  ``runner.serve(faults=...)``, the rule switched on and off over its stdin).
+
 Baseline of the first two: the same clients, the same records, against librdkafka's in-process mock
 cluster (``test.mock.num.brokers=1``: an in-memory Kafka inside the client library, reached
 over loopback sockets too). Ratio = kafkasim serve / mock cluster (>1: faster than the mock).
@@ -39,6 +47,8 @@ __all__ = ["run"]
 N_RECORDS = 100_000
 PARTITIONS = 4
 REPEAT = 3
+RULE_REPEAT = 7
+"""Rounds of the fault-rule pair: a run is a fraction of a second, so more rounds than the others."""
 VALUE = b"x" * 100
 
 
@@ -62,6 +72,22 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+def _start_fault_rule_server(data_dir: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fault_rule_server", data_dir, str(PARTITIONS)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    info = json.loads(proc.stdout.readline())
+    return proc, f"{info['host']}:{info['port']}"
+
+
+def _rule(proc: subprocess.Popen, command: str) -> None:
+    """``rule`` or ``clear`` on the fault rule server; waits for its ``ok``."""
+    proc.stdin.write(command + "\n")
+    proc.stdin.flush()
+    answer = proc.stdout.readline().strip()
+    if answer != "ok":
+        raise RuntimeError(f"fault rule server answered {answer!r} to {command!r}")
 
 
 def _produce(bootstrap: str, topic: str, keys: list[bytes], extra: dict) -> float:
@@ -158,6 +184,17 @@ def run() -> dict:
         finally:
             del holder
             _stop(proc)
+        proc, bootstrap = _start_fault_rule_server(os.path.join(d, "faults-data"))
+        try:
+            cases = (("no_rule", "clear"), ("one_rule", "rule"))
+            for i in range(RULE_REPEAT):     # interleaved, each case first in every other round
+                for case, command in (cases if i % 2 == 0 else cases[::-1]):
+                    _rule(proc, command)
+                    best[case] = min(best.get(case, float("inf")),
+                                     _produce(bootstrap, f"rules-{case}-{i}", keys, {}))
+        finally:
+            proc.stdin.close()
+            _stop(proc)
     return {
         "serve_produce_records_per_s": figure(
             N_RECORDS / best["serve_produce"], "records/s", N_RECORDS / best["mock_produce"],
@@ -165,6 +202,10 @@ def run() -> dict:
         "serve_consume_records_per_s": figure(
             N_RECORDS / best["serve_consume"], "records/s", N_RECORDS / best["mock_consume"],
             "the same confluent-kafka consumer against librdkafka's mock cluster (in memory)"),
+        "serve_produce_one_rule_records_per_s": figure(
+            N_RECORDS / best["one_rule"], "records/s", N_RECORDS / best["no_rule"],
+            "the same producer and server with no fault rule installed, same run",
+            target="ratio >= 0.95 (issue 26: the fault hooks cost nothing when idle)"),
         "serve_consume_kafka_python_records_per_s": figure(
             N_RECORDS / best["kp_sessions"], "records/s", N_RECORDS / best["kp_full"],
             "the same kafka-python consumer without fetch sessions (full fetches), same server and run"),

@@ -197,6 +197,9 @@ class Context:
     per client, for the live view), or None."""
     faults: Any = None
     """The server's :class:`~kafkasim.faults.Faults` (the installed fault rules), or None."""
+    mute_ms: int = 0
+    """Set by a throttling fault: the connection reads no request for this long after the
+    answer is written (KIP-219's muted channel); reset by the server once it has waited."""
 
     def refused(self, reason: str) -> None:
         """Log that this request is being refused (rate-limited, see :class:`RefusalLog`)."""

@@ -52,7 +52,8 @@ class ClusterListeners:
     def __init__(self, cluster, host: str, port: int, *, data_dir: str,
                  options: Optional[ServerOptions] = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, metrics=None,
-                 interval: float = TICK_INTERVAL_S, positions=None, faults: Optional[Faults] = None) -> None:
+                 interval: float = TICK_INTERVAL_S, positions=None, faults: Optional[Faults] = None,
+                 fault_log=None) -> None:
         self.cluster = cluster
         self.faults = faults if faults is not None else Faults(
             known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
@@ -67,7 +68,7 @@ class ClusterListeners:
             b: KafkaServer(cluster, host, 0 if port == 0 else port + i, options=options,
                            max_request_bytes=max_request_bytes, metrics=metrics, broker_id=b,
                            topology=self.topology, wakers=self._wakers, positions=positions,
-                           faults=self.faults)
+                           faults=self.faults, fault_log=fault_log)
             for i, b in enumerate(sorted(cluster.brokers))}
 
     def addresses(self) -> list[dict]:

@@ -35,6 +35,9 @@ kafkasim_broker_offline_partitions           gauge      broker: partitions it ho
 kafkasim_requests_total                      counter    api: requests answered (RequestsPerSec)
 kafkasim_request_duration_seconds            histogram  api: from parse to response, holds included
                                                         (TotalTimeMs)
+kafkasim_faults_injected_total               counter    api, action, broker: requests a fault rule
+                                                        acted on (kafkasim.faults); action is error,
+                                                        latency, throttle, drop-before or drop-after
 ===========================================  =========  ======================================
 
 The produce counters are kept by the server as it appends (:meth:`ServerMetrics.produced`)
@@ -43,7 +46,8 @@ record, so averages over a topic's partitions count the idle ones (the hot-parti
 ``alerts.yml``, depends on it). Offsets, groups and partition health are read from the
 broker at scrape time. Counters restart at zero with the server, as Kafka's do.
 
-Thread-safety: :meth:`ServerMetrics.produced` and :meth:`ServerMetrics.request` are called
+Thread-safety: :meth:`ServerMetrics.produced`, :meth:`ServerMetrics.request` and
+:meth:`ServerMetrics.fault` are called
 from the event loop; a scrape runs on the HTTP server's thread; the counts dict is guarded
 by a lock, and the broker is thread-safe.
 """
@@ -81,6 +85,9 @@ class ServerMetrics:
         self._latency = Histogram("kafkasim_request_duration_seconds",
                                   "Time from a parsed request to its response, by API (held requests "
                                   "included).", ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._faults = Counter("kafkasim_faults_injected", "Requests a fault rule acted on, by API, "
+                               "action (error, latency, throttle, drop-before, drop-after) and broker.",
+                               ["api", "action", "broker"], registry=self.registry)
         self.registry.register(_BrokerCollector(self))
         self._http = None
         self.host: Optional[str] = None
@@ -100,6 +107,10 @@ class ServerMetrics:
     def request(self, api: str, seconds: float) -> None:
         self._requests.labels(api).inc()
         self._latency.labels(api).observe(seconds)
+
+    def fault(self, api: str, action: str, broker) -> None:
+        """Count one request a fault rule acted on with ``action``."""
+        self._faults.labels(api, action, str(broker)).inc()
 
     def produced_counts(self) -> dict[tuple[str, int], tuple[int, int]]:
         with self._lock:

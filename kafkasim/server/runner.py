@@ -10,7 +10,8 @@ to a temporary name, fsynced and renamed into place.
 The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``;
 it exists exactly while a server is serving that data dir, so other tools can find it.
 Beside it, ``.fetch-positions.json`` holds each client's last fetch offsets for the live
-view (:mod:`kafkasim.server.positions`), removed with it.
+view (:mod:`kafkasim.server.positions`), and ``.server-faults.json`` the recent injected
+faults (:mod:`kafkasim.server.fault_events`), removed with it.
 
 A data dir holding a cluster (``meta/cluster.json``, made by ``kafkasim cluster create``),
 or any data dir when ``brokers`` is given (creating the cluster), is served as a cluster:
@@ -32,7 +33,9 @@ from typing import Any, Callable, Mapping, Optional
 from kafkasim.clock import SystemClock
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
+from kafkasim.faults import Faults
 from kafkasim.server.api import ServerOptions
+from kafkasim.server.fault_events import FaultEventsFile
 from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
@@ -57,7 +60,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
           stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
           brokers=None, broker_configs: Optional[Mapping[str, Any]] = None,
-          features: Optional[Mapping[str, int]] = None) -> None:
+          features: Optional[Mapping[str, int]] = None, faults: Optional[Faults] = None) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
@@ -71,6 +74,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     ``broker_configs``: broker configs by their server.properties names (what
     ``kafka-server-start.sh --override name=value`` sets), e.g. a short
     ``leader.imbalance.check.interval.seconds``; checked before anything is opened.
+
+    ``faults``: the fault rules to apply (:class:`kafkasim.faults.Faults`, e.g. one made with a
+    seed, kept by the caller to add and remove rules while it serves; every listener of a
+    cluster shares it); None: an empty set of its own. Faults are counted in /metrics and the
+    recent ones written to ``.server-faults.json`` (:mod:`kafkasim.server.fault_events`).
 
     ``features``: finalized feature levels (``{"transaction.version": 1}``, what
     ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``)."""
@@ -102,6 +110,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
             raise
     metrics = None
     positions = FetchPositions(broker.data_dir)      # the live view's member positions
+    fault_log = FaultEventsFile(broker.data_dir)     # the live view's recent faults
     try:
         if metrics_port is not None:
             from kafkasim.server.metrics import ServerMetrics
@@ -113,10 +122,11 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
                 raise InvalidArgumentError(
                     f"cannot serve metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc}") from exc
         asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                          positions))
+                          positions, faults, fault_log))
     finally:
         remove_address(broker.data_dir)
         positions.remove()
+        fault_log.remove()
         try:
             if metrics is not None:
                 metrics.close()
@@ -126,7 +136,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
 
 async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                positions=None) -> None:
+                positions=None, faults=None, fault_log=None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -137,10 +147,11 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
     from kafkasim.broker.cluster import Cluster
 
     if isinstance(broker, Cluster):     # one listener per broker
-        await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics, positions)
+        await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics, positions,
+                            faults, fault_log)
         return
     server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
-                         metrics=metrics, positions=positions)
+                         metrics=metrics, positions=positions, faults=faults, fault_log=fault_log)
     try:
         bound_host, bound_port = await server.start()
     except OSError as exc:
@@ -206,12 +217,13 @@ def _crash_hook(point: Optional[str]) -> Optional[Callable[[str], None]]:
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                        positions=None) -> None:
+                        positions=None, faults=None, fault_log=None) -> None:
     from kafkasim.server.control import remove_control_dir
     from kafkasim.server.listeners import ClusterListeners
 
     listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
-                                 max_request_bytes=max_request_bytes, metrics=metrics, positions=positions)
+                                 max_request_bytes=max_request_bytes, metrics=metrics, positions=positions,
+                                 faults=faults, fault_log=fault_log)
     addresses = await listeners.start()
     try:
         metrics_port = metrics.port if metrics is not None else None

@@ -12,7 +12,13 @@ in flight, so responses always come back in request order). Per frame:
    response with UNSUPPORTED_VERSION and the versions served) so the client can retry;
 3. the frame is parsed into a typed request (:mod:`kafkasim.server.codec`, kio); a frame
    that does not parse closes the connection and reaches nothing else;
-4. the API's handler (:mod:`kafkasim.server.api`'s table) makes its broker calls and
+4. when fault rules are installed (``self.faults``, :mod:`kafkasim.faults`; the check is one
+   attribute read while none is), they are asked once what to do to the request: drop the
+   connection before or after applying it, answer it with an error (the whole request, or
+   some of its partitions, which are then not applied), wait before answering, or throttle
+   (:meth:`KafkaServer._faulted`, shapes in :mod:`kafkasim.server.fault_answers`); each
+   fault is counted in /metrics and noted for the live view (``fault_log``);
+5. the API's handler (:mod:`kafkasim.server.api`'s table) makes its broker calls and
    returns the response, which is encoded for the request's version and written.
 
 On a served cluster there is one KafkaServer per broker (:mod:`kafkasim.server.listeners`),
@@ -41,10 +47,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from kafkasim.errors import UnsupportedVersionError
-from kafkasim.faults import Faults
-from kafkasim.server import apis_admin
+from kafkasim.faults import DROP_AFTER, DROP_BEFORE, FaultDecision, Faults
+from kafkasim.server import apis_admin, fault_answers
 from kafkasim.server import codec
 from kafkasim.server.api import Context, Node, RefusalLog, ServerOptions, Waker
+from kafkasim.server.fault_events import fault_actions
 from kafkasim.server.fetch_session import FetchSessionCache
 from kafkasim.server.dispatch import APIS
 
@@ -79,11 +86,12 @@ class KafkaServer:
                  workers: int = 8, advertised_host: Optional[str] = None, metrics=None,
                  broker_id: Optional[int] = None, topology=None,
                  wakers: Optional[tuple[Waker, Waker]] = None, positions=None,
-                 faults: Optional[Faults] = None) -> None:
+                 faults: Optional[Faults] = None, fault_log=None) -> None:
         self.broker = broker
         self.faults = faults if faults is not None else Faults(known_apis=(a.name for a in APIS.values()))
         """The fault rules (:mod:`kafkasim.faults`) this listener applies; a served cluster's
         listeners share one."""
+        self.fault_log = fault_log        # kafkasim.server.fault_events.FaultEventsFile, or None
         self.positions = positions        # kafkasim.server.positions.FetchPositions, or None
         self.host, self.port = host, port
         self.options = options or ServerOptions()
@@ -200,6 +208,9 @@ class KafkaServer:
             if response is not None:
                 writer.write(response)
                 await writer.drain()
+            if ctx.mute_ms:                     # throttled: the channel stays muted (KIP-219)
+                mute, ctx.mute_ms = ctx.mute_ms, 0
+                await asyncio.sleep(mute / 1000)
 
     async def handle_frame(self, frame: bytes, peer=None, ctx: Optional[Context] = None) -> Optional[bytes]:
         """The response frame for one request frame (None: no response); raises
@@ -233,6 +244,12 @@ class KafkaServer:
         ctx = ctx or self._ctx
         ctx.client_id, ctx.api_name = request.client_id, entry.name
         started = time.perf_counter()
+        faults = ctx.faults
+        if faults is not None and faults.active:        # idle: one attribute read
+            decision = faults.decide(self.broker_id, entry.name, request.client_id,
+                                     fault_answers.request_partitions(api_key, entry.name, request))
+            if decision is not None:
+                return await self._faulted(entry, request, ctx, decision, peer, started)
         try:
             result = await entry.handler(ctx, request)
             if result is None:
@@ -247,6 +264,73 @@ class KafkaServer:
         except Exception:
             log.exception("connection %s: %s v%d failed; closing", peer, entry.name, version)
             raise _CloseConnection from None
+
+    async def _faulted(self, entry, request, ctx: Context, decision: FaultDecision, peer,
+                       started: float) -> Optional[bytes]:
+        """Answer ``request`` as the fault rules decided (:mod:`kafkasim.faults`; the shapes are
+        :mod:`kafkasim.server.fault_answers`'): drop before applying it, answer a whole-request
+        error without applying it, or apply it without the partitions that fail (their rows
+        are merged into the answer); then drop the connection (``after``), wait the latency,
+        and put the throttle into ``throttle_time_ms``, muting the connection that long after
+        the answer (Kafka's broker since KIP-219: the answer goes at once, the channel waits)."""
+        api_key, version = request.api_key, request.api_version
+        self._count_faults(ctx, entry.name, decision)
+        if decision.drop == DROP_BEFORE:
+            if decision.latency_ms:
+                await asyncio.sleep(decision.latency_ms / 1000)
+            log.debug("connection %s: %s v%d dropped before it was applied (fault rules %s)", peer,
+                      entry.name, version, decision.rule_ids)
+            raise _CloseConnection
+        errors = decision.partition_errors
+        try:
+            if decision.error is not None:
+                result = fault_answers.error_answer(api_key, entry.name, request, decision.error)
+            elif errors:
+                rest = fault_answers.without(api_key, entry.name, request, errors)
+                if rest is None:          # every partition fails: nothing left to apply
+                    result = fault_answers.partition_errors_answer(api_key, entry.name, request, errors)
+                else:
+                    result = await entry.handler(ctx, rest)
+                    if result is not None:
+                        result = fault_answers.merge(api_key, entry.name, request, result, errors)
+            else:
+                result = await entry.handler(ctx, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection %s: %s v%d failed; closing", peer, entry.name, version)
+            raise _CloseConnection from None
+        if decision.drop == DROP_AFTER:
+            if decision.latency_ms:
+                await asyncio.sleep(decision.latency_ms / 1000)
+            log.debug("connection %s: %s v%d applied, then dropped unanswered (fault rules %s)", peer,
+                      entry.name, version, decision.rule_ids)
+            raise _CloseConnection
+        if entry.name == "Produce" and request.body.acks == 0:
+            if decision.error is not None or errors:
+                # Kafka closes the connection of an acks=0 produce that failed: the client's
+                # only way to learn of it (KafkaApis.handleProduceRequest)
+                raise _CloseConnection
+            return None
+        if result is None:
+            return None
+        if decision.latency_ms:
+            await asyncio.sleep(decision.latency_ms / 1000)
+        if decision.throttle_ms:
+            result = {**result, "throttle_time": decision.throttle_ms}
+            ctx.mute_ms = decision.throttle_ms
+        out = codec.encode_result(api_key, version, request.correlation_id, result)
+        if ctx.metrics is not None:
+            ctx.metrics.request(entry.name, time.perf_counter() - started)
+        return out
+
+    def _count_faults(self, ctx: Context, api_name: str, decision: FaultDecision) -> None:
+        """The decision's actions into /metrics and the live view's fault events file."""
+        if ctx.metrics is not None:
+            for action in fault_actions(decision):
+                ctx.metrics.fault(api_name, action, self.broker_id)
+        if self.fault_log is not None:
+            self.fault_log.noted(ctx.faults)
 
     def _log_trailing(self, request, api_name: str, peer) -> None:
         """Bytes after a request body are ignored, as Kafka ignores them (librdkafka >= 2.12
