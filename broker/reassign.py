@@ -87,6 +87,8 @@ class Reassignment(BrokerCore):
                 if part.leader >= 0:
                     leaders[part.leader] = leaders.get(part.leader, 0) + 1
             brokers = [{"id": b, "rack": i.rack, "state": i.state, "delay_ms": i.delay_ms,
+                        "isolated_from": i.isolated_from, "disk_full": i.disk_full,
+                        "log_dir_offline": i.log_dir_offline,
                         "replicas": replicas[b], "leaders": leaders[b], "bytes": size[b]}
                        for b, i in sorted(self._ctl.brokers.items())]
             return {"brokers": brokers, "partitions": parts,
