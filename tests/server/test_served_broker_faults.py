@@ -1,0 +1,111 @@
+"""Broker-level faults on a served cluster, seen by real clients (kafka-python): a broker isolated
+from clients refuses connections yet keeps leading (Metadata unchanged), a full disk moves its
+partitions and lists its replicas offline while the others take acks=all writes, and the cluster's
+own request rules (``cluster.faults``) are the ones its listeners hold."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from kafkasim.server.address import read_address
+
+BROKERS = "0:r1,1:r2,2:r3"
+
+
+def _listeners(served) -> dict[int, tuple[str, int]]:
+    return {b["id"]: (b["host"], b["port"]) for b in read_address(served.data_dir)["brokers"]}
+
+
+def _refuses(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return False
+    except OSError:
+        return True
+
+
+def _wait(predicate, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def _admin(bootstrap: str):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+
+
+def _partitions(bootstrap: str, topic: str) -> dict[int, dict]:
+    admin = _admin(bootstrap)
+    try:
+        (described,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return {p["partition_index"]: {"leader": p["leader_id"], "isr": sorted(p["isr_nodes"]),
+                                   "offline": p["offline_replicas"]} for p in described["partitions"]}
+
+
+def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_process, tmp_path):
+    from kafka import KafkaProducer
+    from kafka.admin import NewTopic
+
+    from kafkasim.server.control import ServedCluster
+
+    served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
+    listeners = _listeners(served)
+    control = ServedCluster(served.data_dir)
+    admin = _admin(",".join(f"{h}:{p}" for h, p in listeners.values()))
+    try:
+        admin.create_topics([NewTopic("orders", 3, 3, topic_configs={"min.insync.replicas": "2"})])
+    finally:
+        admin.close()
+    truth = {p["partition"]: p for p in control.describe_cluster()["partitions"]}
+    # a leader that is not the controller / group coordinator (the lowest live broker), which
+    # admin clients must reach
+    victim = next(p["leader"] for p in truth.values() if p["leader"] != 0)
+    others = ",".join(f"{h}:{p}" for b, (h, p) in listeners.items() if b != victim)
+    before = _partitions(others, "orders")
+
+    # isolated from clients: its listener refuses, but it still leads and replicates
+    control.isolate(victim, "clients")
+    _wait(lambda: _refuses(*listeners[victim]))
+    assert _partitions(others, "orders") == before
+    control.heal(victim)
+    _wait(lambda: not _refuses(*listeners[victim]))
+
+    # a full disk: leadership moves, its replicas are offline, it stays reachable
+    control.fill_disk(victim)
+    seen = _partitions(others, "orders")
+    for p, row in seen.items():
+        assert row["leader"] not in (victim, -1)
+        assert victim not in row["isr"] and row["offline"] == [victim]
+    assert not _refuses(*listeners[victim])
+    producer = KafkaProducer(bootstrap_servers=others, acks="all", retries=5, request_timeout_ms=10_000)
+    try:
+        for p in range(3):
+            assert producer.send("orders", b"v", key=b"k%d" % p, partition=p).get(timeout=20).offset == 0
+    finally:
+        producer.close()
+    control.clear_disk(victim)
+    control.stop_broker(victim)
+    control.start_broker(victim)
+    _wait(lambda: all(row["isr"] == [0, 1, 2] and row["offline"] == []
+                      for row in _partitions(others, "orders").values()), timeout=20)
+
+
+def test_a_served_cluster_applies_the_clusters_own_request_rules(tmp_path):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.server.listeners import ClusterListeners
+
+    with Cluster(tmp_path / "lab", brokers=[(0, "r1"), (1, "r2")]) as c:
+        rule = c.faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3, partition=0)
+        listeners = ClusterListeners(c, "127.0.0.1", 0, data_dir=c.data_dir)
+        try:
+            assert listeners.faults is c.faults.requests
+            assert all(s.faults is c.faults.requests for s in listeners.servers.values())
+            assert [r.rule_id for r in listeners.faults.rules()] == [rule.rule_id]
+        finally:
+            asyncio.run(listeners.close())
