@@ -197,6 +197,16 @@ class ClusterFaults(BrokerCore):
         """The broker-level faults and the request rules, on one surface (:class:`ClusterFaultControls`)."""
         return self._fault_controls
 
+    @property
+    def log_dir_offline(self) -> bool:
+        """Whether any broker's log directory is offline (:attr:`offline_log_dirs` says whose)."""
+        return bool(self._offline_log_dirs)
+
+    @property
+    def offline_log_dirs(self) -> list[int]:
+        """The brokers whose log directory is offline (disk full, not restarted since)."""
+        return sorted(self._offline_log_dirs)
+
     def fault_events(self) -> list[BrokerFaultEvent]:
         """Every broker-level fault (and log directory change) since this object opened, in order."""
         with self._lock:

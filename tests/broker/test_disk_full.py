@@ -239,3 +239,31 @@ def test_log_refuse_writes_leaves_every_file_as_it_was(tmp_path, clock):
         assert log.append_batch(_batch([b"b"])).base_offset == 1
     finally:
         log.close()
+
+
+def test_cluster_json_keeps_the_new_broker_fields_and_checks_them(cluster3, clock, tmp_path):
+    import json
+    c = cluster3
+    c.fill_disk(2)
+    c.isolate(1, from_="followers")
+    assert c.log_dir_offline and c.offline_log_dirs == [2]
+    c.close()
+    path = tmp_path / "data" / "meta" / "cluster.json"
+    original = path.read_text()
+    doc = json.loads(original)
+    assert [(b["isolated_from"], b["disk_full"], b["log_dir_offline"]) for b in doc["brokers"]] == \
+        [(None, False, False), ("followers", False, False), (None, True, True)]
+    for field, bad in (("disk_full", "yes"), ("isolated_from", "peers"), ("log_dir_offline", 1)):
+        broken = json.loads(original)
+        broken["brokers"][1][field] = bad
+        path.write_text(json.dumps(broken))
+        with pytest.raises(KafkaStorageError, match=rf"brokers\[1\]\.{field}="):
+            Cluster(tmp_path / "data", clock=clock).close()
+    # a file written before these fields existed loads with them unset
+    for b in doc["brokers"]:
+        for field in ("isolated_from", "disk_full", "log_dir_offline"):
+            del b[field]
+    path.write_text(json.dumps(doc))
+    with Cluster(tmp_path / "data", clock=clock) as again:
+        assert all(not i.disk_full and not i.log_dir_offline and i.isolated_from is None
+                   for i in again.brokers.values())
