@@ -104,7 +104,8 @@ class Reassignment(BrokerCore):
         ``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``, ``OfflinePartitionsCount``,
         ``PreferredReplicaImbalanceCount`` (partitions not led by their first replica, offline ones
         included, as KRaft counts them), ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``,
-        ``LostRecords`` (unclean elections)."""
+        ``LostRecords`` (unclean elections), ``OfflineLogDirectoryCount`` (Kafka's ``LogManager`` gauge,
+        summed over the brokers: one log directory each)."""
         d = self.describe_cluster()
         with self._lock:
             parts = [p for tp, p in self._partitions.items() if tp.topic not in INTERNAL_TOPICS]
@@ -113,7 +114,8 @@ class Reassignment(BrokerCore):
                 "OfflinePartitionsCount": d["offline"],
                 "PreferredReplicaImbalanceCount": d["preferred_replica_imbalance"], "IsrShrinks": total["isr_shrinks"],
                 "IsrExpands": total["isr_expands"], "LeaderElections": total["leader_elections"],
-                "LostRecords": d["lost_records"]}
+                "LostRecords": d["lost_records"],
+                "OfflineLogDirectoryCount": sum(b["log_dir_offline"] for b in d["brokers"])}
 
     def assignment(self) -> dict[TopicPartition, list[int]]:
         """Every (non-internal) partition's replica list, in assignment order."""

@@ -57,7 +57,9 @@ def test_a_full_disk_takes_the_brokers_replicas_offline_and_the_others_go_on(clu
     assert led, "the broker whose disk fills leads a partition"
     epochs = {p["partition"]: p["leader_epoch"] for p in c.describe_cluster()["partitions"]}
 
+    assert c.metrics()["OfflineLogDirectoryCount"] == 0
     c.faults.fill_disk(full)
+    assert c.metrics()["OfflineLogDirectoryCount"] == 1
 
     d = c.describe_cluster()
     broker = next(b for b in d["brokers"] if b["id"] == full)
