@@ -267,6 +267,14 @@ class DataPlane(BrokerCore):
         log = self._read_log(part, node)
         return self._lso(log, min(part.high_watermark, log.log_end_offset))
 
+    def check_replica_online(self, topic: str, partition: int, node: Optional[int] = None) -> None:
+        """KafkaStorageError when broker ``node`` (None: the partition's leader, the one broker)
+        holds its replica of the partition in an offline log directory (disk full), as Kafka's
+        ``ReplicaManager`` answers for ``HostedPartition.Offline``; nothing otherwise. The
+        server asks it before the leadership check, so that error comes first, as in Kafka."""
+        if self._offline_log_dirs:
+            self._check_log_dir(self._checked_partition(topic, partition), node)
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""
         return self._checked_partition(topic, partition).leader_epoch

@@ -83,6 +83,26 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
         assert row["leader"] not in (victim, -1)
         assert victim not in row["isr"] and row["offline"] == [victim]
     assert not _refuses(*listeners[victim])
+    # requests for its replicas, sent to it: KAFKA_STORAGE_ERROR (its partitions are offline there)
+    from kafkasim.errors import KafkaStorageError
+    from kafkasim.records.record_batch import encode_batch
+    from tests.server import raw
+    produce = {"transactional_id": None, "acks": -1, "timeout": 10_000, "topic_data": [{
+        "name": "orders", "partition_data": [{"index": 0, "records": encode_batch(0, [(0, 1, b"k", b"v", ())])}]}]}
+    list_latest = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+             "topics": [{"topic": "orders", "partitions": [{
+                 "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with raw.connect(*listeners[victim]) as sock:
+        answer = raw.call(sock, 0, 9, produce)
+        assert answer.responses[0].partition_responses[0].error_code == KafkaStorageError.errno == 56
+        answer = raw.call(sock, 2, 6, list_latest, correlation_id=2)
+        assert answer.topics[0].partitions[0].error_code == 56
+        answer = raw.call(sock, 1, 10, fetch, correlation_id=3)
+        assert answer.responses[0].partitions[0].error_code == 56
     producer = KafkaProducer(bootstrap_servers=others, acks="all", retries=5, request_timeout_ms=10_000)
     try:
         for p in range(3):
