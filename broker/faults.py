@@ -95,7 +95,8 @@ class BrokerFaultEvent:
 
 
 class ClusterFaults(BrokerCore):
-    """stop/start/isolate/heal/slow a broker, and the elections that follow (module docstring)."""
+    """stop/start, isolate/heal, slow, fill_disk/clear_disk a broker, and the elections that
+    follow (module docstring)."""
 
     _fault_events: list
     _offline_log_dirs: frozenset
