@@ -338,8 +338,9 @@ class ClusterFaultControls:
     :meth:`heal`, :meth:`slow`, :meth:`fill_disk`, :meth:`clear_disk`, logged in
     :meth:`events`. Request rules (:mod:`kafkasim.faults`): :meth:`add`, :meth:`remove`,
     :meth:`clear`, :meth:`rules`, held in :attr:`requests`, a :class:`~kafkasim.faults.Faults`
-    on the cluster's clock, seeded with the cluster's seed; ``kafkasim serve`` of the cluster
-    applies these same rules on every listener, so a rule added here acts on real clients.
+    on the cluster's clock, seeded with the cluster's seed; a served cluster's listeners
+    (:class:`kafkasim.server.listeners.ClusterListeners`) hold these same rules, so a rule added
+    here acts on the real clients of that server.
 
     Example::
 
