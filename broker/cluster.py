@@ -116,7 +116,7 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
         self._init_leader_balance()
         self._fault_events = []
         self._open(data_dir, clock, 0, default_configs, broker_configs)
-        self._fault_controls = ClusterFaultControls(self, Faults(self.clock, seed=self._ctl.seed))
+        self._fault_controls = ClusterFaultControls(self, Faults(self.clock, seed=self._ctl.seed), self._ctl.seed)
         self.lag_max_ms = self.broker_config["replica.lag.time.max.ms"]
         for part in self._partitions.values():
             part.lag_max_ms = self.lag_max_ms

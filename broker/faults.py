@@ -350,10 +350,37 @@ class ClusterFaultControls:
     Thread-safety: as the cluster's fault calls and :class:`~kafkasim.faults.Faults`.
     """
 
-    def __init__(self, cluster: ClusterFaults, requests: Faults) -> None:
+    def __init__(self, cluster: ClusterFaults, requests: Faults, seed: int = 0) -> None:
         self._cluster = cluster
         self.requests = requests
         """The request rules (what ``kafkasim fault add`` and the server's control endpoint edit)."""
+        self.seed = seed
+        """The seed of the request rules' RNG (the cluster's seed)."""
+
+    def use(self, requests: Faults) -> None:
+        """Hold ``requests`` from now on: a server serving the cluster passes its own, which
+        knows the API names it serves. The rules installed so far move over in order, each
+        checked again (InvalidArgumentError naming a field the server refuses, and then nothing
+        changes); a moved rule keeps what is left of its count, and its hits start again."""
+        now = self._cluster.clock.now_ms()
+        moved = []
+        for r in self.requests.rules():
+            if r.expired(now):
+                continue
+            moved.append(dict(api=r.api, error=r.error, topic=r.topic, partition=r.partition, broker=r.broker,
+                              client_id=r.client_id, latency_ms=r.latency_ms, latency_jitter_ms=r.latency_jitter_ms,
+                              drop=r.drop, probability=r.probability, throttle_ms=r.throttle_ms,
+                              count=None if r.count is None else r.count - r.hits,
+                              duration_ms=None if r.duration_ms is None else r.created_ms + r.duration_ms - now))
+        added = []
+        try:
+            for rule in moved:
+                added.append(requests.add(**rule).rule_id)
+        except InvalidArgumentError:
+            for rule_id in added:
+                requests.remove(rule_id)
+            raise
+        self.requests = requests
 
     # -- broker-level faults ------------------------------------------------------------------
     def stop(self, broker_id: int) -> None:

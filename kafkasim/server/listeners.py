@@ -55,9 +55,12 @@ class ClusterListeners:
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, metrics=None,
                  interval: float = TICK_INTERVAL_S, positions=None, faults: Optional[Faults] = None) -> None:
         self.cluster = cluster
-        if faults is None:      # the cluster's own rules: cluster.faults.add(...) acts on real clients
-            faults = cluster.faults.requests if hasattr(cluster, "faults") else Faults(
-                known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
+        if faults is None:
+            controls = getattr(cluster, "faults", None)
+            faults = Faults(getattr(cluster, "clock", None), seed=getattr(controls, "seed", 0),
+                            known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
+            if controls is not None:    # the cluster's rules are these: cluster.faults.add acts on real clients
+                controls.use(faults)
         self.faults = faults
         """The fault rules every listener applies (one set: a rule names its broker)."""
         self.host, self.port = host, port

@@ -9,6 +9,8 @@ import asyncio
 import socket
 import time
 
+import pytest
+
 from kafkasim.server.address import read_address
 
 BROKERS = "0:r1,1:r2,2:r3"
@@ -33,19 +35,16 @@ def _wait(predicate, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def _admin(bootstrap: str):
-    from kafka.admin import KafkaAdminClient
-    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-
-
-def _partitions(bootstrap: str, topic: str) -> dict[int, dict]:
-    admin = _admin(bootstrap)
-    try:
-        (described,) = admin.describe_topics([topic])
-    finally:
-        admin.close()
-    return {p["partition_index"]: {"leader": p["leader_id"], "isr": sorted(p["isr_nodes"]),
-                                   "offline": p["offline_replicas"]} for p in described["partitions"]}
+def _partitions(address: tuple[str, int], topic: str) -> dict[int, dict]:
+    """Metadata v12 from one broker (a raw request: no client picks another node on its own)."""
+    from tests.server import raw
+    with raw.connect(*address) as sock:
+        resp = raw.call(sock, 3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                      "allow_auto_topic_creation": False,
+                                      "include_topic_authorized_operations": False})
+    [t] = resp.topics
+    return {p.partition_index: {"leader": p.leader_id, "isr": sorted(p.isr_nodes),
+                                "offline": list(p.offline_replicas)} for p in t.partitions}
 
 
 def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_process, tmp_path):
@@ -57,7 +56,9 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
     served = serve_process(tmp_path / "lab", "--brokers", BROKERS)
     listeners = _listeners(served)
     control = ServedCluster(served.data_dir)
-    admin = _admin(",".join(f"{h}:{p}" for h, p in listeners.values()))
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=",".join(f"{h}:{p}" for h, p in listeners.values()),
+                             request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic("orders", 3, 3, topic_configs={"min.insync.replicas": "2"})])
     finally:
@@ -67,18 +68,19 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
     # admin clients must reach
     victim = next(p["leader"] for p in truth.values() if p["leader"] != 0)
     others = ",".join(f"{h}:{p}" for b, (h, p) in listeners.items() if b != victim)
-    before = _partitions(others, "orders")
+    asked = listeners[next(b for b in listeners if b != victim)]
+    before = _partitions(asked, "orders")
 
     # isolated from clients: its listener refuses, but it still leads and replicates
     control.isolate(victim, "clients")
     _wait(lambda: _refuses(*listeners[victim]))
-    assert _partitions(others, "orders") == before
+    assert _partitions(asked, "orders") == before
     control.heal(victim)
     _wait(lambda: not _refuses(*listeners[victim]))
 
     # a full disk: leadership moves, its replicas are offline, it stays reachable
     control.fill_disk(victim)
-    seen = _partitions(others, "orders")
+    seen = _partitions(asked, "orders")
     for p, row in seen.items():
         assert row["leader"] not in (victim, -1)
         assert victim not in row["isr"] and row["offline"] == [victim]
@@ -113,19 +115,38 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
     control.stop_broker(victim)
     control.start_broker(victim)
     _wait(lambda: all(row["isr"] == [0, 1, 2] and row["offline"] == []
-                      for row in _partitions(others, "orders").values()), timeout=20)
+                      for row in _partitions(asked, "orders").values()), timeout=20)
 
 
 def test_a_served_cluster_applies_the_clusters_own_request_rules(tmp_path):
     from kafkasim.broker.cluster import Cluster
+    from kafkasim.errors import InvalidArgumentError
     from kafkasim.server.listeners import ClusterListeners
 
-    with Cluster(tmp_path / "lab", brokers=[(0, "r1"), (1, "r2")]) as c:
-        rule = c.faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3, partition=0)
+    with Cluster(tmp_path / "lab", brokers=[(0, "r1"), (1, "r2")], seed=5) as c:
+        c.faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3, partition=0)
+        c.faults.requests.decide(0, "Produce", "cli", [("t", 0)])          # one of its 3 used
         listeners = ClusterListeners(c, "127.0.0.1", 0, data_dir=c.data_dir)
         try:
             assert listeners.faults is c.faults.requests
             assert all(s.faults is c.faults.requests for s in listeners.servers.values())
-            assert [r.rule_id for r in listeners.faults.rules()] == [rule.rule_id]
+            (rule,) = listeners.faults.rules()                               # moved over: 2 left
+            assert (rule.api, rule.error_name, rule.partition, rule.count) == \
+                ("Produce", "NOT_LEADER_OR_FOLLOWER", 0, 2)
+            # the server knows the APIs it serves: a misspelt one is refused, naming it
+            with pytest.raises(InvalidArgumentError, match="api"):
+                c.faults.add(api="Prodcue", error="NOT_LEADER_OR_FOLLOWER")
         finally:
             asyncio.run(listeners.close())
+
+
+def test_a_cluster_rule_the_server_cannot_serve_is_refused_when_it_is_served(tmp_path):
+    from kafkasim.broker.cluster import Cluster
+    from kafkasim.errors import InvalidArgumentError
+    from kafkasim.server.listeners import ClusterListeners
+
+    with Cluster(tmp_path / "lab", brokers=[(0, "r1")]) as c:
+        c.faults.add(api="NoSuchApi", latency_ms=5)
+        with pytest.raises(InvalidArgumentError, match="NoSuchApi"):
+            ClusterListeners(c, "127.0.0.1", 0, data_dir=c.data_dir)
+        assert [r.api for r in c.faults.rules()] == ["NoSuchApi"]      # nothing changed
