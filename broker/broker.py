@@ -18,6 +18,7 @@ The class is assembled from one module per job, each a mixin over the shared sta
 :mod:`kafkasim.broker.consumer_group_api`  consumer groups (KIP-848): ConsumerGroupHeartbeat/Describe
 :mod:`kafkasim.broker.elections`  ElectLeaders: preferred and unclean elections
 :mod:`kafkasim.broker.reassignments`  Alter/ListPartitionReassignments (a cluster moves replicas)
+:mod:`kafkasim.broker.log_dirs`   the disk-full fault: the log directory goes offline
 ==============================  ==============================================================
 
 Why mixins rather than composition: the four jobs share one state (the metadata lock, the
@@ -65,6 +66,7 @@ from kafkasim.broker.data import (
 from kafkasim.broker.elections import Elections
 from kafkasim.broker.group_api import GroupApi
 from kafkasim.broker.lifecycle import Lifecycle
+from kafkasim.broker.log_dirs import LogDirFaults
 from kafkasim.broker.producers_api import ProducersApi
 from kafkasim.broker.reassignments import PartitionReassignments
 from kafkasim.broker.txn_api import TxnApi
@@ -74,7 +76,7 @@ __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLI
 
 
 class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnApi, ProducersApi, Elections,
-             PartitionReassignments):
+             PartitionReassignments, LogDirFaults):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 
     ``default_configs`` are topic config defaults (Kafka's topic names, e.g.

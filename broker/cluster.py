@@ -52,6 +52,7 @@ from kafkasim.arguments import check_arg
 from kafkasim.clock import Clock
 from kafkasim.config import LogConfig
 from kafkasim.errors import InvalidArgumentError, InvalidReplicationFactorError, NetworkError
+from kafkasim.faults import Faults
 from kafkasim.placement.admin_utils import BrokerMetadata, assign_replicas_to_brokers
 from kafkasim.storage.layout import partition_dir_name
 from kafkasim.types import TopicPartition
@@ -59,7 +60,7 @@ from kafkasim.types import TopicPartition
 from kafkasim.broker.broker import Broker
 from kafkasim.broker.controller import BrokerInfo, ControllerState, ControllerStore, PartitionInfo
 from kafkasim.broker.core import INTERNAL_TOPICS
-from kafkasim.broker.faults import ClusterFaults
+from kafkasim.broker.faults import DISK_FULL, ClusterFaultControls, ClusterFaults
 from kafkasim.broker.leader_balance import LeaderBalance
 from kafkasim.broker.reassign import Reassignment
 from kafkasim.broker.replica import PartitionState
@@ -113,7 +114,9 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
         # (ISR moves during produce); never held while taking another lock
         self._ctl_lock = threading.Lock()
         self._init_leader_balance()
+        self._fault_events = []
         self._open(data_dir, clock, 0, default_configs, broker_configs)
+        self._fault_controls = ClusterFaultControls(self, Faults(self.clock, seed=self._ctl.seed), self._ctl.seed)
         self.lag_max_ms = self.broker_config["replica.lag.time.max.ms"]
         for part in self._partitions.values():
             part.lag_max_ms = self.lag_max_ms
@@ -140,6 +143,7 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
                                         seed=self._seed)
             self._ctl_store.save(self._ctl)
         self.broker_id = min(self._ctl.brokers)     # hosts the unreplicated internal topics
+        self._offline_changed()
         for b in self._ctl.brokers:
             self._remove_deleted_in(os.path.join(self.data_dir, f"broker-{b}"))
 
@@ -176,8 +180,23 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
 
     # -- the fault view the partitions consult (kafkasim.broker.replica.FaultView) -----------
     def reachable(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is up for the controller with its log directory online: it may
+        lead, sit in an ISR and hold new replicas."""
         info = self._ctl.brokers.get(broker_id)
-        return info is not None and info.state == "alive"
+        return info is not None and info.state == "alive" and not info.log_dir_offline
+
+    def can_replicate(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` takes part in replication: reachable and not cut off from its
+        peers (``isolate(b, from_="followers")``)."""
+        info = self._ctl.brokers.get(broker_id)
+        return (info is not None and info.state == "alive" and not info.log_dir_offline
+                and info.isolated_from != "followers")
+
+    def serves_clients(self, broker_id: int) -> bool:
+        """Whether clients reach ``broker_id`` (alive, not isolated from clients): what a served
+        cluster's listener follows (it refuses connections otherwise)."""
+        info = self._ctl.brokers.get(broker_id)
+        return info is not None and info.state == "alive" and info.isolated_from != "clients"
 
     def fetch_delay_ms(self, broker_id: int) -> int:
         return self._ctl.brokers[broker_id].delay_ms
@@ -210,6 +229,9 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
             info = PartitionInfo(replicas, live[0] if live else -1, live, 0)
             infos.append(info)
         hosted = {b: self._open_replica_log(b, tp, config) for b in info.replicas}
+        for b, log in hosted.items():
+            if self._ctl.brokers[b].disk_full:
+                log.refuse_writes(DISK_FULL)
         part = PartitionState(str(tp), info.replicas, hosted, self.clock, leader=info.leader, isr=info.isr,
                               leader_epoch=info.leader_epoch, faults=self,
                               lag_max_ms=self.broker_config["replica.lag.time.max.ms"],
@@ -298,10 +320,12 @@ class Cluster(ClusterFaults, Reassignment, LeaderBalance, Broker):
         self.check_reachable(node)
 
     def check_reachable(self, broker_id: int) -> None:
-        """A client request to ``broker_id``: NetworkError when it is stopped or isolated."""
-        info = self._ctl.brokers.get(broker_id)
-        if info is None or info.state != "alive":
-            state = "unknown" if info is None else info.state
+        """A client request to ``broker_id``: NetworkError when it is stopped or isolated (from
+        clients, or from everything)."""
+        if not self.serves_clients(broker_id):
+            info = self._ctl.brokers.get(broker_id)
+            state = ("unknown" if info is None else "isolated from clients" if info.state == "alive"
+                     else info.state)
             raise NetworkError(f"broker {broker_id} is {state}: the connection failed")
 
     def preferred_read_replica(self, topic: str, partition: int, client_rack: str) -> int:

@@ -3,8 +3,12 @@
 What Kafka's controller (KRaft's metadata log, or ZooKeeper before it) knows, kept in one
 JSON file because every ``kafkasim cluster`` command is its own process:
 
-- ``brokers``: id, rack (or null), state (``alive``, ``stopped``, ``isolated``) and the
-  follower fetch delay (``slow``), in id order;
+- ``brokers``: id, rack (or null), state (``alive``, ``stopped``, ``isolated``: from clients,
+  peers and the controller), the follower fetch delay (``slow``), ``isolated_from``
+  (``clients`` or ``followers`` for an alive broker cut off from one side only, else null),
+  ``disk_full`` (the disk-full fault) and ``log_dir_offline`` (its log directory failed: Kafka's
+  ``LogDirFailureChannel``; it stays offline until the broker restarts), in id order. Files
+  written before the last three fields existed load with null/false;
 - ``partitions``: per topic, per partition: ``replicas`` (assignment order, the first is
   the preferred leader), ``leader`` (-1: offline), ``isr``, ``leader_epoch``;
 - ``lost_records``: what unclean leader elections lost (topic, partition, offset, key hex);
@@ -32,10 +36,14 @@ from kafkasim.storage.files import atomic_write, make_dirs, storage_errors
 from kafkasim.storage.layout import META_DIR
 
 __all__ = ["BrokerInfo", "PartitionInfo", "ControllerState", "ControllerStore", "BROKER_STATES",
-           "CLUSTER_FILE"]
+           "ISOLATED_FROM", "CLUSTER_FILE"]
 
 CLUSTER_FILE = "cluster.json"
 BROKER_STATES = ("alive", "stopped", "isolated")
+ISOLATED_FROM = ("clients", "followers")
+"""An alive broker's partial isolations (``isolated`` as a state is both, and the controller)."""
+_BROKER_FIELDS = {"id", "rack", "state", "delay_ms"}
+_BROKER_OPTIONAL = {"isolated_from": None, "disk_full": False, "log_dir_offline": False}
 _VERSION = 1
 
 
@@ -47,6 +55,9 @@ class BrokerInfo:
     rack: Optional[str] = None
     state: str = "alive"
     delay_ms: int = 0
+    isolated_from: Optional[str] = None   # "clients" | "followers" while alive, else None
+    disk_full: bool = False
+    log_dir_offline: bool = False
 
 
 @dataclass
@@ -114,8 +125,9 @@ class ControllerStore:
                             f"expected a JSON object with version {_VERSION}")
         brokers: dict[int, BrokerInfo] = {}
         for i, b in enumerate(raw.get("brokers") or []):
-            if not isinstance(b, dict) or set(b) != {"id", "rack", "state", "delay_ms"}:
-                raise self._bad(f"brokers[{i}]", b, "expected id, rack, state, delay_ms")
+            if not isinstance(b, dict) or not _BROKER_FIELDS <= set(b) <= _BROKER_FIELDS | set(_BROKER_OPTIONAL):
+                raise self._bad(f"brokers[{i}]", b, "expected id, rack, state, delay_ms "
+                                "(and isolated_from, disk_full, log_dir_offline)")
             bid = self._int(f"brokers[{i}].id", b["id"], 0)
             if bid in brokers:
                 raise self._bad(f"brokers[{i}].id", bid, "duplicate broker id")
@@ -123,7 +135,16 @@ class ControllerStore:
                 raise self._bad(f"brokers[{i}].rack", b["rack"], "expected a string or null")
             if b["state"] not in BROKER_STATES:
                 raise self._bad(f"brokers[{i}].state", b["state"], f"expected one of {BROKER_STATES}")
-            brokers[bid] = BrokerInfo(bid, b["rack"], b["state"], self._int(f"brokers[{i}].delay_ms", b["delay_ms"], 0))
+            extra = {k: b.get(k, default) for k, default in _BROKER_OPTIONAL.items()}
+            if extra["isolated_from"] is not None and (extra["isolated_from"] not in ISOLATED_FROM
+                                                       or b["state"] != "alive"):
+                raise self._bad(f"brokers[{i}].isolated_from", extra["isolated_from"],
+                                f"expected null, or one of {ISOLATED_FROM} for an alive broker")
+            for flag in ("disk_full", "log_dir_offline"):
+                if not isinstance(extra[flag], bool):
+                    raise self._bad(f"brokers[{i}].{flag}", extra[flag], "expected true or false")
+            brokers[bid] = BrokerInfo(bid, b["rack"], b["state"], self._int(f"brokers[{i}].delay_ms", b["delay_ms"], 0),
+                                      **extra)
         if not brokers:
             raise self._bad("brokers", raw.get("brokers"), "expected at least one broker")
         parts: dict[str, list[PartitionInfo]] = {}

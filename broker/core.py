@@ -37,7 +37,7 @@ from typing import Optional
 from kafkasim.arguments import check_arg
 from kafkasim.clock import Clock
 from kafkasim.config import LogConfig
-from kafkasim.errors import BrokerNotAvailableError, UnknownTopicOrPartitionError
+from kafkasim.errors import BrokerNotAvailableError, KafkaStorageError, UnknownTopicOrPartitionError
 from kafkasim.storage.files import storage_errors
 from kafkasim.storage.layout import partition_dir_name
 from kafkasim.storage.log import Log
@@ -65,6 +65,8 @@ class BrokerCore:
     _partitions: dict[TopicPartition, PartitionState]
     _finalized_levels: dict[str, int]        # feature -> finalized level (meta/features.json)
     _finalized_features_epoch: int
+    _offline_log_dirs: frozenset = frozenset()
+    """Ids of the brokers whose log directory is offline (disk full): empty on the hot path."""
 
     def _check_open(self) -> None:
         if self._closed:
@@ -74,6 +76,15 @@ class BrokerCore:
     def _check_node(self, node: int) -> None:
         """A client request addressed to broker ``node``: a cluster refuses one that is down
         or isolated (NetworkError); the one broker answers, and leadership is checked after."""
+
+    def _check_log_dir(self, part: PartitionState, node: Optional[int]) -> None:
+        """A request for ``part`` on broker ``node`` (None: its leader) whose log directory is
+        offline: KafkaStorageError, as Kafka's ``ReplicaManager`` answers for a partition in an
+        offline directory (``HostedPartition.Offline``). Called only while some directory is."""
+        b = part.leader if node is None else node
+        if b in self._offline_log_dirs and b in part.hosted:
+            raise KafkaStorageError(f"{part.name}: the log directory of broker {b} is offline "
+                                    "(disk full); its replica is not available")
 
     def _topic(self, name: str) -> TopicMetadata:
         if type(name) is not str:

@@ -122,6 +122,8 @@ class DataPlane(BrokerCore):
         header = rb.decode_header(batch, 0, where=f"produce to {topic}-{partition}")
         if node is not None:
             self._check_node(node)
+        if self._offline_log_dirs:
+            self._check_log_dir(part, node)
         in_txn = header.attributes & ATTR_TRANSACTIONAL and self._verify_transactional(header, topic, partition)
         with part.lock:
             log = part.leader_log(node)
@@ -265,6 +267,14 @@ class DataPlane(BrokerCore):
         log = self._read_log(part, node)
         return self._lso(log, min(part.high_watermark, log.log_end_offset))
 
+    def check_replica_online(self, topic: str, partition: int, node: Optional[int] = None) -> None:
+        """KafkaStorageError when broker ``node`` (None: the partition's leader, the one broker)
+        holds its replica of the partition in an offline log directory (disk full), as Kafka's
+        ``ReplicaManager`` answers for ``HostedPartition.Offline``; nothing otherwise. The
+        server asks it before the leadership check, so that error comes first, as in Kafka."""
+        if self._offline_log_dirs:
+            self._check_log_dir(self._checked_partition(topic, partition), node)
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch (what Metadata reports; 0 for one broker)."""
         return self._checked_partition(topic, partition).leader_epoch
@@ -329,6 +339,8 @@ class DataPlane(BrokerCore):
     def _read_log(self, part, node: Optional[int]) -> Log:
         if node is not None:
             self._check_node(node)
+        if self._offline_log_dirs:
+            self._check_log_dir(part, node)
         if node is None or node == part.leader:
             return part.leader_log(node)
         replica = part.hosted.get(node)
@@ -348,6 +360,8 @@ class DataPlane(BrokerCore):
         none, or when what was found is not below the last fetchable offset yet (as Kafka's
         ``Partition.fetchOffsetForTimestamp``)."""
         part = self._checked_partition(topic, partition)
+        if self._offline_log_dirs:
+            self._check_log_dir(part, None)
         log = part.leader_log()
         check_arg("timestamp", timestamp, "int", min=MAX_TIMESTAMP,
                   what="-3 (max timestamp), -2 (earliest), -1 (latest) or a timestamp >= 0, an int")

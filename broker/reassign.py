@@ -87,6 +87,8 @@ class Reassignment(BrokerCore):
                 if part.leader >= 0:
                     leaders[part.leader] = leaders.get(part.leader, 0) + 1
             brokers = [{"id": b, "rack": i.rack, "state": i.state, "delay_ms": i.delay_ms,
+                        "isolated_from": i.isolated_from, "disk_full": i.disk_full,
+                        "log_dir_offline": i.log_dir_offline,
                         "replicas": replicas[b], "leaders": leaders[b], "bytes": size[b]}
                        for b, i in sorted(self._ctl.brokers.items())]
             return {"brokers": brokers, "partitions": parts,
@@ -102,7 +104,8 @@ class Reassignment(BrokerCore):
         ``UnderReplicatedPartitions``, ``UnderMinIsrPartitionCount``, ``OfflinePartitionsCount``,
         ``PreferredReplicaImbalanceCount`` (partitions not led by their first replica, offline ones
         included, as KRaft counts them), ``IsrShrinks``, ``IsrExpands``, ``LeaderElections``,
-        ``LostRecords`` (unclean elections)."""
+        ``LostRecords`` (unclean elections), ``OfflineLogDirectoryCount`` (Kafka's ``LogManager`` gauge,
+        summed over the brokers: one log directory each)."""
         d = self.describe_cluster()
         with self._lock:
             parts = [p for tp, p in self._partitions.items() if tp.topic not in INTERNAL_TOPICS]
@@ -111,7 +114,8 @@ class Reassignment(BrokerCore):
                 "OfflinePartitionsCount": d["offline"],
                 "PreferredReplicaImbalanceCount": d["preferred_replica_imbalance"], "IsrShrinks": total["isr_shrinks"],
                 "IsrExpands": total["isr_expands"], "LeaderElections": total["leader_elections"],
-                "LostRecords": d["lost_records"]}
+                "LostRecords": d["lost_records"],
+                "OfflineLogDirectoryCount": sum(b["log_dir_offline"] for b in d["brokers"])}
 
     def assignment(self) -> dict[TopicPartition, list[int]]:
         """Every (non-internal) partition's replica list, in assignment order."""

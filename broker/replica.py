@@ -11,7 +11,8 @@ replica as with three. The rules follow Kafka's ``Partition.scala``:
    (outside the CRC), appends, and records the epoch's start offset in its
    :class:`~kafkasim.storage.epoch_cache.LeaderEpochCache`.
 2. **Follower fetch** (:meth:`PartitionState.replicate`): each follower that can reach the
-   leader (the fault view: alive, not isolated) and whose fetch is due (a slowed follower
+   leader (the fault view's ``can_replicate``: alive, log directory online, not isolated from
+   its peers, on both ends) and whose fetch is due (a slowed follower
    every ``delay_ms``; a healthy one right after each append) copies the leader's batches
    from its own log end offset (LEO), verbatim. A fetch that reaches the leader's LEO sets the
    follower's ``last_caught_up_ms`` to now.
@@ -69,6 +70,10 @@ class FaultView:
 
     def fetch_delay_ms(self, broker_id: int) -> int:
         return 0
+
+    def can_replicate(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` takes part in replication (reachable, not cut off from peers)."""
+        return True
 
 
 HEALTHY = FaultView()
@@ -195,7 +200,7 @@ class PartitionState:
     # -- replication ------------------------------------------------------------------------
     def can_fetch(self, b: int) -> bool:
         return (b != self.leader and self.leader >= 0 and b in self.hosted
-                and self.faults.reachable(b) and self.faults.reachable(self.leader))
+                and self.faults.can_replicate(b) and self.faults.can_replicate(self.leader))
 
     def replicate(self, now: int) -> int:
         """Run every follower fetch that is due (step 2), then the ISR expansion; returns bytes copied."""

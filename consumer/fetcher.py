@@ -26,7 +26,8 @@ Invariants:
 - with a broker or cluster that answers ``leader_for``, each fetch goes to the partition's
   leader, or with ``client_rack`` to the replica the cluster prefers in that rack (KIP-392:
   a follower serves records below the high watermark); a failover
-  (NotLeaderOrFollower, LeaderNotAvailable, NetworkError) drops the cached replica and
+  (NotLeaderOrFollower, LeaderNotAvailable, NetworkError, and KafkaStorage: the replica's log
+  directory went offline) drops the cached replica and
   backs off ``retry_backoff_ms`` on the broker's clock;
 - a position outside the log (``OffsetOutOfRangeError``, e.g. after retention) goes
   to ``on_out_of_range(tp)``, which resets it by ``auto_offset_reset`` or raises.
@@ -42,7 +43,9 @@ from itertools import repeat
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from kafkasim.consumer.subscription import SubscriptionState
-from kafkasim.errors import LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError, OffsetOutOfRangeError
+from kafkasim.errors import (
+    KafkaStorageError, LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError, OffsetOutOfRangeError,
+)
 from kafkasim.records.control import CONTROL_ABORT, read_control_batch
 from kafkasim.records.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, extend_columns
 from kafkasim.types import TopicPartition
@@ -142,7 +145,7 @@ def batches_to_columns(batches, read_committed: bool, aborted_transactions=None)
     return (offs, tss, keys, values, headers), (None if h is None else h.next_offset)
 
 
-_MOVED = (NotLeaderOrFollowerError, LeaderNotAvailableError, NetworkError)
+_MOVED = (NotLeaderOrFollowerError, LeaderNotAvailableError, NetworkError, KafkaStorageError)
 
 
 class Fetcher:

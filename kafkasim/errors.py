@@ -404,9 +404,11 @@ class OperationNotAttemptedError(BrokerResponseError):
     (AddPartitionsToTxn)."""
 
 
-@_code(56, "Disk error when trying to access log file on the disk.")
+@_code(56, "Disk error when trying to access log file on the disk.", True)
 class KafkaStorageError(BrokerResponseError):
-    """Raised when an ``OSError`` hits a log file; chained to the original error."""
+    """Raised when an ``OSError`` hits a log file (chained to the original error), or a request
+    names a replica whose log directory is offline (disk full); retriable, as Kafka's
+    ``KafkaStorageException`` (an ``InvalidMetadataException``: the client refreshes metadata)."""
 
 
 class OldLogFormatError(KafkaStorageError):

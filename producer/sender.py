@@ -39,7 +39,9 @@ Retries, the in-flight model (numbered):
    each later base sequence moves down by its record count) and go on.
 6. Leader routing: with a broker or cluster that answers ``leader_for`` (metadata), each
    batch goes to its partition's leader (``produce(..., node=leader)``). A
-   ``NotLeaderOrFollowerError`` or ``LeaderNotAvailableError`` (a failover) makes the sender
+   ``NotLeaderOrFollowerError``, ``LeaderNotAvailableError`` (a failover) or
+   ``KafkaStorageError`` (the leader's log directory went offline: Kafka's
+   ``KafkaStorageException`` is an ``InvalidMetadataException``) makes the sender
    sleep ``retry_backoff_ms`` on the clock and drop the cached leader, so the retry asks the
    metadata again (Kafka's Sender requesting a metadata update); the retry rules above apply.
 7. :meth:`Sender.deliver_until` (``flush(timeout)``) paces the retries on the clock
@@ -73,8 +75,8 @@ from typing import Callable, Optional
 
 from kafkasim.clock import Clock
 from kafkasim.errors import (
-    KafkaSimError, KafkaTimeoutError, LeaderNotAvailableError, NetworkError, NotLeaderOrFollowerError,
-    OutOfOrderSequenceNumberError, RecordTooLargeError,
+    KafkaSimError, KafkaStorageError, KafkaTimeoutError, LeaderNotAvailableError, NetworkError,
+    NotLeaderOrFollowerError, OutOfOrderSequenceNumberError, RecordTooLargeError,
 )
 from kafkasim.records.record_batch import ATTR_TRANSACTIONAL, encode_trusted_batch
 from kafkasim.types import TopicPartition
@@ -87,7 +89,7 @@ __all__ = ["Sender"]
 
 _INT_MAX = 2**31 - 1
 _HALF_RANGE = 2**30     # sequence a is after b iff 0 < (a - b) mod 2**31 < 2**30 (they wrap)
-_STALE_METADATA = (NotLeaderOrFollowerError, LeaderNotAvailableError)
+_STALE_METADATA = (NotLeaderOrFollowerError, LeaderNotAvailableError, KafkaStorageError)
 
 
 class Sender:

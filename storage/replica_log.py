@@ -7,6 +7,10 @@ lock, segments and clock; kept here so log.py stays one job and under 500 lines)
   leader (``Log.read_batches``) verbatim: the batch's base offset must be the follower's log
   end offset, nothing is re-stamped (not the timestamps under ``LogAppendTime``, not the
   leader epoch), and the CRC is checked (a follower never stores a corrupt copy).
+- :meth:`ReplicaLogOps.refuse_writes`: the disk under the log is full (a broker's disk-full
+  fault): every append, the producer's, a follower's copy or a transaction marker, raises
+  :class:`~kafkasim.errors.KafkaStorageError` before a byte is written (ENOSPC, as Kafka's
+  ``LogDirFailureChannel`` sees it), so the segment stays exactly as it was.
 - :meth:`ReplicaLogOps.restart_at`: drop everything and start empty at an offset.
 - :meth:`ReplicaLogOps.truncate_to`: drop every batch whose last offset is ≥ ``offset``
   (Kafka's ``LogSegment.truncateTo``: a batch straddling ``offset`` goes whole), deleting
@@ -26,7 +30,9 @@ from __future__ import annotations
 import contextlib
 import os
 
-from kafkasim.errors import CorruptRecordError, IllegalStateError
+from typing import Optional
+
+from kafkasim.errors import CorruptRecordError, IllegalStateError, KafkaStorageError
 from kafkasim.records.framing import ATTR_TRANSACTIONAL, BatchHeader, decode_header, verify
 from kafkasim.storage.checkpoints import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from kafkasim.storage.files import fsync_dir, storage_errors
@@ -55,9 +61,26 @@ class ReplicaLogOps:
                                         f"the log end offset {leo}")
             return self._write_locked(batch, h, self._clock.now_ms())
 
+    _write_refusal: Optional[str] = None
+
+    def refuse_writes(self, reason: Optional[str]) -> None:
+        """From now on every append raises KafkaStorageError naming ``reason`` (e.g. "No space
+        left on device") before anything is written; None lets appends through again."""
+        with self._lock:
+            self._write_refusal = reason
+
+    @property
+    def writes_refused(self) -> Optional[str]:
+        """Why appends are refused (:meth:`refuse_writes`), or None."""
+        return self._write_refusal
+
     def _write_locked(self, batch, h: BatchHeader, now: int) -> BatchHeader:
         """Under the lock: roll if due, write ``batch`` stamped with ``h.base_offset`` and count
-        it for ``flush.messages``/``flush.ms`` (the one write path of producer and follower appends)."""
+        it for ``flush.messages``/``flush.ms`` (the one write path of producer and follower appends).
+        A refused write (:meth:`refuse_writes`) fails first, with nothing written."""
+        if self._write_refusal is not None:
+            raise KafkaStorageError(f"Error while appending records to {self._name} in dir "
+                                    f"{os.path.dirname(self.directory)}: {self._write_refusal}")
         self._maybe_roll(h.size, h, now)
         if self._txns is None and h.producer_id >= 0 and h.attributes & ATTR_TRANSACTIONAL:
             self._transactions()      # loaded before the write: a rebuild must not see this batch

@@ -64,11 +64,24 @@ def register(sub) -> None:
         p.add_argument("broker_id", type=int, metavar="ID")
         _common(p)
 
-    p = command(csub, "isolate", help="cut a broker off from clients, peers and the controller (or --heal it)",
-                example="kafkasim cluster isolate 2 && kafkasim cluster isolate 2 --heal", handler=_isolate)
+    p = command(csub, "isolate", help="cut a broker off from clients, its followers, or both: clients, peers "
+                "and the controller (or --heal it)",
+                example="kafkasim cluster isolate 2 --from followers && kafkasim cluster isolate 2 --heal",
+                handler=_isolate)
     p.add_argument("broker_id", type=int, metavar="ID")
+    p.add_argument("--from", dest="from_", choices=("both", "clients", "followers"), default="both",
+                   help="both (default: fenced, leadership moves), clients (refuses clients, keeps leading) "
+                        "or followers (replication stops; the ISR shrinks after replica.lag.time.max.ms)")
     p.add_argument("--heal", action="store_true", help="end the isolation")
     _common(p)
+
+    for name, verb, handler in (("fill-disk", "fill a broker's disk: appends fail with KAFKA_STORAGE_ERROR, "
+                                 "its log directory goes offline, its partitions move", _fill_disk),
+                                ("clear-disk", "free a broker's disk (its log directory comes back when the "
+                                 "broker restarts: stop-broker, start-broker)", _clear_disk)):
+        p = command(csub, name, help=verb, example=f"kafkasim cluster {name} 1", handler=handler)
+        p.add_argument("broker_id", type=int, metavar="ID")
+        _common(p)
 
     p = command(csub, "slow", help="make a broker's follower fetches happen every DELAY ms (0: healthy)",
                 example="kafkasim cluster slow 2 --delay-ms 60000", handler=_slow)
@@ -118,10 +131,17 @@ def _ratio(r: float) -> str:
     return "inf" if math.isinf(r) else f"{r:.2f}"
 
 
+def _state_text(b: dict) -> str:
+    """``alive``, ``stopped``, ``isolated``, plus the partial isolation and the disk faults."""
+    extra = ([f"isolated from {b['isolated_from']}"] if b.get("isolated_from") else []) \
+        + (["disk full"] if b.get("disk_full") else []) + (["log dir offline"] if b.get("log_dir_offline") else [])
+    return ", ".join([b["state"]] + extra)
+
+
 def _describe_text(d: dict) -> str:
     skew = d["skew"]
     brokers = table(["BROKER", "RACK", "STATE", "DELAY_MS", "REPLICAS", "LEADERS", "BYTES"],
-                    [(b["id"], b["rack"], b["state"], b["delay_ms"], b["replicas"], b["leaders"], b["bytes"])
+                    [(b["id"], b["rack"], _state_text(b), b["delay_ms"], b["replicas"], b["leaders"], b["bytes"])
                      for b in d["brokers"]], title="Brokers")
     skews = table(["PER BROKER", "MAX", "MIN", "MAX/MIN", "OVER 1.3"],
                   [(k, v["max"], v["min"], _ratio(v["ratio"]), "yes" if v["flagged"] else "no")
@@ -165,7 +185,22 @@ def _start(args) -> int:
 
 
 def _isolate(args) -> int:
-    return _fault(args, "heal" if args.heal else "isolate", "healed" if args.heal else "isolated")
+    if args.heal:
+        return _fault(args, "heal", "healed")
+    with open_cluster(args) as c:
+        c.isolate(args.broker_id, args.from_)
+        d = c.describe_cluster()
+    emit(args, d, lambda d: f"Broker {args.broker_id} isolated from {args.from_}. "
+                            f"under-replicated: {d['under_replicated']}, offline: {d['offline']}")
+    return 0
+
+
+def _fill_disk(args) -> int:
+    return _fault(args, "fill_disk", "has a full disk (log directory offline)")
+
+
+def _clear_disk(args) -> int:
+    return _fault(args, "clear_disk", "has disk space again (restart it to bring its log directory back)")
 
 
 def _slow(args) -> int:

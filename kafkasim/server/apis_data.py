@@ -62,10 +62,12 @@ def _check_partition(broker, topic: str, partition: int) -> None:
 
 
 def _check_leader(broker, topic: str, partition: int, node) -> None:
-    """On a cluster (``node`` not None): NOT_LEADER_OR_FOLLOWER unless ``node`` leads."""
+    """On a cluster (``node`` not None): KAFKA_STORAGE_ERROR when ``node``'s replica is in an
+    offline log directory (disk full), else NOT_LEADER_OR_FOLLOWER unless ``node`` leads."""
     if node is None:
         return
     broker.check_reachable(node)
+    broker.check_replica_online(topic, partition, node)     # KAFKA_STORAGE_ERROR first, as Kafka
     leader = broker.leader_for(topic, partition)
     if leader != node:
         raise NotLeaderOrFollowerError(f"broker {node} is not the leader of {topic}-{partition} "

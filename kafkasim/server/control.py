@@ -42,7 +42,7 @@ log = logging.getLogger("kafkasim.server")
 
 CONTROL_DIR = ".server-control"
 METHODS = frozenset({"describe_cluster", "stop_broker", "start_broker", "isolate", "heal", "slow",
-                     "elect_leaders"})
+                     "elect_leaders", "fill_disk", "clear_disk"})
 
 
 def _write_json(path: str, value: Any) -> None:
@@ -161,8 +161,14 @@ class ServedCluster:
     def start_broker(self, broker_id: int) -> None:
         self._call("start_broker", broker_id)
 
-    def isolate(self, broker_id: int) -> None:
-        self._call("isolate", broker_id)
+    def isolate(self, broker_id: int, from_: str = "both") -> None:
+        self._call("isolate", broker_id, from_)
+
+    def fill_disk(self, broker_id: int) -> None:
+        self._call("fill_disk", broker_id)
+
+    def clear_disk(self, broker_id: int) -> None:
+        self._call("clear_disk", broker_id)
 
     def heal(self, broker_id: int) -> None:
         self._call("heal", broker_id)

@@ -11,7 +11,8 @@ one :class:`~kafkasim.server.topology.Topology`. Every ``interval`` seconds of r
    slowed, else every :data:`CLUSTER_TICK_S` (healthy followers copy at once on produce);
 2. runs the pending control requests (``kafkasim cluster stop-broker`` and friends against
    the running server, :mod:`kafkasim.server.control`);
-3. makes each listener follow its broker: a stopped or isolated broker's listener closes
+3. makes each listener follow its broker: a stopped or isolated broker's listener (isolated
+   from everything, or from clients only: ``Cluster.serves_clients``) closes
    its socket and drops its connections (clients see a refused connection and fail over
    through a metadata refresh); one that comes back listens again on the same port.
 
@@ -55,8 +56,13 @@ class ClusterListeners:
                  interval: float = TICK_INTERVAL_S, positions=None, faults: Optional[Faults] = None,
                  fault_log=None) -> None:
         self.cluster = cluster
-        self.faults = faults if faults is not None else Faults(
-            known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
+        if faults is None:
+            controls = getattr(cluster, "faults", None)
+            faults = Faults(getattr(cluster, "clock", None), seed=getattr(controls, "seed", 0),
+                            known_apis=(a.name for a in APIS.values()), brokers=cluster.brokers)
+            if controls is not None:    # the cluster's rules are these: cluster.faults.add acts on real clients
+                controls.use(faults)
+        self.faults = faults
         """The fault rules every listener applies (one set: a rule names its broker)."""
         self.host, self.port = host, port
         self.data_dir = data_dir
@@ -127,7 +133,7 @@ class ClusterListeners:
         return handled, self._states(), slowed
 
     def _states(self) -> dict[int, bool]:
-        return {b: self.cluster.reachable(b) for b in self.servers}
+        return {b: self.cluster.serves_clients(b) for b in self.servers}
 
     async def _follow_states(self, states: dict[int, bool]) -> bool:
         changed = False
