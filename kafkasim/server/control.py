@@ -44,11 +44,11 @@ from typing import Any, Optional
 
 from kafkasim import errors
 from kafkasim.errors import InvalidArgumentError, KafkaSimError, RequestTimedOutError
-from kafkasim.server.address import read_address
-from kafkasim.server.fault_http import RULE_FIELDS, rule_json
+from kafkasim.server.address import ADDRESS_FILE, read_address
+from kafkasim.server.fault_http import RULE_FIELDS, FaultHttpClient, is_loopback, rule_json
 
 __all__ = ["CONTROL_DIR", "METHODS", "FAULT_METHODS", "ServedServer", "ServedCluster", "served_server",
-           "served_cluster", "serve_requests", "remove_control_dir"]
+           "served_cluster", "serve_requests", "remove_control_dir", "fault_control"]
 
 log = logging.getLogger("kafkasim.server")
 
@@ -173,6 +173,37 @@ def served_cluster(data_dir: str) -> Optional["ServedCluster"]:
     ``data_dir`` (its address file lists brokers and its process is alive), else None."""
     served = served_server(data_dir)
     return served if isinstance(served, ServedCluster) else None
+
+
+def fault_control(data_dir: str, *, bootstrap: Optional[str] = None, control_url: Optional[str] = None):
+    """Whom to ask for a running server's fault rules: a :class:`FaultHttpClient` of
+    ``control_url``; else, with ``bootstrap`` (``HOST:PORT``), the server on ``data_dir`` when
+    its address file lists that listener (Kafka's protocol cannot say where a control endpoint
+    is, so a server elsewhere needs ``control_url``); else the :class:`ServedServer` of
+    ``data_dir``. InvalidArgumentError naming the data dir or the address when none is running."""
+    if control_url:
+        return FaultHttpClient(control_url)
+    served = served_server(data_dir)
+    if bootstrap:
+        host, _, port = bootstrap.strip().rpartition(":")
+        listeners = []
+        info = _served_info(data_dir) if served is not None else None
+        if info is not None:
+            listeners = [(info.get("host"), info.get("port"))] + [
+                (b.get("host"), b.get("port")) for b in info.get("brokers") or [] if isinstance(b, dict)]
+        host = host.strip("[]")
+        if not any(str(p) == port and (h == host or (is_loopback(str(h)) and is_loopback(host)))
+                   for h, p in listeners):
+            raise InvalidArgumentError(
+                f"--bootstrap-server {bootstrap}: no running 'kafkasim serve' on data dir {data_dir} listens there, "
+                "and Kafka's protocol cannot say where a server's fault control endpoint is: give --control-url "
+                "http://HOST:P (the server's 'kafkasim serve --control-port P') or the server's --data-dir")
+    if served is None:
+        raise InvalidArgumentError(
+            f"no 'kafkasim serve' is running on data dir {data_dir} (no live {ADDRESS_FILE} "
+            f"there): fault rules live in a running server; start one with 'kafkasim serve --data-dir {data_dir}', "
+            "or give --control-url for one elsewhere")
+    return served
 
 
 class ServedServer:
