@@ -270,10 +270,10 @@ class FaultHttpServer:
                 raise _Answer(400, type(exc).__name__, field_of(exc), str(exc)) from None
             return 201, rule_json(self.faults, rule.rule_id), {"Location": f"/faults/{rule.rule_id}"}
         text = path[len("/faults/"):]
-        if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) < 1:
+        if not re.fullmatch(r"\+?[0-9]+", text) or int(text[:100]) < 1:
             raise _Answer(400, "InvalidArgumentError", "rule_id",
                           f"rule_id must be a rule's id (an integer >= 1), got {text[:80]!r}")
-        rule_id = int(text)
+        rule_id = int(text[:100]) if len(text) <= 100 else -1       # longer: no rule has it (a 404)
         try:
             found = rule_json(self.faults, rule_id)
             if method == "DELETE":
