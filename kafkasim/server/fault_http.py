@@ -137,8 +137,8 @@ def rule_arguments(body: Any, *, apis: Optional[Iterable[str]] = None,
         if name in _INT_MIN:
             if not isinstance(value, int) or isinstance(value, bool) or value < _INT_MIN[name] \
                     or (name in _MS_FIELDS and value > MAX_MS):
-                top = f" to {MAX_MS}" if name in _MS_FIELDS else " or more"
-                raise _bad(name, f"{name} must be an integer from {_INT_MIN[name]}{top}, got {value!r:.80}")
+                what = f"from {_INT_MIN[name]} to {MAX_MS}" if name in _MS_FIELDS else f">= {_INT_MIN[name]}"
+                raise _bad(name, f"{name} must be an integer {what}, got {value!r:.80}")
         elif name in ("api", "topic", "client_id"):
             if not isinstance(value, str) or not value:
                 raise _bad(name, f"{name} must be a non-empty string, got {value!r:.80}")
