@@ -209,8 +209,8 @@ class FaultHttpServer:
         server_class = _Server6 if ":" in host else _Server
         self._http = server_class((host.strip("[]"), port), handler)
         self.host, self.port = self._http.server_address[:2]
-        self._thread = threading.Thread(target=self._http.serve_forever, name="kafkasim-fault-control",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.1,),   # close within 0.1 s
+                                        name="kafkasim-fault-control", daemon=True)
         self._thread.start()
         log.info("fault control on http://%s:%d/faults", self.host, self.port)
         return self.host, self.port

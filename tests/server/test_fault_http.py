@@ -6,6 +6,7 @@ naming the field, answers 404/405 as documented, and lists rules with their hit 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -149,6 +150,19 @@ def test_serve_refuses_a_non_loopback_control_host_naming_it(tmp_path):
     assert done.returncode == 1
     assert "--control-host 0.0.0.0" in done.stderr and "--allow-remote-control" in done.stderr
     assert not (tmp_path / "data").exists()            # refused before anything was opened
+
+
+def test_serve_names_a_control_port_it_cannot_bind_and_leaves_no_address_file(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "kafkasim", "serve", "--data-dir", str(tmp_path / "data"),
+                               "--listen", "127.0.0.1:0", "--control-port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and f"fault control endpoint on 127.0.0.1:{port}" in done.stderr, done.stderr
+    assert read_address(str(tmp_path / "data")) is None
+    assert not (tmp_path / "data" / ".server-control").exists()
 
 
 # ------------------------------------------------------------------ hits (in process, over real HTTP)
