@@ -30,7 +30,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.demo",
     "kafkasim.cli.audit",
     "kafkasim.cli.assign", "kafkasim.cli.replicas", "kafkasim.cli.cluster",
-    "kafkasim.cli.consume", "kafkasim.cli.features", "kafkasim.cli.groups", "kafkasim.cli.offsets",
+    "kafkasim.cli.consume", "kafkasim.cli.fault", "kafkasim.cli.features", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
     "kafkasim.cli.serve",

@@ -24,7 +24,8 @@ def register(sub) -> None:
                      "as a Kafka broker creates its log dir",
                 example="kafkasim serve --data-dir ./kafkasim-data --listen 127.0.0.1:9092\n"
                         "  kafkasim serve --data-dir ./tv1 --feature transaction.version=1\n"
-                        "  kafkasim serve --data-dir ./lab --brokers 0:r1,1:r2,2:r3 --listen 127.0.0.1:9092",
+                        "  kafkasim serve --data-dir ./lab --brokers 0:r1,1:r2,2:r3 --listen 127.0.0.1:9092\n"
+                        "  kafkasim serve --data-dir ./lab --control-port 9309   # then: curl http://127.0.0.1:9309/faults",
                 handler=_serve)
     add_data_dir(p)
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
@@ -59,6 +60,15 @@ def register(sub) -> None:
     p.add_argument("--metrics-port", type=int, default=None, metavar="P",
                    help="also serve Prometheus metrics at http://127.0.0.1:P/metrics (off by default; "
                         f"{DEFAULT_METRICS_PORT} is the customary port, 0 picks a free one); see docs/server.md")
+    p.add_argument("--control-port", type=int, default=None, metavar="P",
+                   help="also serve the fault control endpoint (JSON over HTTP: GET/POST/DELETE /faults, its OpenAPI "
+                        "document at /openapi.json) at http://127.0.0.1:P (off by default; 0 picks a free one); "
+                        "'kafkasim fault' reaches the server through the data dir without it; see docs/server.md")
+    p.add_argument("--control-host", default="127.0.0.1", metavar="HOST",
+                   help="address the fault control endpoint binds (default 127.0.0.1); one that is not loopback "
+                        "is refused unless --allow-remote-control is given")
+    p.add_argument("--allow-remote-control", action="store_true",
+                   help="let --control-host be a non-loopback address: anyone who reaches it can script faults")
     p.add_argument("--log-level", default="WARNING",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level on stderr")
     add_json(p)
@@ -148,6 +158,16 @@ def _serve(args) -> int:
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise InvalidArgumentError(f"--metrics-port {args.metrics_port}: outside 0-65535")
+    if args.control_port is not None and not 0 <= args.control_port <= 65535:
+        raise InvalidArgumentError(f"--control-port {args.control_port}: outside 0-65535")
+    if args.control_port is None and (args.control_host != "127.0.0.1" or args.allow_remote_control):
+        raise InvalidArgumentError("--control-host / --allow-remote-control go with --control-port")
+    if args.control_port is not None:
+        from kafkasim.server.fault_http import is_loopback
+        if not is_loopback(args.control_host) and not args.allow_remote_control:
+            raise InvalidArgumentError(f"--control-host {args.control_host}: not a loopback address; whoever "
+                                       "reaches the fault control endpoint can break this server's answers: add "
+                                       "--allow-remote-control to bind it anyway")
 
     features = _features(args.feature)
     brokers = None
@@ -161,17 +181,22 @@ def _serve(args) -> int:
                   f"(check --data-dir / $KAFKASIM_DATA_DIR if you meant an existing one)",
                   file=sys.stderr, flush=True)
         from kafkasim.server.address import read_address
-        listeners = (read_address(data_dir) or {}).get("brokers")
+        announced = read_address(data_dir) or {}
+        listeners = announced.get("brokers")
+        control_url = announced.get("control_url")
         if args.json:
             info = {"host": bound_host, "port": bound_port, "data_dir": data_dir}
             if metrics_port is not None:
                 info["metrics_port"] = metrics_port
+            if control_url is not None:
+                info["control_url"] = control_url
             if listeners is not None:
                 info["brokers"] = listeners
             print(json.dumps(info), flush=True)
         else:
             metrics = (f"; metrics at http://127.0.0.1:{metrics_port}/metrics"
                        if metrics_port is not None else "")
+            metrics += f"; fault control at {control_url}/faults" if control_url is not None else ""
             where = (", ".join(f"broker {b['id']} on {b['host']}:{b['port']}" for b in listeners)
                      if listeners else f"{bound_host}:{bound_port}")
             print(f"kafkasim serve: listening on {where} "
@@ -179,5 +204,6 @@ def _serve(args) -> int:
 
     serve(data_dir, host, port, options=options, max_request_bytes=args.max_request_bytes,
           on_ready=ready, metrics_port=args.metrics_port, brokers=brokers,
-          broker_configs=_broker_configs(args), features=features)
+          broker_configs=_broker_configs(args), features=features, control_port=args.control_port,
+          control_host=args.control_host, allow_remote_control=args.allow_remote_control)
     return 0

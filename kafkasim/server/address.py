@@ -3,8 +3,9 @@
 ``kafkasim serve`` writes it once it listens and removes it on a clean shutdown
 (:mod:`kafkasim.server.runner`); every other ``kafkasim`` command reads it to decide
 whether to talk to that server over the wire (:mod:`kafkasim.server.remote`) or to open
-the data dir itself. Content: ``{"host", "port", "pid", "started_ms"}`` and ``"metrics_port"`` when the server
-serves ``/metrics``; a served cluster adds ``"brokers": [{"id", "host", "port", "rack"}, ...]``
+the data dir itself. Content: ``{"host", "port", "pid", "started_ms"}``, ``"metrics_port"`` when the server
+serves ``/metrics`` and ``"control_url"`` (``http://127.0.0.1:P``) when it serves the fault
+control endpoint (``--control-port``, :mod:`kafkasim.server.fault_http`); a served cluster adds ``"brokers": [{"id", "host", "port", "rack"}, ...]``
 (one listener per broker; "host"/"port" are the first's).
 
 Writes are atomic (temporary name, fsync, rename, fsync of the directory), so a reader
@@ -31,7 +32,7 @@ ADDRESS_FILE = ".server.json"
 
 
 def write_address(data_dir: str, host: str, port: int, *, metrics_port: Optional[int] = None,
-                  brokers: Optional[list] = None) -> str:
+                  brokers: Optional[list] = None, control_url: Optional[str] = None) -> str:
     """Atomically write the address file; returns its path."""
     path = os.path.join(data_dir, ADDRESS_FILE)
     tmp = path + ".tmp"
@@ -40,6 +41,8 @@ def write_address(data_dir: str, host: str, port: int, *, metrics_port: Optional
         info["metrics_port"] = metrics_port
     if brokers is not None:
         info["brokers"] = brokers
+    if control_url is not None:
+        info["control_url"] = control_url
     data = json.dumps(info).encode()
     try:
         with open(tmp, "wb") as f:

@@ -9,8 +9,9 @@ one :class:`~kafkasim.server.topology.Topology`. Every ``interval`` seconds of r
 1. runs ``Cluster.tick()`` (due follower fetches of slowed brokers, the ISR check,
    maintenance) — replication ticks on real time in serve: every step while a broker is
    slowed, else every :data:`CLUSTER_TICK_S` (healthy followers copy at once on produce);
-2. runs the pending control requests (``kafkasim cluster stop-broker`` and friends against
-   the running server, :mod:`kafkasim.server.control`);
+2. runs the pending control requests (``kafkasim cluster stop-broker`` and friends, and
+   ``kafkasim fault``'s calls on :attr:`ClusterListeners.faults`, against the running
+   server, :mod:`kafkasim.server.control`);
 3. makes each listener follow its broker: a stopped or isolated broker's listener (isolated
    from everything, or from clients only: ``Cluster.serves_clients``) closes
    its socket and drops its connections (clients see a refused connection and fail over
@@ -126,7 +127,7 @@ class ClusterListeners:
         except Exception:
             log.exception("cluster tick failed")
         try:
-            handled = serve_requests(self.data_dir, self.cluster)
+            handled = serve_requests(self.data_dir, self.cluster, self.faults)
         except OSError:
             log.exception("reading control requests failed")
             handled = 0

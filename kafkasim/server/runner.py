@@ -7,7 +7,8 @@ stop accepting and drop connections → remove the address file → flush and cl
 broker (releasing the lock). Nothing is left half-written: the address file is written
 to a temporary name, fsynced and renamed into place.
 
-The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``;
+The address file ``<data_dir>/.server.json`` is ``{"host", "port", "pid", "started_ms"}``
+(plus ``"metrics_port"`` and ``"control_url"`` when those are served);
 it exists exactly while a server is serving that data dir, so other tools can find it.
 Beside it, ``.fetch-positions.json`` holds each client's last fetch offsets for the live
 view (:mod:`kafkasim.server.positions`), and ``.server-faults.json`` the recent injected
@@ -18,6 +19,12 @@ or any data dir when ``brokers`` is given (creating the cluster), is served as a
 one listener per broker (:mod:`kafkasim.server.listeners`) over one in-process
 :class:`~kafkasim.broker.cluster.Cluster`, and the address file also lists
 ``"brokers": [{"id", "host", "port", "rack"}]`` ("host"/"port" are the first broker's).
+
+Fault rules (:mod:`kafkasim.faults`; the server's ``faults``) are reachable from other
+processes two ways: the data dir's control directory (:mod:`kafkasim.server.control`, read
+every :data:`CONTROL_TICK_S`; ``kafkasim fault``), and, with ``control_port``, the HTTP
+control endpoint (:mod:`kafkasim.server.fault_http`), loopback only unless
+``allow_remote_control``.
 
 Thread-safety: :func:`serve` runs its own event loop in the calling thread.
 """
@@ -35,7 +42,9 @@ from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
 from kafkasim.faults import Faults
 from kafkasim.server.api import ServerOptions
+from kafkasim.server.control import remove_control_dir, serve_requests
 from kafkasim.server.fault_events import FaultEventsFile
+from kafkasim.server.fault_http import FaultHttpServer, check_control_address
 from kafkasim.server.positions import FetchPositions
 from kafkasim.server.server import DEFAULT_MAX_REQUEST_BYTES, KafkaServer
 
@@ -49,6 +58,10 @@ scheduler: aborting transactions past ``transaction.timeout.ms`` is checked ever
 ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` by the coordinator's own
 clock; a served cluster runs them in ``Cluster.tick()``)."""
 
+CONTROL_TICK_S = 0.1
+"""How often a served single broker runs the control directory's pending requests (a served
+cluster runs them on its listeners' tick, as often)."""
+
 CRASH_POINT_ENV = "KAFKASIM_CRASH_POINT"
 CRASH_EXIT_CODE = 70
 """The exit code of a process ended at its crash point (EX_SOFTWARE)."""
@@ -60,7 +73,9 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
           on_ready: Optional[Callable[[str, int, Optional[int]], None]] = None,
           stop: Optional[asyncio.Event] = None, metrics_port: Optional[int] = None,
           brokers=None, broker_configs: Optional[Mapping[str, Any]] = None,
-          features: Optional[Mapping[str, int]] = None, faults: Optional[Faults] = None) -> None:
+          features: Optional[Mapping[str, int]] = None, faults: Optional[Faults] = None,
+          control_port: Optional[int] = None, control_host: str = "127.0.0.1",
+          allow_remote_control: bool = False) -> None:
     """Serve ``data_dir`` on ``host:port`` until SIGINT/SIGTERM; see the module docstring.
 
     ``metrics_port``: also serve Prometheus ``/metrics`` on ``127.0.0.1:metrics_port`` (0: a
@@ -81,10 +96,18 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
     recent ones written to ``.server-faults.json`` (:mod:`kafkasim.server.fault_events`).
 
     ``features``: finalized feature levels (``{"transaction.version": 1}``, what
-    ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``)."""
+    ``kafka-storage.sh format --feature`` sets; ``Broker.update_features``).
+
+    ``control_port``: also serve the fault control endpoint on ``control_host:control_port``
+    (0: a free port; the address file's ``control_url``); a ``control_host`` that is not a
+    loopback address is refused unless ``allow_remote_control``."""
     from kafkasim.broker import Broker
 
     crash_hook = _crash_hook(os.environ.get(CRASH_POINT_ENV))      # checked before anything opens
+    control = None
+    if control_port is not None:       # checked before anything opens; bound once the server listens
+        control = dict(host=control_host, port=control_port, allow_remote=allow_remote_control)
+        check_control_address(control_host, control_port, allow_remote_control)
 
     is_cluster = os.path.exists(os.path.join(data_dir, "meta", "cluster.json"))
     if brokers is not None and not is_cluster and os.path.isdir(data_dir) and os.listdir(data_dir):
@@ -122,7 +145,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
                 raise InvalidArgumentError(
                     f"cannot serve metrics on 127.0.0.1:{metrics_port}: {exc.strerror or exc}") from exc
         asyncio.run(_main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                          positions, faults, fault_log))
+                          positions, faults, fault_log, control))
     finally:
         remove_address(broker.data_dir)
         positions.remove()
@@ -136,7 +159,7 @@ def serve(data_dir: str, host: str = "127.0.0.1", port: int = 9092, *,
 
 
 async def _main(broker, data_dir, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                positions=None, faults=None, fault_log=None) -> None:
+                positions=None, faults=None, fault_log=None, control=None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -148,7 +171,7 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
 
     if isinstance(broker, Cluster):     # one listener per broker
         await _main_cluster(broker, host, port, options, max_request_bytes, on_ready, stop, metrics, positions,
-                            faults, fault_log)
+                            faults, fault_log, control)
         return
     server = KafkaServer(broker, host, port, options=options, max_request_bytes=max_request_bytes,
                          metrics=metrics, positions=positions, faults=faults, fault_log=fault_log)
@@ -157,16 +180,54 @@ async def _main(broker, data_dir, host, port, options, max_request_bytes, on_rea
     except OSError as exc:
         raise InvalidArgumentError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     ticker = asyncio.create_task(_tick_transactions(broker, server, stop))
+    controller = asyncio.create_task(_serve_control(broker.data_dir, server.faults, stop))
+    http = None
     try:
+        http = _start_control(control, server.faults)
         metrics_port = metrics.port if metrics is not None else None
-        write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port)
+        write_address(broker.data_dir, bound_host, bound_port, metrics_port=metrics_port,
+                      control_url=http.url if http is not None else None)
         if on_ready is not None:
             on_ready(bound_host, bound_port, metrics_port)
         await stop.wait()
     finally:
-        ticker.cancel()
-        await asyncio.gather(ticker, return_exceptions=True)
+        for task in (ticker, controller):
+            task.cancel()
+        await asyncio.gather(ticker, controller, return_exceptions=True)
+        if http is not None:
+            http.close()
         await server.close()
+        remove_control_dir(broker.data_dir)
+
+
+def _start_control(control: Optional[dict], faults, brokers=None) -> Optional[FaultHttpServer]:
+    """The fault control endpoint over ``faults``, listening (None when not asked for);
+    InvalidArgumentError naming the address when it cannot bind."""
+    if control is None:
+        return None
+    http = FaultHttpServer(faults, brokers=brokers, **control)
+    try:
+        http.start()
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot serve the fault control endpoint on {control['host']}:"
+                                   f"{control['port']}: {exc.strerror or exc}") from exc
+    return http
+
+
+async def _serve_control(data_dir: str, faults, stop: asyncio.Event) -> None:
+    """Until ``stop``: the control directory's pending requests (``kafkasim fault``) every
+    :data:`CONTROL_TICK_S`, on the executor (they touch files)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        try:
+            await loop.run_in_executor(None, serve_requests, data_dir, None, faults)
+        except OSError:
+            log.exception("reading control requests failed")
+        try:
+            await asyncio.wait_for(stop.wait(), CONTROL_TICK_S)
+            return
+        except asyncio.TimeoutError:
+            pass
 
 
 async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -> None:
@@ -217,22 +278,25 @@ def _crash_hook(point: Optional[str]) -> Optional[Callable[[str], None]]:
 
 
 async def _main_cluster(cluster, host, port, options, max_request_bytes, on_ready, stop, metrics,
-                        positions=None, faults=None, fault_log=None) -> None:
-    from kafkasim.server.control import remove_control_dir
+                        positions=None, faults=None, fault_log=None, control=None) -> None:
     from kafkasim.server.listeners import ClusterListeners
 
     listeners = ClusterListeners(cluster, host, port, data_dir=cluster.data_dir, options=options,
                                  max_request_bytes=max_request_bytes, metrics=metrics, positions=positions,
                                  faults=faults, fault_log=fault_log)
     addresses = await listeners.start()
+    http = None
     try:
+        http = _start_control(control, listeners.faults, brokers=list(cluster.brokers))
         metrics_port = metrics.port if metrics is not None else None
         first = addresses[0]
         write_address(cluster.data_dir, first["host"], first["port"], metrics_port=metrics_port,
-                      brokers=addresses)
+                      brokers=addresses, control_url=http.url if http is not None else None)
         if on_ready is not None:
             on_ready(first["host"], first["port"], metrics_port)
         await listeners.run(stop)
     finally:
+        if http is not None:
+            http.close()
         await listeners.close()
         remove_control_dir(cluster.data_dir)
