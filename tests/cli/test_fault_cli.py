@@ -112,3 +112,26 @@ def test_a_served_clusters_rules_name_its_brokers(tmp_path, capsys):
                                                      "--json")[1])] == [2]
     finally:
         s.stop()
+
+
+def test_a_rule_added_from_the_cli_acts_on_a_real_client_and_list_counts_its_hits(served, data, capsys):
+    """End to end: ``kafkasim fault add`` in one process, a kafka-python producer in another
+    role, the server between them applies the rule, and ``fault list`` shows the hits."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    rc, out, err = _run(capsys, "fault", "add", "--data-dir", data, "--api", "Produce", "--error",
+                        "INVALID_REQUIRED_ACKS", "--count", "2", "--json")
+    assert rc == 0, err
+    rule_id = json.loads(out)["rule_id"]
+    p = KafkaProducer(bootstrap_servers=served.bootstrap, retries=0, acks=1)
+    try:
+        for _ in range(2):      # INVALID_REQUIRED_ACKS is not retriable: each send fails with it
+            with pytest.raises(KafkaError, match="InvalidRequiredAcks"):
+                p.send("cli-hits", b"v").get(timeout=30)
+        p.send("cli-hits", b"v").get(timeout=30)            # the rule is used up: this one lands
+    finally:
+        p.close()
+    rc, out, _ = _run(capsys, "fault", "list", "--data-dir", data, "--json")
+    [listed] = [r for r in json.loads(out) if r["rule_id"] == rule_id]
+    assert (listed["hits"], listed["expired"]) == (2, True)
