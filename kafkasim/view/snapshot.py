@@ -36,6 +36,11 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
   those reading it: what the page opens on;
 - ``clock``: whether the timestamps are simulated (a lab's data dir, or timestamps more than
   a day from the view's clock): the page labels them so;
+- ``faults``: the fault events of the last few seconds that a running ``kafkasim serve``
+  injected (``.server-faults.json``), per partition they name and per broker for those naming
+  none, with short labels (:mod:`kafkasim.view.fault_flashes`); each broker also carries its
+  fault state from ``meta/cluster.json`` (disk full, log dir offline, isolated from clients,
+  followers or both, slowed);
 - ``cluster_events``: a broker's state or a partition's leader changing between two polls
   (the controller's file is a state, not a log: the view notes the change when it sees it);
 - ``brokers``: broker 0 (the data dir) for one broker, with ``serving`` when its
@@ -83,6 +88,7 @@ from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL
 from kafkasim.storage import data_format, layout
 from kafkasim.types import PRODUCER_HEADER
+from kafkasim.view.fault_flashes import FAULT_WINDOW_MS, broker_fault_state, fold_fault_events, read_fault_events
 from kafkasim.view.groups import GroupsModel
 from kafkasim.view.tail import DEFAULT_BUDGET, PartitionTail
 from kafkasim.view.txns import PartitionTxns, TxnStateModel, is_control, last_stable_offset, open_transactions
@@ -102,6 +108,7 @@ ROOT = -1
 """The broker id under which the data dir's root is read on a cluster (``__consumer_offsets``,
 ``__transaction_state``)."""
 MAX_EVENTS = 30
+_FAULT_FIELDS = ("isolated_from", "disk_full", "log_dir_offline", "slow_ms")
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 """Not drawn as topics: read for the groups and the transactions."""
 
@@ -297,8 +304,8 @@ class DataDirWatcher:
         try:
             with open(path, encoding="utf-8") as f:
                 raw = json.load(f)
-            brokers = {int(b["id"]): {"rack": b.get("rack"), "state": str(b.get("state"))}
-                       for b in raw["brokers"]}
+            brokers = {int(b["id"]): {"rack": b.get("rack"), "state": str(b.get("state")),
+                                      **broker_fault_state(b)} for b in raw["brokers"]}
             partitions = {str(t): [{"replicas": [int(r) for r in p["replicas"]], "leader": int(p["leader"]),
                                     "isr": [int(r) for r in p["isr"]]} for p in plist]
                           for t, plist in (raw.get("partitions") or {}).items()}
@@ -344,16 +351,18 @@ class DataDirWatcher:
 
     def _brokers(self, log_dirs: list[tuple[int, str]], cluster: Optional[dict], server: Optional[dict],
                  listeners: dict[int, str], topics: list[dict]) -> list[dict[str, Any]]:
-        """Every broker: id, rack, state, listener (``host:port`` while served; a stopped
-        broker's port is closed: ``port_open`` false) and the replicas it holds with their role."""
+        """Every broker: id, rack, state, its fault state (:func:`broker_fault_state`), listener
+        (``host:port`` while served; a stopped broker's port is closed: ``port_open`` false) and
+        the replicas it holds with their role."""
         if cluster is not None:           # the controller's view: every broker, its rack and state
             dirs = dict(log_dirs)
             out = [{"id": bid, "rack": info["rack"], "state": info["state"],
-                    "log_dir": dirs.get(bid, os.path.join(self.data_dir, f"broker-{bid}"))}
+                    "log_dir": dirs.get(bid, os.path.join(self.data_dir, f"broker-{bid}")),
+                    **{k: info[k] for k in _FAULT_FIELDS}}
                    for bid, info in sorted(cluster["brokers"].items())]
         else:
             out = [{"id": broker_id, "rack": None, "log_dir": path,
-                    "state": "serving" if server is not None else "not running"}
+                    "state": "serving" if server is not None else "not running", **broker_fault_state(None)}
                    for broker_id, path in log_dirs]
         for b in out:
             b["serving"] = server is not None
@@ -630,11 +639,13 @@ class DataDirWatcher:
                                          self._txn_state, log_starts, ref)
         problems.extend(self._txn_state.problems)
         problems.extend(x.problem for x in self._txns.values() if x.problem)
+        faults = fold_fault_events(read_fault_events(self.data_dir, now, FAULT_WINDOW_MS, problems))
         return {
             "version": SNAPSHOT_VERSION, "data_dir": self.data_dir, "now_ms": now, "poll": self.polls,
             "behind": behind, "rate_window_ms": self.rate_window_ms,
             "brokers": brokers,
             "cluster_events": list(reversed(self._events)),
+            "faults": faults,
             "topics": out_topics,
             "producers": [dict(p, by_partition=dict(p["by_partition"]))
                           for p in sorted(self._producers.values(), key=lambda p: (-p["records"], p["id"]))],
