@@ -65,6 +65,7 @@ def test_counts_offsets_routing_and_producers_match_what_the_broker_wrote(data, 
     assert shop["client_id"] == "shop" and shop["records"] == 60
     assert shop["by_partition"] == {f"orders-{p}": parts[p]["records"] for p in range(4) if parts[p]["records"]}
     assert snap["brokers"] == [{"id": 0, "rack": None, "log_dir": os.path.abspath(d), "state": "not running",
+                                "isolated_from": None, "disk_full": False, "log_dir_offline": False, "slow_ms": 0,
                                 "serving": False, "listener": None, "port_open": False,
                                 "replicas": [{"topic": "orders", "partition": p, "role": "leader"} for p in range(4)]}]
     assert snap["problems"] == []
