@@ -176,11 +176,12 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
-def _replicas_of(broker_id: int, state: str, topics: list[dict]) -> list[dict[str, Any]]:
+def _replicas_of(broker_id: int, state: str, topics: list[dict], log_dir_offline: bool = False) -> list[dict[str, Any]]:
     """The replicas a broker holds, by topic and partition, with the role each plays now:
     ``leader``; ``follower`` (in the ISR); ``out-of-sync`` (a replica not in the ISR on a live
-    broker); ``offline`` (the broker is stopped or isolated, or the partition has no leader)."""
-    down = state in ("stopped", "isolated")      # one broker "not running": no server, maybe a lab's
+    broker); ``offline`` (the broker is stopped or isolated, its log dir is offline (Kafka's
+    offline replicas), or the partition has no leader)."""
+    down = state in ("stopped", "isolated") or log_dir_offline   # "not running": no server, maybe a lab's
     out = []
     for t in topics:
         for p in t["partition_stats"]:
@@ -368,7 +369,7 @@ class DataDirWatcher:
             b["serving"] = server is not None
             b["listener"] = listeners.get(b["id"]) if server is not None else None
             b["port_open"] = b["listener"] is not None and b["state"] in ("alive", "serving")
-            b["replicas"] = _replicas_of(b["id"], b["state"], topics)
+            b["replicas"] = _replicas_of(b["id"], b["state"], topics, b["log_dir_offline"])
         return out
 
     def _follow_wipes(self) -> None:

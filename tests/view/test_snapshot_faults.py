@@ -44,7 +44,8 @@ def test_recent_fault_events_per_partition_and_broker_and_broker_fault_states(tm
               event(now - 600, "latency", [], broker=1, api="Metadata", latency_ms=120)]
     write_json(os.path.join(d, ".server-faults.json"), {"pid": 1, "written_ms": now, "events": events})
     write_json(os.path.join(d, "meta", "cluster.json"), {
-        "version": 1, "seed": 0, "placements": 1, "lost_records": [], "partitions": {},
+        "version": 1, "seed": 0, "placements": 1, "lost_records": [],
+        "partitions": {"orders": [{"replicas": [2, 0], "leader": 0, "isr": [0], "leader_epoch": 1}]},
         "brokers": [{"id": 0, "rack": None, "state": "alive", "delay_ms": 0},
                     {"id": 1, "rack": None, "state": "alive", "delay_ms": 0, "isolated_from": "clients",
                      "disk_full": False, "log_dir_offline": False},
@@ -52,9 +53,12 @@ def test_recent_fault_events_per_partition_and_broker_and_broker_fault_states(tm
                      "disk_full": True, "log_dir_offline": True},
                     {"id": 3, "rack": None, "state": "isolated", "delay_ms": 0, "isolated_from": None,
                      "disk_full": False, "log_dir_offline": False}]})
+    write_json(os.path.join(d, "meta", "topics", "orders.json"), {"name": "orders", "partitions": 1})
     w = DataDirWatcher(d, clock=clock)
     snap = w.poll()
     assert snap["problems"] == []
+    roles = {b["id"]: [(r["partition"], r["role"]) for r in b["replicas"]] for b in snap["brokers"]}
+    assert roles == {0: [(0, "leader")], 1: [], 2: [(0, "offline")], 3: []}   # its log dir is offline
     faults = snap["faults"]
     assert faults["partitions"] == [
         {"topic": "orders", "partition": 0, "count": 3, "last_ms": now - 900, "apis": ["Produce"], "brokers": [0],

@@ -19,6 +19,10 @@ let lastGeneration = {};          // group -> generation seen, to flash on a new
 const picked = { topic: null, group: null };   // what the user chose; else the page follows the active ones
 let seenRecords = null;           // "topic-partition-offset" of records already animated
 let geometry = null;              // where the last drawing put producers, the router and partitions
+const FLASH_MS = 1800;            // a fault's red flash (style.css: @keyframes faultflash)
+const faultSeen = {};             // "topic-partition" / "broker-<id>" -> newest fault time already flashed
+const brokerFlash = {};           // broker id -> performance.now() its flash began (boxes are redrawn)
+const brokerFaultText = {};       // broker id -> its fault state as last drawn, to flash on a change
 
 function leadership(p) {
   if (p.leader === -1) return `OFFLINE · replicas ${p.replicas.join(",")}`;
@@ -148,6 +152,22 @@ function drawBrokers(s, topic) {
       else if (b.port_open) where = `${b.state} · ${b.listener}`;
       else where = `${b.state} · ${b.listener} closed`;
       d.append(h("div", where, "broker-state"));
+      const states = brokerFaults(b);
+      const events = (s.faults ? s.faults.brokers : []).find(f => f.broker === b.id);
+      d.dataset.faultState = states.join(", ");
+      if (states.length) { d.classList.add("faulty"); d.append(h("div", states.join(" · "), "fault-state")); }
+      if (events) {
+        const label = h("div", events.labels.join(" · "), "fault-label");
+        label.title = `injected in the last ${s.faults.window_ms / 1000} s: ${events.count} fault(s) on ` +
+                      `${events.apis.join(", ")} requests to broker ${b.id}`;
+        d.append(label);
+      }
+      const text = states.join(",");
+      if ((events && events.last_ms > (faultSeen[`broker-${b.id}`] || 0)) || (text && text !== brokerFaultText[b.id]))
+        brokerFlash[b.id] = performance.now();
+      if (events) faultSeen[`broker-${b.id}`] = Math.max(events.last_ms, faultSeen[`broker-${b.id}`] || 0);
+      brokerFaultText[b.id] = text;
+      flashing(d, brokerFlash[b.id]);
       const mine = b.replicas.filter(r => r.topic === topic);
       const chips = h("div", undefined, "chips");
       for (const r of mine) {
@@ -165,6 +185,25 @@ function drawBrokers(s, topic) {
     }
     return box;
   }));
+}
+
+// A broker's fault state from meta/cluster.json: disk full, log dir offline, isolated, slowed.
+function brokerFaults(b) {
+  const out = [];
+  if (b.disk_full) out.push("disk full");
+  if (b.log_dir_offline) out.push("log dir offline");
+  if (b.isolated_from) out.push(`isolated from ${b.isolated_from === "both" ? "clients and peers" : b.isolated_from}`);
+  if (b.slow_ms) out.push(`slow follower: fetches every ${b.slow_ms} ms`);
+  return out;
+}
+
+// A red flash that survives redraws: an element drawn again while its flash runs resumes it
+// where it was (a negative animation-delay), so a snapshot arriving mid-flash does not restart it.
+function flashing(e, startedAt) {
+  const elapsed = performance.now() - startedAt;
+  if (startedAt == null || elapsed >= FLASH_MS) return;
+  e.classList.add("fault-flash");
+  e.style.animationDelay = `-${Math.round(elapsed)}ms`;
 }
 
 function producerNote(p) {
@@ -234,7 +273,10 @@ function drawDiagram(s, topic, group) {
   nodes.push(el("rect", { x: X.route, y: routeY, width: X.routeW, height: 60, rx: 8, class: "route" }));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 25, class: "title" }, `murmur2(key) mod ${n}`));
   nodes.push(el("text", { x: X.route + 10, y: routeY + 44, class: "small" }, "Kafka's default partitioner"));
-  const geo = { routeIn: [X.route, routeY + 30], routeOut: [X.route + X.routeW, routeY + 30], producers: {}, parts: {} };
+  const geo = { routeIn: [X.route, routeY + 30], routeOut: [X.route + X.routeW, routeY + 30], producers: {}, parts: {},
+                cells: {} };
+  const faulted = {};               // partition -> the snapshot's recent faults naming it
+  for (const f of s.faults ? s.faults.partitions : []) if (f.topic === topic) faulted[f.partition] = f;
   if (!producers.length)
     nodes.push(el("text", { x: X.prod, y: TOP + 15, class: "small" }, "no records in this topic yet"));
   producers.forEach((p, i) => {
@@ -257,6 +299,7 @@ function drawDiagram(s, topic, group) {
   parts.forEach((p, i) => {
     const y = TOP + i * ROW;
     geo.parts[p.partition] = [X.part, y + cellH / 2];
+    geo.cells[p.partition] = { x: X.part, y, width: X.partW, height: cellH };
     const m = owner[p.partition];
     const rev = recon.revoking[p.partition], wait = recon.waiting[p.partition];
     nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
@@ -266,7 +309,8 @@ function drawDiagram(s, topic, group) {
                         "data-owner": m ? m.label : "",
                         "data-owner-color": colorOf(m ? m.color : null), "data-leader": p.leader,
                         "data-revoking": rev ? (rev.to || "") : "", "data-pending": wait ? wait.member.label : "",
-                        "data-pending-from": wait && wait.from ? wait.from : "" });
+                        "data-pending-from": wait && wait.from ? wait.from : "",
+                        "data-faults": faulted[p.partition] ? faulted[p.partition].labels.join(" · ") : "" });
     const fill = colorOf(m ? m.color : null);
     const cell = { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
                    stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 };
@@ -301,6 +345,19 @@ function drawDiagram(s, topic, group) {
                               height: cellH - 4, fill: "#ffffff", "fill-opacity": 0.9 }));
       g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
                             class: "recon " + (rev ? "revoking" : "pending") }, text));
+    }
+    const f = faulted[p.partition];
+    if (f) {                 // recent injected faults: a red label on a white ground, left of any recon label
+      const text = f.labels.join(" · ");
+      const right = X.part + X.partW - 6 - (rev || wait ? 6.5 * (rev ? 16 : 12) + 10 : 0);
+      const width = 6.2 * text.length + 8;
+      const tag = el("g", { class: "fault-tag" });
+      tag.append(el("rect", { x: right - width + 4, y: y + 2, width, height: Math.min(cellH - 4, 15), rx: 3,
+                              class: "fault-ground" }));
+      tag.append(el("text", { x: right, y: y + 13, "text-anchor": "end", class: "fault-label" }, text));
+      tag.append(el("title", {}, `injected in the last ${s.faults.window_ms / 1000} s: ${f.count} fault(s) on ` +
+                                 `${f.apis.join(", ")} requests to broker ${f.brokers.join(", ")}`));
+      g.append(tag);
     }
     nodes.push(g);
     if (m) {
@@ -352,6 +409,10 @@ function drawDiagram(s, topic, group) {
     nodes.push(el("text", { x: X.mem, y: height - 6, class: "small" },
                   "position ?: known for groups served by kafkasim serve (last fetch offset)"));
   document.getElementById("drawing").replaceChildren(...nodes);
+  for (const tag of document.querySelectorAll("#drawing .fault-tag")) {   // the ground fits the label as drawn
+    const box = tag.querySelector("text").getBBox();
+    Object.entries({ x: box.x - 4, width: box.width + 8 }).forEach(([k, v]) => tag.querySelector("rect").setAttribute(k, v));
+  }
   geometry = geo;
   return t;
 }
@@ -384,6 +445,23 @@ function animateFlows(s, topic) {
     setTimeout(() => dot.remove(), 1100);
   }
   document.body.dataset.flows = String(Number(document.body.dataset.flows || 0) + fresh.length);
+}
+
+// A red flash over each partition cell a new injected fault names. Its own layer, which redraws
+// leave alone, so the CSS animation runs its course; the rect goes when it ends.
+function flashFaults(s, topic) {
+  const layer = document.getElementById("fault-flashes");
+  for (const f of s.faults ? s.faults.partitions : []) {
+    const key = `${f.topic}-${f.partition}`;
+    if (f.last_ms <= (faultSeen[key] || 0)) continue;
+    faultSeen[key] = f.last_ms;
+    const cell = f.topic === topic && geometry.cells[f.partition];
+    if (!cell) continue;
+    for (const old of layer.querySelectorAll(`[data-fault="${CSS.escape(key)}"]`)) old.remove();
+    const r = el("rect", { ...cell, rx: 4, class: "fault-flash", "data-fault": key });
+    r.addEventListener("animationend", () => r.remove());
+    layer.append(r);
+  }
 }
 
 function drawRecent(s, topic) {
@@ -479,6 +557,7 @@ function render(s) {
   const group = chosenGroup(s);
   const t = drawDiagram(s, topic, group);
   animateFlows(s, topic);
+  flashFaults(s, topic);
   drawRecent(s, topic);
   drawTransactions(s);
   drawRebalances(s, group);
