@@ -44,8 +44,12 @@ idempotence (KIP-98; librdkafka's ``enable.idempotence``) each batch carries the
 epoch and a per-partition sequence number: the broker answers a batch it already has as a
 duplicate (acknowledged, not written again) and refuses one whose sequence skips ahead
 (``OUT_OF_ORDER_SEQUENCE_NUMBER``), so the client resends in order. That is why
-``max.in.flight.requests.per.connection`` may stay at 5 with idempotence; without it only 1
-keeps the order, and even then a lost answer still duplicates (``--param max_in_flight=1``).
+``max.in.flight.requests.per.connection`` may stay at 5 with idempotence. Without it, Kafka's
+documentation says to use 1 in flight for order; a lost answer still duplicates then. Try
+``--param max_in_flight=1``: with librdkafka 2.16 the batch right after a failed one still
+went out before the retry in our runs (the retry is put back on the partition's queue after
+the next request was built), so records still reorder; idempotence is the setting that
+keeps the order.
 
 Kafka references: KIP-98; producer configs ``enable.idempotence``, ``acks``, ``retries``,
 ``max.in.flight.requests.per.connection``; librdkafka CONFIGURATION.md and INTRODUCTION.md
