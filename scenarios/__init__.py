@@ -39,6 +39,9 @@ the old names kept as aliases. Look-ups accept a name, an alias or the module na
 
 Invariants: the same name, seed and params give the same echoed text, the same result dict
 and the same PNG bytes (no wall-clock time, no salted ``hash()``, no unseeded randomness).
+The exception is a lab that drives a real client through ``kafkasim serve``
+(``retries-and-duplicates``): it runs on real time, says so in its text, and only its claim
+is the same run after run.
 ``run_scenario`` wipes ``data_dir`` first, but only a dir that is empty or was made by a lab
 (see ``kafkasim.scenarios._common.MARKER``). Importing this package imports no lab module.
 Thread-safety: run one lab per data dir at a time (the broker holds a lock on it).
