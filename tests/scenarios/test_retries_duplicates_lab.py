@@ -30,7 +30,7 @@ from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
 
 pytest.importorskip("confluent_kafka")
 
-RECORDS = 200
+RECORDS = 300
 NAME = "retries-and-duplicates"
 
 
@@ -113,10 +113,13 @@ def test_drops_duplicate_errors_reorder_and_idempotence_stores_each_record_once_
 
 
 def test_without_faults_nothing_is_duplicated_or_reordered_and_the_claim_fails(tmp_path):
+    lines: list[str] = []
     with pytest.raises(ClaimFailedError) as info:
-        _run(tmp_path, "none", drop_probability=0.0, error_probability=0.0)
+        run_scenario(NAME, str(tmp_path / "none"), seed=42, echo=lines.append, records=RECORDS,
+                     drop_probability=0.0, error_probability=0.0)
     msg = str(info.value)
     assert CLAIM in msg and "0 duplicates (0 drops)" in msg and "0 out of order (0 errors" in msg
+    assert "No fault hit not idempotent, drops: drop_probability 0.0 and it is 0" in "\n".join(lines)
 
 
 def test_drops_alone_duplicate_but_reorder_nothing_so_the_claim_fails(tmp_path):
