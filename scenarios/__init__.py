@@ -39,6 +39,9 @@ the old names kept as aliases. Look-ups accept a name, an alias or the module na
 
 Invariants: the same name, seed and params give the same echoed text, the same result dict
 and the same PNG bytes (no wall-clock time, no salted ``hash()``, no unseeded randomness).
+The exception is a lab that drives a real client through ``kafkasim serve``
+(``retries-and-duplicates``): it runs on real time, says so in its text, and only its claim
+is the same run after run.
 ``run_scenario`` wipes ``data_dir`` first, but only a dir that is empty or was made by a lab
 (see ``kafkasim.scenarios._common.MARKER``). Importing this package imports no lab module.
 Thread-safety: run one lab per data dir at a time (the broker holds a lock on it).
@@ -90,7 +93,10 @@ LABS: list[Lab] = [
     Lab(14, "retry-reorder", "retry_reorder",
         "retries with 5 in flight reorder and duplicate records unless idempotent; last step: transactional",
         ("retry_reorder",)),
-    Lab(15, "consumer-crash", "consumer_crash",
+    Lab(15, "retries-and-duplicates", "retries_duplicates",
+        "a real confluent-kafka producer through kafkasim serve: injected drops duplicate, errors with 5 in "
+        "flight reorder, idempotence neither"),
+    Lab(16, "consumer-crash", "consumer_crash",
         "a member stops heartbeating: eviction, re-delivery, the zombie's commit fails",
         ("consumer_crash",)),
 ]
@@ -126,9 +132,9 @@ LABS += [
         "a 4th broker sits idle until a reassignment: the plan, bytes moved, balance; fixed partitions vs mod-N"),
 ]
 
-# ---- transactions (wt-txnlab): exactly-once (15)
+# ---- transactions (wt-txnlab): exactly-once (17)
 LABS += [
-    Lab(16, "exactly-once", "exactly_once",
+    Lab(17, "exactly-once", "exactly_once",
         "consume-transform-produce crashes and restarts: at-least-once and idempotent totals count "
         "payments twice, transactions with read_committed are exact"),
 ]
