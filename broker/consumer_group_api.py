@@ -319,8 +319,13 @@ class ConsumerGroupApi(BrokerCore):
 
     def _group_records(self, coord: ConsumerGroupCoordinator, group_id: str) -> dict:
         """The records that hold ``group_id`` now (caller holds ``_consumer_groups_lock``)."""
-        return group_records(coord.find_group(group_id),
-                             lambda mid: self._consumer_group_clients.get((group_id, mid), ("", "")))
+        caches = self.__dict__.setdefault("_consumer_group_record_caches", {})
+        group = coord.find_group(group_id)
+        if group is None:
+            caches.pop(group_id, None)
+            return {}
+        return group_records(group, lambda mid: self._consumer_group_clients.get((group_id, mid), ("", "")),
+                             caches.setdefault(group_id, {}))
 
     def _persist_group(self, coord: ConsumerGroupCoordinator, group_id: str, before: dict) -> None:
         """Append what changed in ``group_id`` since ``before`` to ``__consumer_offsets`` (Kafka's

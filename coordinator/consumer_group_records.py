@@ -34,66 +34,95 @@ _STATE_OF_BYTE = {b: MemberState(name) for name, b in cgl.MEMBER_STATE_BYTES.ite
 
 
 def group_records(group: Optional[ConsumerGroup],
-                  client_of: Callable[[str], tuple[str, str]] = lambda member_id: ("", "")) -> Records:
+                  client_of: Callable[[str], tuple[str, str]] = lambda member_id: ("", ""),
+                  cache: Optional[dict] = None) -> Records:
     """Every record that holds ``group`` now (empty for None: a deleted group).
-    ``client_of(member_id)`` is the member's (client id, client host)."""
+    ``client_of(member_id)`` is the member's (client id, client host). ``cache`` (a dict the
+    caller keeps per group) remembers each member's encoded records against the member and
+    target objects they were encoded from (both are replaced, never changed, when they change),
+    so a heartbeat re-encodes only what it changed, not the whole group."""
     if group is None:
         return {}
     out: Records = {}
 
-    def put(key: cgl.CgKey, value) -> None:
-        out[cgl.encode_key(key)] = (key, cgl.encode_value(value))
+    def put(into: Records, key: cgl.CgKey, value) -> None:
+        into[cgl.encode_key(key)] = (key, cgl.encode_value(value))
 
     gid = group.group_id
-    put(cgl.CgKey(3, gid), cgl.GroupEpoch(group.group_epoch))
-    put(cgl.CgKey(4, gid), cgl.PartitionMetadata(tuple(
+    put(out, cgl.CgKey(3, gid), cgl.GroupEpoch(group.group_epoch))
+    put(out, cgl.CgKey(4, gid), cgl.PartitionMetadata(tuple(
         (t.topic_id, t.name, t.num_partitions) for _, t in sorted(group.subscription_metadata.items()))))
-    put(cgl.CgKey(6, gid), cgl.TargetAssignmentEpoch(group.assignment_epoch))
-    for mid, m in sorted(group.members.items()):
-        client_id, client_host = client_of(mid)
-        put(cgl.CgKey(5, gid, mid), cgl.MemberMetadata(
-            m.instance_id, m.rack_id, client_id, client_host, tuple(m.subscribed_topic_names),
+    put(out, cgl.CgKey(6, gid), cgl.TargetAssignmentEpoch(group.assignment_epoch))
+    for mid, m in group.members.items():      # record order does not matter: changes() sorts
+        client = client_of(mid)
+        hit = cache.get(("member", mid)) if cache is not None else None
+        if hit is not None and hit[0] is m and hit[1] == client:
+            out.update(hit[2])
+            continue
+        recs: Records = {}
+        put(recs, cgl.CgKey(5, gid, mid), cgl.MemberMetadata(
+            m.instance_id, m.rack_id, client[0], client[1], tuple(m.subscribed_topic_names),
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor_name,
             None if m.classic_member_metadata is None else
             (m.classic_member_metadata.session_timeout_ms, m.classic_member_metadata.supported_protocols)))
-        put(cgl.CgKey(8, gid, mid), cgl.CurrentMemberAssignment(
+        put(recs, cgl.CgKey(8, gid, mid), cgl.CurrentMemberAssignment(
             m.member_epoch, m.previous_member_epoch, cgl.MEMBER_STATE_BYTES[m.state.value],
             {t: tuple(sorted(ps)) for t, ps in m.assigned_partitions.items()},
             {t: tuple(sorted(ps)) for t, ps in m.partitions_pending_revocation.items()}))
-    for mid, target in sorted(group.target_assignment.items()):
-        put(cgl.CgKey(7, gid, mid), cgl.TargetAssignmentMember({t: tuple(sorted(ps)) for t, ps in target.items()}))
+        if cache is not None:
+            cache[("member", mid)] = (m, client, recs)
+        out.update(recs)
+    for mid, target in group.target_assignment.items():
+        hit = cache.get(("target", mid)) if cache is not None else None
+        if hit is not None and hit[0] is target:
+            out.update(hit[1])
+            continue
+        recs = {}
+        put(recs, cgl.CgKey(7, gid, mid), cgl.TargetAssignmentMember(
+            {t: tuple(sorted(ps)) for t, ps in target.items()}))
+        if cache is not None:
+            cache[("target", mid)] = (target, recs)
+        out.update(recs)
+    if cache is not None and len(cache) > 2 * (len(group.members) + len(group.target_assignment)) + 16:
+        for key in [k for k in cache if k[1] not in group.members and k[1] not in group.target_assignment]:
+            del cache[key]        # members gone for good
     return out
 
 
 def changes(before: Records, after: Records) -> list[tuple[bytes, Optional[bytes]]]:
-    """The records to append to go from ``before`` to ``after`` (order in the module docstring)."""
+    """The records to append to go from ``before`` to ``after`` (order in the module docstring).
+    Looks at every record once; only what changed is sorted (a heartbeat changes a few records
+    of a group that may hold hundreds)."""
     out: list[tuple[bytes, Optional[bytes]]] = []
-    removed = sorted({k.member_id for k, _ in before.values() if k.type == 5}
-                     - {k.member_id for k, _ in after.values() if k.type == 5})
-    by_member = {(k.type, k.member_id): kb for kb, (k, _) in before.items()}
+    changed = [(kb, k, vb) for kb, (k, vb) in after.items()
+               if (old := before.get(kb)) is None or old[1] != vb]
+    gone = [(kb, k) for kb, (k, _) in before.items() if kb not in after]
+    removed = sorted(k.member_id for _, k in gone if k.type == 5)
+    gone_by_member = {(k.type, k.member_id): kb for kb, k in gone}
     for mid in removed:
         for t in (8, 7, 5):
-            kb = by_member.get((t, mid))
-            if kb is not None and kb not in after:
+            kb = gone_by_member.get((t, mid))
+            if kb is not None:
                 out.append((kb, None))
+    removed_set = set(removed)
 
-    def changed_of(types, tombstones: bool) -> None:
-        for kb, (k, vb) in sorted(after.items(), key=lambda kv: (kv[1][0].member_id or "")):
-            if k.type in types and (kb not in before or before[kb][1] != vb):
-                out.append((kb, vb))
+    def by_member(entry) -> str:
+        return entry[1].member_id or ""
+
+    def changed_of(record_type: int, tombstones: bool) -> None:
+        out.extend((kb, vb) for kb, _, vb in sorted((c for c in changed if c[1].type == record_type), key=by_member))
         if tombstones:
-            for kb, (k, _) in sorted(before.items(), key=lambda kv: (kv[1][0].member_id or "")):
-                if k.type in types and kb not in after and (kb, None) not in out and k.member_id not in removed:
-                    out.append((kb, None))
+            out.extend((kb, None) for kb, _ in sorted(
+                (g for g in gone if g[1].type == record_type and g[1].member_id not in removed_set), key=by_member))
 
-    changed_of((5,), False)
+    changed_of(5, False)
     if after:
-        changed_of((4,), False)
-        changed_of((3,), False)
-    changed_of((7,), True)
+        changed_of(4, False)
+        changed_of(3, False)
+    changed_of(7, True)
     if after:
-        changed_of((6,), False)
-    changed_of((8,), False)
+        changed_of(6, False)
+    changed_of(8, False)
     if before and not after:
         for t in (6, 4, 3):
             out += [(kb, None) for kb, (k, _) in before.items() if k.type == t]
