@@ -71,6 +71,7 @@ class Simulation:
         self.crashed: set[str] = set()
         self.away: set[str] = set()
         self.free_instances: list[str] = []
+        self.replaced_static = False
         self.next_id = 0
 
     # -- client behaviour -------------------------------------------------------------
@@ -124,6 +125,8 @@ class Simulation:
         self.next_id += 1
         instance = None
         if static:
+            if self.free_instances:
+                self.replaced_static = True     # it takes over a departed member's target
             instance = self.free_instances.pop() if self.free_instances else f"i{self.next_id}"
         client = Client(f"m{self.next_id}", instance, topics, last_heartbeat_ms=self.clock.now_ms())
         self.live[client.member_id] = client
@@ -214,14 +217,34 @@ class Simulation:
         def subscribed(c: Client) -> frozenset:
             names = [n for n in self.topics if re.fullmatch(c.topics, n)] if isinstance(c.topics, str) else c.topics
             return frozenset(self.topics[n].topic_id for n in names if n in self.topics)
-        spec = GroupSpec(members={c.member_id: MemberSubscription(subscribed_topic_ids=subscribed(c))
-                                  for c in self.live.values()})
-        expected = self.assignor.assign(spec, TopicsImage({t.topic_id: t.num_partitions for t in self.topics.values()}))
+        # Every member owns exactly its target, and the target gives every partition of every
+        # subscribed topic to exactly one member subscribed to it. (Not "what the assignor gives
+        # from scratch": a static member that rejoins under a new member id takes over its
+        # predecessor's target without a new epoch, as in Kafka, so the target can be one
+        # computed for the old member id; Hypothesis found such a history.)
+        owners: dict[tuple, str] = {}
         for client in self.live.values():
             member = group.members[client.member_id]
             assert member.member_epoch == group.group_epoch == group.assignment_epoch
-            assert member.assigned_partitions == {t: ps for t, ps in expected[client.member_id].items() if ps}
+            assert member.assigned_partitions == {t: ps for t, ps in group.target_assignment.get(
+                client.member_id, {}).items() if ps}
             assert client.owned_frozen() == member.assigned_partitions
+            for t, ps in member.assigned_partitions.items():
+                assert t in subscribed(client), f"{client.member_id} owns {t} it does not subscribe to"
+                for p in ps:
+                    assert (t, p) not in owners
+                    owners[(t, p)] = client.member_id
+        wanted = {t for c in self.live.values() for t in subscribed(c)}
+        assert set(owners) == {(t.topic_id, p) for t in self.topics.values() if t.topic_id in wanted
+                               for p in range(t.num_partitions)}
+        spec = GroupSpec(members={c.member_id: MemberSubscription(subscribed_topic_ids=subscribed(c))
+                                  for c in self.live.values()})
+        if not self.replaced_static:      # no takeover: the target is exactly the assignor's answer
+            expected = self.assignor.assign(spec, TopicsImage({t.topic_id: t.num_partitions
+                                                               for t in self.topics.values()}))
+            for client in self.live.values():
+                assert group.members[client.member_id].assigned_partitions == {
+                    t: ps for t, ps in expected[client.member_id].items() if ps}
 
 
 subscriptions = st.one_of(
