@@ -29,18 +29,16 @@ server's event loop thread.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
 import time
 from typing import Optional
 
 from kafkasim.errors import KAFKA_ERROR_NAMES
 from kafkasim.faults import FaultDecision
+from kafkasim.server.side_files import remove_side_file, write_side_file
 
 __all__ = ["FAULTS_FILE", "KEEP_EVENTS", "FaultEventsFile", "fault_actions"]
 
-log = logging.getLogger("kafkasim.server")
 
 FAULTS_FILE = ".server-faults.json"
 KEEP_EVENTS = 200
@@ -87,20 +85,10 @@ class FaultEventsFile:
                  "error_code": e.error_code,
                  "error_name": KAFKA_ERROR_NAMES.get(e.error_code) if e.error_code is not None else None,
                  "latency_ms": e.latency_ms} for e in events]
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"pid": os.getpid(), "written_ms": int(time.time() * 1000), "events": rows}, f)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.path, exc)
+        write_side_file(self.path, {"pid": os.getpid(), "written_ms": int(time.time() * 1000), "events": rows})
 
     def remove(self) -> None:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
-        for path in (self.path, f"{self.path}.{os.getpid()}.tmp"):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        remove_side_file(self.path)

@@ -21,15 +21,14 @@ Thread-safety: event-loop thread only (the Fetch handler calls :meth:`fetched` t
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
 import time
 from typing import Optional
 
+from kafkasim.server.side_files import remove_side_file, write_side_file
+
 __all__ = ["POSITIONS_FILE", "FetchPositions"]
 
-log = logging.getLogger("kafkasim.server")
 
 POSITIONS_FILE = ".fetch-positions.json"
 
@@ -60,20 +59,10 @@ class FetchPositions:
         self._last = {k: v for k, v in self._last.items() if now - v[1] <= self.keep_ms}
         rows = [{"client_id": c, "client_host": h, "topic": t, "partition": p, "offset": off, "at_ms": at}
                 for (c, h, t, p), (off, at) in sorted(self._last.items(), key=lambda kv: repr(kv[0]))]
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"pid": os.getpid(), "written_ms": now, "fetches": rows}, f)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.path, exc)
+        write_side_file(self.path, {"pid": os.getpid(), "written_ms": now, "fetches": rows})
 
     def remove(self) -> None:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
-        for path in (self.path, f"{self.path}.{os.getpid()}.tmp"):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        remove_side_file(self.path)
