@@ -167,9 +167,9 @@ def _describe(args) -> int:
     return 0
 
 
-def _fault(args, method: str, done: str) -> int:
+def _fault(args, method: str, done: str, *extra) -> int:
     with open_cluster(args) as c:
-        getattr(c, method)(args.broker_id)
+        getattr(c, method)(args.broker_id, *extra)
         d = c.describe_cluster()
     emit(args, d, lambda d: f"Broker {args.broker_id} {done}. under-replicated: {d['under_replicated']}, "
                             f"offline: {d['offline']}")
@@ -187,12 +187,7 @@ def _start(args) -> int:
 def _isolate(args) -> int:
     if args.heal:
         return _fault(args, "heal", "healed")
-    with open_cluster(args) as c:
-        c.isolate(args.broker_id, args.from_)
-        d = c.describe_cluster()
-    emit(args, d, lambda d: f"Broker {args.broker_id} isolated from {args.from_}. "
-                            f"under-replicated: {d['under_replicated']}, offline: {d['offline']}")
-    return 0
+    return _fault(args, "isolate", f"isolated from {args.from_}", args.from_)
 
 
 def _fill_disk(args) -> int:
