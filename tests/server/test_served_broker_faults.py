@@ -6,33 +6,18 @@ own request rules (``cluster.faults``) are the ones its listeners hold."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 
 import pytest
 
 from kafkasim.server.address import read_address
+from tests.server.conftest import wait_until
+from tests.server.test_cluster_serve import _refuses
 
 BROKERS = "0:r1,1:r2,2:r3"
 
 
 def _listeners(served) -> dict[int, tuple[str, int]]:
     return {b["id"]: (b["host"], b["port"]) for b in read_address(served.data_dir)["brokers"]}
-
-
-def _refuses(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=2):
-            return False
-    except OSError:
-        return True
-
-
-def _wait(predicate, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def _partitions(address: tuple[str, int], topic: str) -> dict[int, dict]:
@@ -73,10 +58,10 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
 
     # isolated from clients: its listener refuses, but it still leads and replicates
     control.isolate(victim, "clients")
-    _wait(lambda: _refuses(*listeners[victim]))
+    wait_until(lambda: _refuses(*listeners[victim]), timeout=15, what="the listener refusing clients")
     assert _partitions(asked, "orders") == before
     control.heal(victim)
-    _wait(lambda: not _refuses(*listeners[victim]))
+    wait_until(lambda: not _refuses(*listeners[victim]), timeout=15, what="the listener back")
 
     # a full disk: leadership moves, its replicas are offline, it stays reachable
     control.fill_disk(victim)
@@ -114,8 +99,8 @@ def test_isolation_from_clients_and_a_full_disk_as_real_clients_see_them(serve_p
     control.clear_disk(victim)
     control.stop_broker(victim)
     control.start_broker(victim)
-    _wait(lambda: all(row["isr"] == [0, 1, 2] and row["offline"] == []
-                      for row in _partitions(asked, "orders").values()), timeout=20)
+    wait_until(lambda: all(row["isr"] == [0, 1, 2] and row["offline"] == []
+                           for row in _partitions(asked, "orders").values()), timeout=20, what="the ISR whole again")
 
 
 def test_a_served_cluster_applies_the_clusters_own_request_rules(tmp_path):
