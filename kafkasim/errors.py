@@ -50,7 +50,10 @@ so ``except KafkaSimError`` catches everything of ours::
     │   │                                        ├── StaleMemberEpochError (113)
     │   │                                        ├── MismatchedEndpointTypeError (114)
     │   │                                        ├── TransactionAbortableError (120)
+    │   │                                        ├── ShareSessionNotFoundError (122)
+    │   │                                        ├── InvalidShareSessionEpochError (123)
     │   │                                        ├── InvalidRegularExpressionError (128)
+    │   │                                        ├── ShareSessionLimitReachedError (133)
     │   │                                        └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
         ├── CommitFailedError          a commit after the member lost its partitions
@@ -105,6 +108,7 @@ __all__ = [
     "InvalidUpdateVersionError",
     "FencedMemberEpochError", "UnreleasedInstanceIdError", "UnsupportedAssignorError",
     "StaleMemberEpochError", "InvalidRegularExpressionError",
+    "ShareSessionNotFoundError", "InvalidShareSessionEpochError", "ShareSessionLimitReachedError",
 ]
 
 
@@ -167,7 +171,8 @@ KAFKA_ERROR_NAMES: dict[int, str] = {
     87: 'INVALID_RECORD', 90: 'PRODUCER_FENCED', 95: 'INVALID_UPDATE_VERSION',
     105: 'TRANSACTIONAL_ID_NOT_FOUND', 110: 'FENCED_MEMBER_EPOCH', 111: 'UNRELEASED_INSTANCE_ID',
     112: 'UNSUPPORTED_ASSIGNOR', 113: 'STALE_MEMBER_EPOCH', 114: 'MISMATCHED_ENDPOINT_TYPE',
-    120: 'TRANSACTION_ABORTABLE', 128: 'INVALID_REGULAR_EXPRESSION',
+    120: 'TRANSACTION_ABORTABLE', 122: 'SHARE_SESSION_NOT_FOUND', 123: 'INVALID_SHARE_SESSION_EPOCH',
+    128: 'INVALID_REGULAR_EXPRESSION', 133: 'SHARE_SESSION_LIMIT_REACHED',
 }
 """Kafka's ``Errors`` enum name of every code kafkasim raises (``NOT_LEADER_OR_FOLLOWER``):
 what tools and the fault rules (:mod:`kafkasim.faults`) call them."""
@@ -549,9 +554,27 @@ class TransactionAbortableError(BrokerResponseError):
     the client can abort and go on."""
 
 
+@_code(122, "The share session was not found.")
+class ShareSessionNotFoundError(BrokerResponseError):
+    """Raised for a ShareFetch or ShareAcknowledge continuing (epoch > 0) or closing (-1) a share
+    session the broker does not hold (KIP-932)."""
+
+
+@_code(123, "The share session epoch is invalid.")
+class InvalidShareSessionEpochError(BrokerResponseError):
+    """Raised for a ShareFetch or ShareAcknowledge whose share session epoch is not the next one;
+    the broker drops the session (its records are released) and the client opens a new one."""
+
+
 @_code(128, "The regular expression is not valid.")
 class InvalidRegularExpressionError(BrokerResponseError):
     """Raised by a consumer-group heartbeat whose ``subscribed_topic_regex`` does not compile."""
+
+
+@_code(133, "The limit of share sessions has been reached.")
+class ShareSessionLimitReachedError(BrokerResponseError):
+    """Raised for a ShareFetch opening a share session when the broker holds
+    ``group.share.max.share.sessions`` of them already."""
 
 
 class CommitFailedError(KafkaSimError):

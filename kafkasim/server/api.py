@@ -182,6 +182,9 @@ class Context:
     fetch_sessions: Any = None
     """This listener's :class:`~kafkasim.server.fetch_session.FetchSessionCache` (KIP-227), or
     None (every Fetch is answered sessionless). Shared by the listener's connections."""
+    share_sessions: Any = None
+    """This listener's :class:`~kafkasim.server.share_session.ShareSessionCache` (KIP-932's share
+    sessions), or None (ShareFetch and ShareAcknowledge answer SHARE_SESSION_NOT_FOUND)."""
     topology: Any = None
     """A served cluster's :class:`~kafkasim.server.topology.Topology` (every broker's address,
     rack and state), or None for one plain broker. With it, ``node`` is the broker this

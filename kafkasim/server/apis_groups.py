@@ -227,9 +227,10 @@ async def describe_groups(ctx, req):
             out.append({"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
                         "protocol_data": "", "members": []})
             continue
-        if d.get("type") == "consumer":
-            # Kafka's describeGroups looks the id up as a classic group: a consumer group is not
-            # one, and is answered as Dead with no members (ConsumerGroupDescribe describes it)
+        if d.get("type") in ("consumer", "share"):
+            # Kafka's describeGroups looks the id up as a classic group: a consumer or share group
+            # is not one, and is answered as Dead with no members (ConsumerGroupDescribe and
+            # ShareGroupDescribe describe them)
             out.append({"error_code": 0, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
                         "protocol_data": "", "members": []})
             continue

@@ -36,6 +36,13 @@ list_partition_reassignments           ListPartitionReassignments
 describe_transactions / list_trans-    DescribeTransactions / ListTransactions /
 actions / describe_producers /         DescribeProducers / WriteTxnMarkers
 write_txn_marker                       (:mod:`kafkasim.server.remote_txn`)
+share_group_heartbeat / share_fetch /  ShareGroupHeartbeat / ShareFetch / ShareAcknowledge
+share_acknowledge / share_session_close (the member's share session kept per group and
+                                       member, :mod:`kafkasim.server.remote_share`)
+share_group_describe / list_share_     ShareGroupDescribe / ListGroups (type share) /
+groups / delete_share_group            DeleteGroups
+describe / alter / delete_share_group_ DescribeShareGroupOffsets / AlterShareGroupOffsets /
+offsets                                DeleteShareGroupOffsets
 =====================================  =================================================
 
 Versions are negotiated: the connection starts with ApiVersions and each request uses the
@@ -66,6 +73,7 @@ from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.remote_conn import CLIENT_VERSIONS, RemoteConnection
 from kafkasim.server.remote_features import FeatureCalls
 from kafkasim.server.remote_groups import GroupCalls
+from kafkasim.server.remote_share import ShareCalls
 from kafkasim.server.remote_topics import TopicCalls
 from kafkasim.server.remote_txn import TxnAdminCalls
 
@@ -82,7 +90,7 @@ def parse_bootstrap(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class RemoteBroker(GroupCalls, TopicCalls, TxnAdminCalls, FeatureCalls, RemoteConnection):
+class RemoteBroker(GroupCalls, ShareCalls, TopicCalls, TxnAdminCalls, FeatureCalls, RemoteConnection):
     """The Broker API over one connection to a Kafka-protocol server (see the module docstring).
 
     Example::

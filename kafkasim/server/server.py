@@ -53,6 +53,7 @@ from kafkasim.server import codec
 from kafkasim.server.api import Context, Node, RefusalLog, ServerOptions, Waker
 from kafkasim.server.fault_events import fault_actions
 from kafkasim.server.fetch_session import FetchSessionCache
+from kafkasim.server.share_session import ShareSessionCache
 from kafkasim.server.dispatch import APIS
 
 __all__ = ["KafkaServer", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT"]
@@ -122,7 +123,8 @@ class KafkaServer:
                             data_waker=self._wakers[0], group_waker=self._wakers[1],
                             topology=self.topology, refusals=self.refusals, positions=self.positions,
                             faults=self.faults,
-                            fetch_sessions=FetchSessionCache(self.options.fetch_session_cache_slots))
+                            fetch_sessions=FetchSessionCache(self.options.fetch_session_cache_slots),
+                            share_sessions=ShareSessionCache())
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
         return self.host, self.port
 
