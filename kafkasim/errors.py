@@ -50,6 +50,9 @@ so ``except KafkaSimError`` catches everything of ours::
     │   │                                        ├── StaleMemberEpochError (113)
     │   │                                        ├── MismatchedEndpointTypeError (114)
     │   │                                        ├── TransactionAbortableError (120)
+    │   │                                        ├── InvalidRecordStateError (121)
+    │   │                                        ├── ShareSessionNotFoundError (122)
+    │   │                                        ├── InvalidShareSessionEpochError (123)
     │   │                                        ├── InvalidRegularExpressionError (128)
     │   │                                        └── UnknownServerError (-1)
     └── client-side errors (Kafka has them only in its clients, no wire code)
@@ -105,6 +108,7 @@ __all__ = [
     "InvalidUpdateVersionError",
     "FencedMemberEpochError", "UnreleasedInstanceIdError", "UnsupportedAssignorError",
     "StaleMemberEpochError", "InvalidRegularExpressionError",
+    "InvalidRecordStateError", "ShareSessionNotFoundError", "InvalidShareSessionEpochError",
 ]
 
 
@@ -167,7 +171,8 @@ KAFKA_ERROR_NAMES: dict[int, str] = {
     87: 'INVALID_RECORD', 90: 'PRODUCER_FENCED', 95: 'INVALID_UPDATE_VERSION',
     105: 'TRANSACTIONAL_ID_NOT_FOUND', 110: 'FENCED_MEMBER_EPOCH', 111: 'UNRELEASED_INSTANCE_ID',
     112: 'UNSUPPORTED_ASSIGNOR', 113: 'STALE_MEMBER_EPOCH', 114: 'MISMATCHED_ENDPOINT_TYPE',
-    120: 'TRANSACTION_ABORTABLE', 128: 'INVALID_REGULAR_EXPRESSION',
+    120: 'TRANSACTION_ABORTABLE', 121: 'INVALID_RECORD_STATE', 122: 'SHARE_SESSION_NOT_FOUND',
+    123: 'INVALID_SHARE_SESSION_EPOCH', 128: 'INVALID_REGULAR_EXPRESSION',
 }
 """Kafka's ``Errors`` enum name of every code kafkasim raises (``NOT_LEADER_OR_FOLLOWER``):
 what tools and the fault rules (:mod:`kafkasim.faults`) call them."""
@@ -547,6 +552,22 @@ class MismatchedEndpointTypeError(BrokerResponseError):
 class TransactionAbortableError(BrokerResponseError):
     """Raised when a partition written in a transaction was never added to it (verification);
     the client can abort and go on."""
+
+
+@_code(121, "The record state is invalid. The acknowledgement of delivery could not be completed.")
+class InvalidRecordStateError(BrokerResponseError):
+    """Raised for a share-group acknowledgement of a record that is not acquired by that member
+    (KIP-932); nothing of that acknowledgement batch changes."""
+
+
+@_code(122, "The share session was not found.", retriable=True)
+class ShareSessionNotFoundError(BrokerResponseError):
+    """Raised for a ShareFetch/ShareAcknowledge whose share session the broker does not know."""
+
+
+@_code(123, "The share session epoch is invalid.", retriable=True)
+class InvalidShareSessionEpochError(BrokerResponseError):
+    """Raised for a ShareFetch/ShareAcknowledge carrying an unexpected share session epoch."""
 
 
 @_code(128, "The regular expression is not valid.")
