@@ -24,10 +24,11 @@ from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence, runtime
 
 from kafkasim.config import LogConfig
 from kafkasim.protocol.group import JoinResult, SyncResult
+from kafkasim.protocol.share_group import AcknowledgementBatch, ShareFetchPartition, ShareHeartbeatResult
 from kafkasim.types import TopicPartition
 
-__all__ = ["BrokerAPI", "ConsumerGroupAPI", "FeatureAPI", "ServedBrokerAPI", "TransactionalBrokerAPI",
-           "TransactionAdminAPI"]
+__all__ = ["BrokerAPI", "ConsumerGroupAPI", "FeatureAPI", "ServedBrokerAPI", "ShareGroupAPI",
+           "TransactionalBrokerAPI", "TransactionAdminAPI"]
 
 
 @runtime_checkable
@@ -130,6 +131,37 @@ class ConsumerGroupAPI(BrokerAPI, Protocol):
     def consumer_group_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "") -> Any: ...
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[dict]: ...
     def tick_consumer_groups(self) -> Any: ...
+
+
+@runtime_checkable
+class ShareGroupAPI(BrokerAPI, Protocol):
+    """Share groups (KIP-932) beyond :class:`BrokerAPI`: ShareGroupHeartbeat, ShareFetch,
+    ShareAcknowledge, the share session's close, ShareGroupDescribe, the share-group offsets
+    admin calls and their timers (the in-process Broker and Cluster;
+    :mod:`kafkasim.broker.share_group_api`)."""
+
+    def share_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
+                              subscribed_topic_names: Optional[Sequence[str]] = None,
+                              rack_id: Optional[str] = None, client_id: str = "",
+                              client_host: str = "") -> ShareHeartbeatResult: ...
+    def share_fetch(self, group_id: str, member_id: str, partitions: Iterable[TopicPartition], *,
+                    max_records: int = 500, max_bytes: int = 52_428_800, batch_size: int = 500,
+                    acknowledgements: Optional[Mapping[TopicPartition, Sequence[AcknowledgementBatch]]] = None
+                    ) -> dict[TopicPartition, ShareFetchPartition]: ...
+    def share_acknowledge(self, group_id: str, member_id: str,
+                          acknowledgements: Mapping[TopicPartition, Sequence[AcknowledgementBatch]]
+                          ) -> dict[TopicPartition, Optional[Any]]: ...
+    def share_session_close(self, group_id: str, member_id: str) -> None: ...
+    def share_group_describe(self, group_ids: Iterable[str]) -> list[dict]: ...
+    def list_share_groups(self) -> list[dict]: ...
+    def delete_share_group(self, group_id: str) -> None: ...
+    def describe_share_group_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None
+                                     ) -> dict[TopicPartition, dict]: ...
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
+                                  ) -> dict[TopicPartition, Optional[Any]]: ...
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> dict[str, Optional[Any]]: ...
+    def tick_share_groups(self) -> Any: ...
+    def is_share_group(self, group_id: str) -> bool: ...
 
 
 @runtime_checkable

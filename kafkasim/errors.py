@@ -50,6 +50,7 @@ so ``except KafkaSimError`` catches everything of ours::
     │   │                                        ├── StaleMemberEpochError (113)
     │   │                                        ├── MismatchedEndpointTypeError (114)
     │   │                                        ├── TransactionAbortableError (120)
+    │   │                                        ├── InvalidRecordStateError (121)
     │   │                                        ├── ShareSessionNotFoundError (122)
     │   │                                        ├── InvalidShareSessionEpochError (123)
     │   │                                        ├── InvalidRegularExpressionError (128)
@@ -108,7 +109,8 @@ __all__ = [
     "InvalidUpdateVersionError",
     "FencedMemberEpochError", "UnreleasedInstanceIdError", "UnsupportedAssignorError",
     "StaleMemberEpochError", "InvalidRegularExpressionError",
-    "ShareSessionNotFoundError", "InvalidShareSessionEpochError", "ShareSessionLimitReachedError",
+    "InvalidRecordStateError", "ShareSessionNotFoundError", "InvalidShareSessionEpochError",
+    "ShareSessionLimitReachedError",
 ]
 
 
@@ -171,8 +173,8 @@ KAFKA_ERROR_NAMES: dict[int, str] = {
     87: 'INVALID_RECORD', 90: 'PRODUCER_FENCED', 95: 'INVALID_UPDATE_VERSION',
     105: 'TRANSACTIONAL_ID_NOT_FOUND', 110: 'FENCED_MEMBER_EPOCH', 111: 'UNRELEASED_INSTANCE_ID',
     112: 'UNSUPPORTED_ASSIGNOR', 113: 'STALE_MEMBER_EPOCH', 114: 'MISMATCHED_ENDPOINT_TYPE',
-    120: 'TRANSACTION_ABORTABLE', 122: 'SHARE_SESSION_NOT_FOUND', 123: 'INVALID_SHARE_SESSION_EPOCH',
-    128: 'INVALID_REGULAR_EXPRESSION', 133: 'SHARE_SESSION_LIMIT_REACHED',
+    120: 'TRANSACTION_ABORTABLE', 121: 'INVALID_RECORD_STATE', 122: 'SHARE_SESSION_NOT_FOUND',
+    123: 'INVALID_SHARE_SESSION_EPOCH', 128: 'INVALID_REGULAR_EXPRESSION', 133: 'SHARE_SESSION_LIMIT_REACHED',
 }
 """Kafka's ``Errors`` enum name of every code kafkasim raises (``NOT_LEADER_OR_FOLLOWER``):
 what tools and the fault rules (:mod:`kafkasim.faults`) call them."""
@@ -554,13 +556,19 @@ class TransactionAbortableError(BrokerResponseError):
     the client can abort and go on."""
 
 
-@_code(122, "The share session was not found.")
+@_code(121, "The record state is invalid. The acknowledgement of delivery could not be completed.")
+class InvalidRecordStateError(BrokerResponseError):
+    """Raised for a share-group acknowledgement of a record that is not acquired by that member
+    (KIP-932); nothing of that acknowledgement batch changes."""
+
+
+@_code(122, "The share session was not found.", retriable=True)
 class ShareSessionNotFoundError(BrokerResponseError):
     """Raised for a ShareFetch or ShareAcknowledge continuing (epoch > 0) or closing (-1) a share
     session the broker does not hold (KIP-932)."""
 
 
-@_code(123, "The share session epoch is invalid.")
+@_code(123, "The share session epoch is invalid.", retriable=True)
 class InvalidShareSessionEpochError(BrokerResponseError):
     """Raised for a ShareFetch or ShareAcknowledge whose share session epoch is not the next one;
     the broker drops the session (its records are released) and the client opens a new one."""
