@@ -95,11 +95,23 @@ def minimal_request(key: int, version: int) -> dict:
         68: {"group_id": "cg", "member_id": f"member-v{version}", "member_epoch": 0, "rebalance_timeout": 30_000,
              "subscribed_topic_names": ["t"], "topic_partitions": []},
         69: {"group_ids": ["nosuchgroup"], "include_authorized_operations": False},
+        # share groups (KIP-932): a member joins; the rest for a group or share session that does not exist
+        76: {"group_id": "sg", "member_id": f"share-member-v{version}", "member_epoch": 0, "rack_id": None,
+             "subscribed_topic_names": ["t"]},
+        77: {"group_ids": ["nosuchgroup"], "include_authorized_operations": False},
+        78: {"group_id": "sg", "member_id": "nosession", "share_session_epoch": 3, "max_wait": 0, "min_bytes": 1,
+             "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10, "topics": [], "forgotten_topics_data": []},
+        79: {"group_id": "sg", "member_id": "nosession", "share_session_epoch": 3, "topics": []},
+        90: {"groups": [{"group_id": "nosuchgroup", "topics": None}]},
+        91: {"group_id": "nosuchgroup", "topics": [
+            {"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        92: {"group_id": "nosuchgroup", "topics": [{"topic_name": "t"}]},
     }[key]
 
 
 EXPECTED_CODE = {11: 24, 12: 25, 13: 25, 14: 25, 20: 3, 37: 37, 42: 69, 43: 84, 47: 69, 69: 69,
-                 24: 49, 25: 49, 26: 49, 28: 48, 27: 3}   # errors a minimal request must get
+                 24: 49, 25: 49, 26: 49, 28: 48, 27: 3,
+                 77: 69, 78: 122, 79: 122, 90: 69, 91: 69, 92: 69}   # errors a minimal request must get
 
 
 def _codes(obj) -> list[int]:
