@@ -83,8 +83,8 @@ class ShareCalls:
                 "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                              "client_id": m.client_id, "client_host": m.client_host,
                              "subscribed_topic_names": list(m.subscribed_topic_names),
-                             "assignment": {t.topic_name: sorted(int(p) for p in t.partitions)
-                                            for t in m.assignment.topic_partitions}}
+                             "assignment": [(t.topic_id, t.topic_name, sorted(int(p) for p in t.partitions))
+                                            for t in m.assignment.topic_partitions]}
                             for m in g.members]})
         return out
 

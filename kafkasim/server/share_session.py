@@ -41,12 +41,13 @@ MAX_SHARE_SESSIONS = 2000
 
 @dataclass
 class ShareSession:
-    """One member's share session: the epoch its next request must carry, and its partitions
-    in the order they were added (``(topic id, partition)``)."""
+    """One member's share session: the epoch its next request must carry (0 while the request
+    that opens it is being answered), and its partitions in the order they were added
+    (``(topic id, partition)``)."""
 
     group_id: str
     member_id: str
-    epoch: int = 1
+    epoch: int = 0
     partitions: dict = field(default_factory=dict)
 
     def add(self, partitions) -> None:
@@ -97,7 +98,7 @@ class ShareSessionCache:
         return session
 
     def advance(self, session: ShareSession) -> None:
-        """After an accepted request that keeps the session open."""
+        """After an accepted request that keeps the session open (the opening one included)."""
         session.epoch += 1
 
     def close(self, group_id: str, member_id: str) -> Optional[ShareSession]:
