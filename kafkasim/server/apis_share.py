@@ -35,6 +35,7 @@ from kafkasim.errors import (
 from kafkasim.protocol.share_group import AcknowledgementBatch
 from kafkasim.server import cluster
 from kafkasim.server.api import api, error_code
+from kafkasim.server.apis_data import _check_leader
 from kafkasim.server.codec import ms
 from kafkasim.server.share_session import FINAL_EPOCH, INITIAL_EPOCH
 from kafkasim.types import TopicPartition
@@ -153,6 +154,21 @@ def _acks(topics, by_id: dict) -> tuple[dict, set]:
     return acks, unknown
 
 
+def _not_led(broker, partitions, node) -> dict:
+    """On a served cluster: the partitions this broker may not serve (NOT_LEADER_OR_FOLLOWER,
+    KAFKA_STORAGE_ERROR), each with its error; a ShareFetch is answered by each partition's
+    leader, as Kafka's share-partition leader."""
+    out = {}
+    if node is None:
+        return out
+    for tp in partitions:
+        try:
+            _check_leader(broker, tp.topic, tp.partition, node)
+        except KafkaSimError as exc:
+            out[tp] = exc
+    return out
+
+
 def _partition_row(partition: int, fetched, ack_error) -> dict:
     row = {"partition_index": partition, "error_code": 0, "error_message": None,
            "acknowledge_error_code": 0 if ack_error is None else error_code(ack_error),
@@ -210,6 +226,10 @@ async def share_fetch(ctx, req):
     final = epoch == FINAL_EPOCH
     wanted = [] if final else [TopicPartition(by_id[t], p) for t, p in session.partitions if t in by_id]
     unknown = {(t, p) for t, p in session.partitions if t not in by_id} | unknown_acked
+    refused = await ctx.call(_not_led, ctx.broker, set(wanted) | set(acks), ctx.node_id)
+    acks_refused = {tp for tp in acks if tp in refused}
+    wanted = [tp for tp in wanted if tp not in refused]
+    acks = {tp: b for tp, b in acks.items() if tp not in refused}
     ack_errors: dict = {}
     deadline = time.monotonic() + max(0, ms(body.max_wait)) / 1000.0
     pending = acks
@@ -241,6 +261,11 @@ async def share_fetch(ctx, req):
         tid = by_name.get(tp.topic)
         if tid is not None:
             rows.setdefault(tid, []).append(_partition_row(tp.partition, fetched.get(tp), ack_errors.get(tp)))
+    for tp, exc in refused.items():
+        if tp.topic in by_name:
+            rows.setdefault(by_name[tp.topic], []).append(dict(
+                _partition_row(tp.partition, None, exc if tp in acks_refused else None),
+                error_code=error_code(exc), error_message=_message(exc)))
     for tid, p in unknown:
         rows.setdefault(tid, []).append({
             "partition_index": p, "error_code": UnknownTopicOrPartitionError.errno,

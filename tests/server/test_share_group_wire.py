@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+from kafkasim.records import record_batch as rb
+
 from tests.server.conftest import start_server, wait_until
 
 pytestmark = pytest.mark.slow
@@ -258,4 +260,89 @@ def test_a_restart_keeps_the_share_groups_in_flight_state(tmp_path, how):
     finally:
         if c is not None:
             c.close()
+        served.stop()
+
+
+def test_share_consumers_on_a_served_cluster_fetch_from_each_partitions_leader(tmp_path):
+    """Three brokers, three partitions led by different brokers: librdkafka sends each
+    partition's ShareFetch to its leader (a non-leader answers NOT_LEADER_OR_FOLLOWER), and
+    every record is delivered once."""
+    served = start_server(tmp_path / "data", "--brokers", "0,1,2")
+    consumers = []
+    try:
+        _create(served.bootstrap, "jobs", 3)
+        consumers = [_share_consumer(served.bootstrap, "w", "jobs", **{"max.poll.records": 5}) for _ in range(2)]
+        _poll_until_ready(consumers, served.bootstrap, "w", "jobs", 3)
+        values = [b"%d" % i for i in range(60)]
+        _produce(served.bootstrap, "jobs", values)
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for c in consumers:
+                got += [m.value() for m in c.poll(0.1) if m.error() is None]
+        assert sorted(got) == sorted(values)
+    finally:
+        for c in consumers:
+            c.close()
+        served.stop()
+
+
+def test_share_sessions_and_acknowledgements_answer_kafkas_errors(tmp_path):
+    """Raw frames: a session continued with the wrong epoch (INVALID_SHARE_SESSION_EPOCH, the
+    session dropped: SHARE_SESSION_NOT_FOUND after), acknowledgements on an opening fetch
+    (INVALID_REQUEST), an acknowledgement of a record the member does not hold
+    (INVALID_RECORD_STATE in the partition's ``acknowledge_error_code``), and ShareFetch's
+    acquired ranges with their delivery counts."""
+    from tests.server import raw
+
+    served = start_server(tmp_path / "data")
+    try:
+        with raw.connect(served.host, served.port) as sock:
+            meta = raw.call(sock, 3, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
+            tid = meta.topics[0].topic_id
+            hb = raw.call(sock, 76, 1, {"group_id": "g", "member_id": "m1", "member_epoch": 0,
+                                        "rack_id": None, "subscribed_topic_names": ["t"]})
+            assert int(hb.error_code) == 0 and hb.assignment.topic_partitions[0].partitions == (0,)
+
+            def fetch(epoch, acks=(), member="m1", wait=0):
+                return raw.call(sock, 78, 1, {
+                    "group_id": "g", "member_id": member, "share_session_epoch": epoch, "max_wait": wait,
+                    "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
+                    "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                        {"first_offset": a, "last_offset": b, "acknowledge_types": [k]} for a, b, k in acks]}]}],
+                    "forgotten_topics_data": []})
+
+            assert int(fetch(0, acks=[(0, 0, 1)]).error_code) == 42         # INVALID_REQUEST
+            assert int(fetch(0).error_code) == 0                               # opens; initialises at the end (0)
+            raw.call(sock, 0, 9, {"acks": 1, "timeout": 5000, "topic_data": [{"name": "t", "partition_data": [
+                {"index": 0, "records": rb.encode_batch(0, [(i, 1_700_000_000_000, b"k", b"v%d" % i, ())
+                                                          for i in range(3)])}]}]})
+            got = fetch(1, wait=2000)
+            part = got.responses[0].partitions[0]
+            assert [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records] == [(0, 2, 1)]
+            assert raw.batches(part.records)[0][1][2].value == b"v2"
+            # m2 acknowledges what m1 holds: INVALID_RECORD_STATE, nothing changes
+            raw.call(sock, 76, 1, {"group_id": "g", "member_id": "m2", "member_epoch": 0, "rack_id": None,
+                                   "subscribed_topic_names": ["t"]})
+            assert int(fetch(0, member="m2").error_code) == 0
+            other = fetch(1, acks=[(0, 0, 1)], member="m2")
+            assert int(other.responses[0].partitions[0].acknowledge_error_code) == 121
+            # m1 releases 1, accepts 0 and 2 (one type per offset); 1 comes back with delivery count 2
+            mine = fetch(2, acks=[(0, 2, 9)])
+            assert int(mine.error_code) == 42                                  # type 9: INVALID_REQUEST
+            ack = raw.call(sock, 79, 1, {"group_id": "g", "member_id": "m1", "share_session_epoch": 2, "topics": [
+                {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": 0, "last_offset": 2, "acknowledge_types": [1, 2, 1]}]}]}]})
+            assert int(ack.error_code) == 0 and int(ack.responses[0].partitions[0].error_code) == 0
+            again = fetch(3)
+            assert [(a.first_offset, a.last_offset, a.delivery_count)
+                    for a in again.responses[0].partitions[0].acquired_records] == [(1, 1, 2)]
+            # the wrong epoch drops the session (its record released); then it is not found
+            assert int(fetch(7).error_code) == 123
+            assert int(fetch(4).error_code) == 122
+            reopened = fetch(0, member="m2")           # a new session for m2 (which had one): it fetches too
+            assert int(reopened.error_code) == 0
+            assert [(a.first_offset, a.delivery_count)
+                    for a in reopened.responses[0].partitions[0].acquired_records] == [(1, 3)]
+    finally:
         served.stop()
