@@ -212,10 +212,12 @@ class ShareConsumer:
         self._buffer.clear()
 
     # ------------------------------------------------------------------ poll
-    def poll(self, timeout_ms: int = 0) -> list[ShareConsumerRecord]:
-        """Records acquired for this consumer, at most ``max_poll_records``; waits up to
-        ``timeout_ms`` on the injected clock when there are none (a MockClock just advances)."""
+    def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None) -> list[ShareConsumerRecord]:
+        """Records acquired for this consumer, at most ``max_records`` (default
+        ``max_poll_records``; the rest of what was acquired stays locked for the next poll); waits
+        up to ``timeout_ms`` on the injected clock when there are none (a MockClock just advances)."""
         check_arg("timeout_ms", timeout_ms, "number", min=0)
+        limit = check_arg("max_records", max_records, "int", min=1, none_ok=True) or self.config["max_poll_records"]
         clock = self._clock
         with self._lock:
             self._check_open()
@@ -232,7 +234,9 @@ class ShareConsumer:
             with self._lock:
                 self._check_open()
                 self._member.poll(clock.now_ms())
-                records = self._take_buffered() if self._buffer else self._fetch()
+                if not self._buffer:
+                    self._buffer.extend(self._fetch())
+                records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
                 if records:
                     for r in records:
                         self._in_flight.setdefault(TopicPartition(r.topic, r.partition), set()).add(r.offset)
@@ -242,10 +246,6 @@ class ShareConsumer:
             if now >= deadline:
                 return []
             clock.sleep(min(deadline - now, self.config["retry_backoff_ms"]))
-
-    def _take_buffered(self) -> list[ShareConsumerRecord]:
-        n = min(len(self._buffer), self.config["max_poll_records"])
-        return [self._buffer.popleft() for _ in range(n)]
 
     def _fetch(self) -> list[ShareConsumerRecord]:
         """One ShareFetch for the assigned partitions, carrying the pending acknowledgements
@@ -283,9 +283,7 @@ class ShareConsumer:
             for off in gaps:
                 self._pending.setdefault(tp, {})[off] = ACKNOWLEDGE_GAP
             records.extend(recs)
-        limit = cfg["max_poll_records"]
-        self._buffer.extend(records[limit:])
-        return records[:limit]
+        return records
 
     # ------------------------------------------------------------------ acknowledgements
     def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:
