@@ -41,7 +41,7 @@ def empty_group(tmp_path):
 @pytest.fixture
 def live_group(tmp_path):
     """Share group 'workers' with two members that never closed (Stable), plus a consumer group."""
-    d = str(tmp_path / "data")
+    d = str(tmp_path / "live")
     with Broker(d, broker_configs=EARLIEST) as b:
         b.create_topic("jobs", 2)
         _fill(b)
