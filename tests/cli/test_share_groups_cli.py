@@ -102,6 +102,7 @@ def test_describe_a_group_that_is_not_a_share_group(empty_group, capsys):
     assert "[all-groups], [group]" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reset_offsets_plans_then_executes_and_the_group_reads_again(empty_group, capsys):
     base = ["share-groups", "reset-offsets", "--group", "workers", "--topic", "jobs", "--data-dir", empty_group]
     assert main(base + ["--to-earliest"]) == 0
@@ -130,6 +131,7 @@ def test_reset_offsets_of_a_group_with_members_is_refused(live_group, capsys):
     assert "Share group 'workers' is not empty." in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_delete_offsets_and_delete(empty_group, live_group, capsys):
     assert main(["share-groups", "delete-offsets", "--group", "workers", "--topic", "jobs",
                  "--data-dir", empty_group]) == 0
@@ -146,6 +148,7 @@ def test_delete_offsets_and_delete(empty_group, live_group, capsys):
     assert "* Group 'ghost' could not be deleted due to: GroupIdNotFoundError: Group 'ghost' is not a share group." in out
 
 
+@pytest.mark.slow
 def test_consume_share_group_accepts_what_it_printed(tmp_path, capsys):
     d = str(tmp_path / "data")
     with Broker(d) as b:
