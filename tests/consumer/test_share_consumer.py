@@ -9,7 +9,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.consumer import AcknowledgeType, Consumer, ShareConsumer
-from kafkasim.errors import GroupIdNotFoundError, IllegalStateError, InvalidArgumentError, KafkaSimError
+from kafkasim.errors import GroupIdNotFoundError, IllegalStateError, InvalidArgumentError, InvalidRecordStateError
 from kafkasim.types import TopicPartition
 
 TP = TopicPartition("jobs", 0)
@@ -132,9 +132,25 @@ def test_a_record_whose_lock_expired_goes_to_another_consumer_and_the_late_ack_f
     for r in held:
         a.acknowledge(r)
     outcome = a.commit_sync()
-    assert isinstance(outcome[TP], KafkaSimError)  # INVALID_RECORD_STATE: b holds them now
+    assert isinstance(outcome[TP], InvalidRecordStateError)   # b holds them now
     a.close()
     b.close()
+
+
+def test_a_poison_record_is_archived_after_the_delivery_count_limit(broker):
+    c = share(broker, share_acknowledgement_mode="explicit")
+    counts = []
+    for _ in range(8):
+        recs = c.poll(timeout_ms=100)
+        for r in recs:
+            if r.offset == 4:
+                counts.append(r.delivery_count)
+                c.acknowledge(r, AcknowledgeType.RELEASE)      # the handler fails on it, every time
+            else:
+                c.acknowledge(r)
+    assert counts == [1, 2, 3, 4, 5]              # group.share.delivery.count.limit=5, then archived
+    assert c.commit_sync() == {} and spso(broker) == 10
+    c.close()
 
 
 def test_close_releases_what_an_explicit_consumer_did_not_acknowledge(broker):
