@@ -243,3 +243,17 @@ def test_a_consumer_group_id_is_not_a_share_group(broker):
 def test_a_broker_without_the_share_api_is_named():
     with pytest.raises(InvalidArgumentError, match="broker must be a kafkasim Broker with the share group API"):
         ShareConsumer(object(), group_id="g")
+
+
+def test_the_docs_snippet_prints_what_its_comments_promise(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "share-consumer.md")
+    with open(doc, encoding="utf-8") as f:
+        (snippet,) = re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL)[:1]
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["{TopicPartition(topic='jobs', partition=0): None}", "[(2, 2)]"]
