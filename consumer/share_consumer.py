@@ -143,6 +143,7 @@ class ShareConsumer:
         self._pending: dict[TopicPartition, dict[int, int]] = {}  # acknowledgements to send: offset -> type
         self._buffer: deque[ShareConsumerRecord] = deque()        # acquired, not returned yet
         self._callback: Optional[Callable] = None
+        self._losses = 0                                          # the membership's, when the buffer was filled
         self._m = {"records-consumed-total": 0, "acknowledgements-sent-total": 0}
         self._hb_stop = threading.Event()
         self._hb_thread: Optional[threading.Thread] = None
@@ -234,6 +235,9 @@ class ShareConsumer:
             with self._lock:
                 self._check_open()
                 self._member.poll(clock.now_ms())
+                if self._member.losses != self._losses:     # left or fenced: the broker released them
+                    self._losses = self._member.losses
+                    self._buffer.clear()
                 if not self._buffer:
                     self._buffer.extend(self._fetch())
                 records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]

@@ -231,6 +231,30 @@ def test_heartbeats_on_the_clock_keep_the_member_and_silence_fences_it(broker, c
     c.close()
 
 
+def test_a_member_that_stops_polling_leaves_at_max_poll_interval_and_its_next_poll_joins_again(broker, clock):
+    a = share(broker, "a", max_poll_interval_ms=60_000)
+    heard = []
+    a.set_acknowledgement_commit_callback(lambda offsets, exc: heard.append(exc))
+    poll_until(a, 10)
+    for _ in range(11):                            # the background heartbeats go on, the polls stop
+        clock.advance(5_000)
+        a.tick()
+        broker.tick()
+    (desc,) = broker.share_group_describe(["workers"])
+    assert [m["member_id"] for m in desc["members"]] == [a.member_id]   # 55 s: still a member
+    clock.advance(6_000)
+    a.tick()
+    (desc,) = broker.share_group_describe(["workers"])
+    assert desc["members"] == [] and a.assignment() == set()            # 61 s > max.poll.interval.ms
+    a.tick()                                       # no poll yet: it stays out
+    assert broker.share_group_describe(["workers"])[0]["members"] == []
+    got = poll_until(a, 10)                        # joins again; its late acceptance is refused
+    assert [m["member_id"] for m in broker.share_group_describe(["workers"])[0]["members"]] == [a.member_id]
+    assert [(r.offset, r.delivery_count) for r in got] == [(o, 2) for o in range(10)]
+    assert len(heard) == 1 and isinstance(heard[0], InvalidRecordStateError)
+    a.close()
+
+
 def test_a_consumer_group_id_is_not_a_share_group(broker):
     k = Consumer(broker, "jobs", group_id="workers", group_protocol="consumer")
     k.poll(timeout_ms=100)
