@@ -25,7 +25,8 @@ The API follows confluent-kafka's ``ShareConsumer`` and the Java client's
 - ``poll(timeout_ms)`` returns a list of :class:`ShareConsumerRecord` (``ConsumerRecord``'s
   fields plus ``delivery_count``), at most ``max_poll_records``; records acquired beyond that
   are kept, still locked, for the next poll. It heartbeats (joining the group on the first
-  poll), sends the pending acknowledgements on the same ShareFetch, decodes the stored
+  poll), sends the pending acknowledgements on the same ShareFetch (on a ShareAcknowledge
+  when it returns kept records without fetching), decodes the stored
   batches through :mod:`kafkasim.records` and keeps only the acquired offsets;
 - ``share_acknowledgement_mode="implicit"`` (default): the next ``poll()``,
   ``commit_sync()``, ``commit_async()`` or ``close()`` accepts every record the previous
@@ -240,6 +241,8 @@ class ShareConsumer:
                     self._buffer.clear()
                 if not self._buffer:
                     self._buffer.extend(self._fetch())
+                elif self._pending:          # no ShareFetch to carry them: a ShareAcknowledge
+                    self._send_acknowledge(self._take_pending())
                 records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
                 if records:
                     for r in records:

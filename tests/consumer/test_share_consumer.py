@@ -62,7 +62,11 @@ def test_max_poll_records_keeps_the_rest_locked_for_the_next_poll(broker):
     c = share(broker, max_poll_records=4)
     assert [r.offset for r in c.poll(timeout_ms=100)] == [0, 1, 2, 3]
     assert [r.offset for r in c.poll(timeout_ms=100, max_records=2)] == [4, 5]
+    assert spso(broker) == 4          # 0..3 accepted by that poll although it fetched nothing
+    other = share(broker, "other")
+    assert other.poll(timeout_ms=100) == []        # 4..9 are still this consumer's
     c.close()
+    other.close()
 
 
 def test_explicit_release_redelivers_with_delivery_count_2_and_reject_never(broker):
