@@ -83,6 +83,9 @@ def test_describe_members_and_state_verbose(live_group, capsys):
     rows = _lines(capsys.readouterr().out)
     assert rows[0] == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
     assert rows[1][0] == "workers" and rows[1][2] == "Stable" and rows[1][-1] == "2"
+    assert main(["share-groups", "describe", "--all-groups", "--state", "--json", "--data-dir", d]) == 0
+    (state,) = json.loads(capsys.readouterr().out)
+    assert (state["group"], state["state"], state["members"]) == ("workers", "Stable", 2)
 
 
 def test_describe_offsets_shows_the_start_offset_and_lag(empty_group, capsys):
@@ -93,6 +96,9 @@ def test_describe_offsets_shows_the_start_offset_and_lag(empty_group, capsys):
                  "--data-dir", empty_group]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert (row["topic"], row["partition"], row["start_offset"], row["lag"]) == ("jobs", 0, 6, 4)
+    assert main(["share-groups", "describe", "--group", "workers", "--members", "--data-dir", empty_group]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == "" and "Share group 'workers' has no active members." in out.err
 
 
 def test_describe_a_group_that_is_not_a_share_group(empty_group, capsys):
