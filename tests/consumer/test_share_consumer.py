@@ -285,3 +285,24 @@ def test_the_docs_snippet_prints_what_its_comments_promise(tmp_path):
     done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["{TopicPartition(topic='jobs', partition=0): None}", "[(2, 2)]"]
+
+
+def test_bad_arguments_are_named(broker):
+    c = ShareConsumer(broker, group_id="workers")
+    with pytest.raises(IllegalStateError, match="^Consumer is not subscribed to any topics.$"):
+        c.poll()
+    with pytest.raises(InvalidArgumentError, match="topics must be a list of topic names, got str: 'jobs'"):
+        c.subscribe("jobs")
+    with pytest.raises(InvalidArgumentError, match="without duplicates"):
+        c.subscribe(["jobs", "jobs"])
+    with pytest.raises(InvalidArgumentError, match="non-empty topic names"):
+        c.subscribe(["jobs", ""])
+    c.subscribe(["jobs"])
+    with pytest.raises(InvalidArgumentError, match="timeout_ms"):
+        c.poll(timeout_ms=-1)
+    with pytest.raises(InvalidArgumentError, match="max_records"):
+        c.poll(max_records=0)
+    assert c.subscription() == ["jobs"]
+    c.subscribe([])                                # Kafka: an empty list unsubscribes
+    assert c.subscription() == []
+    c.close()
