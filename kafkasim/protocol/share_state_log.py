@@ -28,6 +28,7 @@ over are :class:`~kafkasim.errors.CorruptRecordError`. Pure functions; thread-sa
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 from typing import NamedTuple, Optional, Union
@@ -38,6 +39,7 @@ from kafkasim.protocol.schema_bytes import RecordReader, key_string, uvarint
 __all__ = [
     "SHARE_GROUP_STATE_TOPIC", "SHARE_SNAPSHOT", "SHARE_UPDATE", "RECORD_TYPES",
     "ShareKey", "ShareSnapshot", "ShareUpdate", "encode_key", "encode_value", "decode_key", "decode_value",
+    "partition_for", "SHARE_GROUP_STATE_TOPIC_PARTITIONS", "SHARE_GROUP_STATE_TOPIC_CONFIGS",
 ]
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
@@ -142,3 +144,23 @@ def decode_value(record_type: int, data: Optional[bytes]) -> Optional[ShareValue
     r.tagged_fields()
     r.done()
     return (ShareSnapshot if record_type == SHARE_SNAPSHOT else ShareUpdate)(*head, tuple(batches))
+
+
+def partition_for(group_id: str, topic_id: uuid.UUID, partition: int, num_partitions: int) -> int:
+    """The ``__share_group_state`` partition of a share-partition: Kafka's
+    ``Utils.abs(SharePartitionKey.asCoordinatorKey().hashCode()) % numPartitions`` over the
+    string ``"<group>:<topic id, Kafka's base64>:<partition>"``."""
+    text = f"{group_id}:{base64.urlsafe_b64encode(topic_id.bytes).decode('ascii').rstrip('=')}:{partition}"
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    if h >= 1 << 31:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+SHARE_GROUP_STATE_TOPIC_PARTITIONS = 50           # share.coordinator.state.topic.num.partitions
+SHARE_GROUP_STATE_TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "104857600"}
+"""``__share_group_state``'s configs as Kafka's share coordinator creates it
+(share.coordinator.state.topic.segment.bytes; Kafka prunes it below the oldest snapshot still needed, kafkasim keeps it all: retention.ms -1)."""
