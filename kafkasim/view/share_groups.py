@@ -87,7 +87,10 @@ class _PartitionState:
         self.updated: Optional[int] = None
 
     def apply(self, value: Any, timestamp: int, limit: int) -> Optional[str]:
-        """A ShareSnapshot or ShareUpdate value; returns a problem, or None."""
+        """A ShareSnapshot or ShareUpdate value; returns a problem, or None. Offsets below the
+        SPSO the view had already moved to are settled records written again (Kafka writes
+        them with the start offset from before they settled): not counted twice."""
+        known = self.start_offset if self.updated is not None else -1
         if isinstance(value, ssl.ShareSnapshot):
             old = self.offsets
             self.offsets = {}
@@ -108,6 +111,8 @@ class _PartitionState:
             for offset in range(lo, last + 1):
                 before = old.get(offset)
                 self.offsets[offset] = (state, count)
+                if offset < known:
+                    continue
                 seen = self.max_seen.get(offset, 0)
                 if count > seen:
                     if count >= 2:
@@ -117,7 +122,10 @@ class _PartitionState:
                     self.archived_total += 1
                     if count >= limit:
                         self.archived_at_limit += 1
-        for offset in [o for o in self.max_seen if o < start]:
+        while self.start_offset in self.offsets and self.offsets[self.start_offset][0] in (ACKNOWLEDGED, ARCHIVED):
+            del self.offsets[self.start_offset]    # Kafka's rule (and a reload's): the SPSO moves over the
+            self.start_offset += 1                 # settled prefix; the next write persists the move
+        for offset in [o for o in self.max_seen if o < self.start_offset]:
             del self.max_seen[offset]
         return None
 
