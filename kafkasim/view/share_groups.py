@@ -18,7 +18,11 @@ Two sources, both folded in offset order by :class:`ShareGroupsModel` (fed by
    ShareSnapshot is the whole state (the share-partition start offset, SPSO, and state batches
    ``(first, last, delivery state, delivery count)``), a ShareUpdate a delta over it (its start
    offset, unless -1, moves the SPSO and forgets the offsets below; its batches replace those
-   offsets' states), as Kafka's share coordinator merges them.
+   offsets' states), as Kafka's share coordinator merges them. Kafka's ``SharePartition``
+   writes the records it just settled (ACKNOWLEDGED, ARCHIVED) with the start offset from before
+   them and persists the SPSO move with its next write; the view moves the SPSO over the settled
+   prefix at once, as a reload does (Kafka's ``maybeUpdateCachedStateAndOffsets``), and a
+   settled record written again below it is not counted twice.
 
 What a share-partition shows (:meth:`_PartitionState.to_json`):
 
@@ -29,9 +33,11 @@ What a share-partition shows (:meth:`_PartitionState.to_json`):
   redelivery; Kafka persists no ACQUIRED state and no lock, so the state topic cannot tell which),
   ``acknowledged`` and ``archived``;
 - ``redelivered``: in-flight records with a delivery count of 2 or more;
-- ``redeliveries``: every delivery after a record's first one the view saw in the state records
-  (a count rising from 1 to 3 is two), counted since the view started reading, so it does not
-  drop when the SPSO moves past the records; ``archived_total`` and ``archived_at_limit``
+- ``redeliveries``: every delivery after a record's first one the state records show (a count
+  rising from 1 to 3 is two), counted over the whole topic as the view reads it from its start,
+  so it does not drop when the SPSO moves past the records (kafkasim keeps the topic whole:
+  ``retention.ms`` -1; Kafka prunes it below the oldest snapshot it needs, and a view of that
+  counts what is left); ``archived_total`` and ``archived_at_limit``
   (records that turned ARCHIVED, and of those the ones whose delivery count had reached the
   delivery limit: released once too often, never accepted), counted the same way;
 - ``max_delivery_count``: the highest delivery count in flight.

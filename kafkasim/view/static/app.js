@@ -307,7 +307,8 @@ function drawDiagram(s, topic, group) {
   if (group && group.type === "share")       // the share group's redeliveries counter, over its partitions
     nodes.push(el("text", { x: X.part, y: 34, class: "small share-counter", id: "share-redeliveries",
                             "data-redeliveries": group.redeliveries, "data-archived-at-limit": group.archived_at_limit },
-                  `${group.group_id}: ${group.redeliveries} redeliveries · ${group.archived_at_limit} archived ` +
+                  `${group.group_id}: ${group.redeliveries} redeliver${group.redeliveries === 1 ? "y" : "ies"} · ` +
+                  `${group.archived_at_limit} archived ` +
                   `at the delivery limit (${group.delivery_count_limit})`));
   const routeY = TOP + span / 2 - 30;
   const n = t ? t.partitions : 0;
