@@ -31,7 +31,10 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
 - ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`),
   which a cluster keeps at the data dir's root (not under ``broker-<id>/``); each member with
   its position (last fetch offset, from ``.fetch-positions.json`` that a live ``kafkasim
-  serve`` writes) and committed offset per owned partition;
+  serve`` writes) and committed offset per owned partition; share groups (KIP-932) too, from
+  their records in ``__consumer_offsets`` and ``__share_group_state`` (not drawn as a topic),
+  each member with every partition it is assigned and each share-partition's in-flight records
+  and redeliveries (:mod:`kafkasim.view.share_groups`);
 - ``active``: the topic written to most recently and the group touched most recently among
   those reading it: what the page opens on;
 - ``clock``: whether the timestamps are simulated (a lab's data dir, or timestamps more than
