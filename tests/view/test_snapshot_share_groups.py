@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkasim.broker import Broker
+from kafkasim.broker import Broker, Cluster
 from kafkasim.protocol.share_group import (
     ACKNOWLEDGE_ACCEPT, ACKNOWLEDGE_REJECT, ACKNOWLEDGE_RELEASE, AcknowledgementBatch,
 )
@@ -143,3 +143,20 @@ def test_redeliveries_count_released_records_and_expired_locks_up_to_the_deliver
     assert (x["redeliveries"], x["archived_total"], x["archived_at_limit"]) == (4, 1, 1)
     assert (g["redeliveries"], g["archived_at_limit"], g["delivery_count_limit"]) == (4, 1, LIMIT)
     assert DataDirWatcher(d).poll()["groups"] == w.poll()["groups"]   # a fresh view counts the same history
+
+
+def test_a_clusters_share_group_is_read_at_the_data_dirs_root(tmp_path, clock):
+    d = tmp_path / "cluster"
+    cl = Cluster(d, brokers="0,1,2", clock=clock, broker_configs={"share.auto.offset.reset": "earliest"})
+    try:
+        cl.create_topic("jobs", 2, replication_factor=3)
+        cl.append_records("jobs", 0, [(clock.now_ms(), b"k", b"v", ())] * 5)
+        cl.share_group_heartbeat("workers", "member-a", 0, subscribed_topic_names=["jobs"], client_id="a")
+        got = cl.share_fetch("workers", "member-a", [J0])
+        assert [(a.first_offset, a.last_offset) for a in got[J0].acquired] == [(0, 4)]
+        snap = DataDirWatcher(str(d)).poll()
+        x = share_partition(share_group(snap), J0)
+        assert (x["start_offset"], x["in_flight"], x["delivered"], x["log_end_offset"]) == (0, 5, 5, 5)
+        assert {t["name"] for t in snap["topics"]} == {"jobs"} and snap["problems"] == []
+    finally:
+        cl.close()
