@@ -212,7 +212,8 @@ class ShareGroupApi(BrokerCore):
         else:
             epoch = (self._share_snapshot_epochs.get((group_id, tp), -1) + 1) & 0xFFFF
             self._share_snapshot_epochs[(group_id, tp)] = epoch
-            value = ssl.encode_value(ssl.ShareSnapshot(epoch, 0, 0, sp.start_offset, tuple(sp.state_batches())))
+            start, batches = sp.persisted_state()     # records settled since the last write, with their state
+            value = ssl.encode_value(ssl.ShareSnapshot(epoch, 0, 0, start, tuple(batches)))
         self._share_state_log(group_id, tid, tp.partition).append([(self.clock.now_ms(), key, value, ())])
 
     # -- checks -----------------------------------------------------------------------------

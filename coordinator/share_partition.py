@@ -87,6 +87,8 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self._records: dict[int, InFlightRecord] = {}
+        self._settled: dict[int, InFlightRecord] = {}
+        """Offsets the SPSO moved past since the last :meth:`persisted_state`, with their final state."""
 
     # -- reading ------------------------------------------------------------------------
 
@@ -230,6 +232,7 @@ class SharePartition:
             rec = self._records.get(self.start_offset)
             if rec is None or rec.state not in (ACKNOWLEDGED, ARCHIVED):
                 break
+            self._settled[self.start_offset] = rec
             del self._records[self.start_offset]
             self.start_offset += 1
 
@@ -240,6 +243,7 @@ class SharePartition:
             return
         for o in range(self.start_offset, min(offset, self.next_offset)):
             self._records.pop(o, None)
+        self._settled = {o: r for o, r in self._settled.items() if o >= offset}
         self.start_offset = offset
         self.next_offset = max(self.next_offset, offset)
         self._advance_start()
@@ -249,9 +253,24 @@ class SharePartition:
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """Kafka's persisted StateBatches: ``(first offset, last offset, delivery state,
         delivery count)`` coalesced over the in-flight offsets; ACQUIRED is written AVAILABLE."""
+        return self._batches(self.start_offset)
+
+    def persisted_state(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """What a write persists, as Kafka's ``SharePartition`` writes it: the start offset as it
+        was before the records settled since the last write, and the state batches from there,
+        so those records are written with their final state (ACKNOWLEDGED or ARCHIVED, with
+        their delivery count); the SPSO move itself is in the next write (Kafka moves its start
+        offset once the write succeeded). :meth:`from_state` moves the SPSO past them again, so
+        a reload is the same. Forgets the settled records."""
+        start = min(self._settled, default=self.start_offset)
+        out = self._batches(start)
+        self._settled.clear()
+        return start, out
+
+    def _batches(self, start: int) -> list[tuple[int, int, int, int]]:
         out: list[list[int]] = []
-        for offset in range(self.start_offset, self.next_offset):
-            rec = self._records.get(offset, InFlightRecord())
+        for offset in range(start, self.next_offset):
+            rec = self._settled.get(offset) or self._records.get(offset, InFlightRecord())
             state = AVAILABLE if rec.state == ACQUIRED else rec.state
             if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == rec.delivery_count:
                 out[-1][1] = offset
@@ -278,6 +297,7 @@ class SharePartition:
         for offset in range(sp.start_offset, sp.next_offset):
             sp._records.setdefault(offset, InFlightRecord())
         sp._advance_start()
+        sp._settled.clear()
         return sp
 
 

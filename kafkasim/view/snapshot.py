@@ -31,7 +31,10 @@ Each :meth:`DataDirWatcher.poll` looks at the data dir another process writes (a
 - ``groups`` and ``rebalances``: from ``__consumer_offsets`` (:mod:`kafkasim.view.groups`),
   which a cluster keeps at the data dir's root (not under ``broker-<id>/``); each member with
   its position (last fetch offset, from ``.fetch-positions.json`` that a live ``kafkasim
-  serve`` writes) and committed offset per owned partition;
+  serve`` writes) and committed offset per owned partition; share groups (KIP-932) too, from
+  their records in ``__consumer_offsets`` and ``__share_group_state`` (not drawn as a topic),
+  each member with every partition it is assigned and each share-partition's in-flight records
+  and redeliveries (:mod:`kafkasim.view.share_groups`);
 - ``active``: the topic written to most recently and the group touched most recently among
   those reading it: what the page opens on;
 - ``clock``: whether the timestamps are simulated (a lab's data dir, or timestamps more than
@@ -84,12 +87,14 @@ from kafkasim.errors import InvalidArgumentError, OldLogFormatError
 from kafkasim.partitioning.base import murmur2_partition
 from kafkasim.partitioning.hashing import fnv1a32
 from kafkasim.protocol.offsets import OFFSETS_TOPIC
+from kafkasim.protocol.share_state_log import SHARE_GROUP_STATE_TOPIC
 from kafkasim.protocol.txn_log import TRANSACTION_STATE_TOPIC
 from kafkasim.records.framing import ATTR_TRANSACTIONAL
 from kafkasim.storage import data_format, layout
 from kafkasim.types import PRODUCER_HEADER
 from kafkasim.view.fault_flashes import FAULT_WINDOW_MS, broker_fault_state, fold_fault_events, read_fault_events
 from kafkasim.view.groups import GroupsModel
+from kafkasim.view.share_groups import ShareGroupsModel
 from kafkasim.view.tail import DEFAULT_BUDGET, PartitionTail
 from kafkasim.view.txns import PartitionTxns, TxnStateModel, is_control, last_stable_offset, open_transactions
 
@@ -109,8 +114,8 @@ ROOT = -1
 ``__transaction_state``)."""
 MAX_EVENTS = 30
 _FAULT_FIELDS = ("isolated_from", "disk_full", "log_dir_offline", "slow_ms")
-INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-"""Not drawn as topics: read for the groups and the transactions."""
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC)
+"""Not drawn as topics: read for the groups, the transactions and the share groups' delivery state."""
 
 
 def _text(b: Optional[bytes]) -> Optional[str]:
@@ -245,6 +250,7 @@ class DataDirWatcher:
         self._recent: dict[str, deque] = {}     # topic -> its last records read (the page filters by topic)
         self._producers: dict[str, dict] = {}
         self._groups = GroupsModel()
+        self._share = ShareGroupsModel()
         self._topic_sizes: dict[str, int] = {}
         self._topic_ids: dict[uuid.UUID, str] = {}   # topic id -> name, for consumer groups' records
         self._events: deque = deque(maxlen=MAX_EVENTS)
@@ -395,6 +401,7 @@ class DataDirWatcher:
             self._recent.clear()
             self._producers.clear()
             self._groups = GroupsModel()
+            self._share = ShareGroupsModel()
             self._topic_ids.clear()
             self._events.clear()
             self._last_states, self._last_leaders = None, {}
@@ -407,7 +414,8 @@ class DataDirWatcher:
         starts on 2023-11-14) or timestamps more than a day from the view's clock are simulated."""
         if os.path.exists(os.path.join(self.data_dir, LAB_MARKER)):
             return {"simulated": True, "why": "a lab's data dir: its clock is simulated"}
-        stamps = [r[3] for rs in self._recent.values() for r in rs] + [g for g in self._groups.updated.values()]
+        stamps = ([r[3] for rs in self._recent.values() for r in rs] + list(self._groups.updated.values())
+                  + list(self._share.updated.values()))
         newest = max(stamps, default=None)
         if newest is not None and abs(newest - now) > SIMULATED_SKEW_MS:
             return {"simulated": True, "why": "the records' timestamps are more than a day from this clock"}
@@ -482,13 +490,31 @@ class DataDirWatcher:
             if not first_replica:
                 tail.poll()
                 return
-            apply = self._groups.apply
+            apply, is_share, apply_share = (self._groups.apply, self._share.is_share_group_key,
+                                            self._share.apply_group_record)
 
             def on_offsets_batch(h, cols) -> None:
                 deltas, tsds, keys, values, _ = cols
                 for d, t, k, v in zip(deltas, tsds, keys, values):
-                    apply(k, v, h.base_timestamp + t, h.base_offset + d)
+                    if is_share(k):        # a share group's record (types 10..15)
+                        apply_share(k, v, h.base_timestamp + t)
+                    else:
+                        apply(k, v, h.base_timestamp + t, h.base_offset + d)
             tail.poll(on_offsets_batch, decode=True)
+            return
+        if topic == SHARE_GROUP_STATE_TOPIC:
+            if not first_replica:
+                tail.poll()
+                return
+            apply_state = self._share.apply_state_record
+
+            def on_share_state_batch(h, cols) -> None:
+                if is_control(h):
+                    return
+                deltas, tsds, keys, values, _ = cols
+                for t, k, v in zip(tsds, keys, values):
+                    apply_state(k, v, h.base_timestamp + t)
+            tail.poll(on_share_state_batch, decode=True)
             return
         if not first_replica:
             self._txns.pop(key, None)
@@ -628,7 +654,9 @@ class DataDirWatcher:
         server, listeners = self._read_server()
         brokers = self._brokers(log_dirs, cluster, server, listeners, out_topics)
         self._note_changes(now, brokers, out_topics)
-        groups = self._groups.to_json(leos, self._read_positions(server), self._topic_ids)
+        groups = sorted(self._groups.to_json(leos, self._read_positions(server), self._topic_ids)
+                        + self._share.to_json(leos, self._groups.color_of, self._topic_ids),
+                        key=lambda g: g["group_id"])
         active = _active(self._written, groups, out_topics)
         clock = self._clock_kind(now)
         if clock["simulated"]:      # "open for" on the data's own clock: up to the newest time it shows
@@ -639,6 +667,7 @@ class DataDirWatcher:
         transactions = open_transactions({tp: x for tp, x in decoded.items() if tp in leos},
                                          self._txn_state, log_starts, ref)
         problems.extend(self._txn_state.problems)
+        problems.extend(self._share.problems)
         problems.extend(x.problem for x in self._txns.values() if x.problem)
         faults = fold_fault_events(read_fault_events(self.data_dir, now, FAULT_WINDOW_MS, problems))
         return {
@@ -656,6 +685,7 @@ class DataDirWatcher:
             "active": active,
             "clock": clock,
             "transactions": transactions,
-            "rebalances": list(reversed(self._groups.rebalances)),
+            "rebalances": sorted([*reversed(self._groups.rebalances), *reversed(self._share.rebalances)],
+                                 key=lambda r: r["timestamp"], reverse=True),   # stable: newest first on ties
             "problems": problems,
         }

@@ -121,8 +121,35 @@ function stripes(defs, index) {
   return `url(#${id})`;
 }
 
+// A share group (KIP-932): each partition's share-partition state (SPSO, in-flight records and
+// their states, redeliveries) and the members fetching from it, several per partition.
+function sharing(group, topic) {
+  const fetchers = {}, state = {};
+  if (!group || group.type !== "share") return { fetchers, state };
+  for (const m of group.members) for (const [tt, p] of m.assignment) if (tt === topic) (fetchers[p] = fetchers[p] || []).push(m);
+  for (const x of group.share_partitions) if (x.topic === topic) state[x.partition] = x;
+  return { fetchers, state };
+}
+
+function inFlightText(x) {
+  if (!x || !x.initialized) return "not fetched yet";
+  return `in flight ${x.in_flight} · redeliveries ${x.redeliveries}`;
+}
+
+function inFlightDetail(x) {
+  if (!x || !x.initialized) return "no share-partition state in __share_group_state yet";
+  return `SPSO ${x.start_offset}` + (x.end_offset == null ? "" : ` · SPEO ${x.end_offset}`) +
+    ` · ${x.in_flight} in flight: ${x.delivered} delivered (acquired, or released for redelivery), ` +
+    `${x.available} never delivered, ${x.acknowledged} acknowledged, ${x.archived} archived · ` +
+    `${x.redelivered} in flight delivered twice or more · ${x.redeliveries} redeliveries, ` +
+    `${x.archived_at_limit} archived at the delivery limit, seen by the view`;
+}
+
 function groupTitle(group) {
   if (!group) return ["no consumer group", ""];
+  if (group.type === "share")
+    return [`share group ${group.group_id} · ${group.state}`,
+            `share · ${group.protocol} · epoch ${group.group_epoch} (target ${group.assignment_epoch})`];
   if (group.type === "consumer")
     return [`group ${group.group_id} · ${group.state}`,
             `consumer protocol · ${group.protocol} · epoch ${group.group_epoch} (target ${group.assignment_epoch})`];
@@ -212,7 +239,10 @@ function producerNote(p) {
   return "no client id or producer id in the log";
 }
 
-function memberLines(m, topic) {
+function memberLines(m, topic, group) {
+  if (group && group.type === "share")         // a share group member: the share-partitions it fetches from
+    return m.partitions.filter(x => x.topic === topic).map(x => `P${x.partition}: ` + (x.initialized
+      ? `SPSO ${x.start_offset} · in flight ${x.in_flight} · redelivered ${x.redelivered}` : "not fetched yet"));
   return m.partitions.filter(x => x.topic === topic).map(x =>
     `P${x.partition}: position ${x.position == null ? "?" : x.position} · committed ` +
     `${x.committed == null ? "–" : x.committed}` + (x.lag == null ? "" : ` · lag ${x.lag}`));
@@ -223,6 +253,11 @@ function short(label) { return label ? label.split(" ")[0] : "?"; }
 // A consumer group member's reconciliation, one line each: its epoch against the group's, what
 // it is giving up and what it waits for.
 function memberReconciliation(m, group, topic) {
+  if (group && group.type === "share") {
+    const others = m.assignment.filter(([tt]) => tt === topic).map(([, p]) => p);
+    return [`epoch ${m.member_epoch} / group epoch ${group.group_epoch}` +
+            (others.length ? ` · fetches ${others.map(p => "P" + p).join(", ")}` : "")];
+  }
   if (!group || group.type !== "consumer") return [];
   const state = m.member_state.replace(/_/g, " ");      // Kafka's MemberState
   const lines = m.member_state === "stable" ? [`epoch ${m.member_epoch} / group epoch ${group.group_epoch} · stable`]
@@ -251,7 +286,8 @@ function drawDiagram(s, topic, group) {
   const compact = ROW < 38;
   const cellH = compact ? 18 : 30;
   const recon = reconciling(group, topic);
-  const memH = members.map(m => 36 + 13 * (Math.max(1, memberLines(m, topic).length) +
+  const share = sharing(group, topic);
+  const memH = members.map(m => 36 + 13 * (Math.max(1, memberLines(m, topic, group).length) +
                                            memberReconciliation(m, group, topic).length));
   const memY = [];
   members.forEach((m, j) => memY.push(j ? memY[j - 1] + memH[j - 1] + 8 : TOP));
@@ -268,6 +304,12 @@ function drawDiagram(s, topic, group) {
   const [title, subtitle] = groupTitle(group);
   nodes.push(el("text", { x: X.mem, y: 16, class: "title", id: "group-title" }, title));
   nodes.push(el("text", { x: X.mem, y: 32, class: "small", id: "group-protocol" }, subtitle));
+  if (group && group.type === "share")       // the share group's redeliveries counter, over its partitions
+    nodes.push(el("text", { x: X.part, y: 34, class: "small share-counter", id: "share-redeliveries",
+                            "data-redeliveries": group.redeliveries, "data-archived-at-limit": group.archived_at_limit },
+                  `${group.group_id}: ${group.redeliveries} redeliver${group.redeliveries === 1 ? "y" : "ies"} · ` +
+                  `${group.archived_at_limit} archived ` +
+                  `at the delivery limit (${group.delivery_count_limit})`));
   const routeY = TOP + span / 2 - 30;
   const n = t ? t.partitions : 0;
   nodes.push(el("rect", { x: X.route, y: routeY, width: X.routeW, height: 60, rx: 8, class: "route" }));
@@ -300,7 +342,9 @@ function drawDiagram(s, topic, group) {
     const y = TOP + i * ROW;
     geo.parts[p.partition] = [X.part, y + cellH / 2];
     geo.cells[p.partition] = { x: X.part, y, width: X.partW, height: cellH };
-    const m = owner[p.partition];
+    const sharers = share.fetchers[p.partition] || [];
+    const m = group && group.type === "share" ? null : owner[p.partition];
+    const sp = share.state[p.partition];
     const rev = recon.revoking[p.partition], wait = recon.waiting[p.partition];
     nodes.push(el("path", { d: `M${X.route + X.routeW},${routeY + 30} C${X.part - 20},${routeY + 30} ${X.route + X.routeW + 20},${y + cellH / 2} ${X.part},${y + cellH / 2}`,
                             class: "link" }));
@@ -311,6 +355,15 @@ function drawDiagram(s, topic, group) {
                         "data-revoking": rev ? (rev.to || "") : "", "data-pending": wait ? wait.member.label : "",
                         "data-pending-from": wait && wait.from ? wait.from : "",
                         "data-faults": faulted[p.partition] ? faulted[p.partition].labels.join(" · ") : "" });
+    if (group && group.type === "share") {   // the share-partition: who fetches from it, what is in flight
+      Object.entries({ "data-sharers": sharers.map(x => x.label).join(","),
+                       "data-in-flight": sp && sp.initialized ? sp.in_flight : "",
+                       "data-delivered": sp && sp.initialized ? sp.delivered : "",
+                       "data-redeliveries": sp && sp.initialized ? sp.redeliveries : "",
+                       "data-redelivered": sp && sp.initialized ? sp.redelivered : "",
+                       "data-archived-at-limit": sp && sp.initialized ? sp.archived_at_limit : "",
+                       "data-spso": sp && sp.initialized ? sp.start_offset : "" }).forEach(([k, v]) => g.setAttribute(k, v));
+    }
     const fill = colorOf(m ? m.color : null);
     const cell = { x: X.part, y, width: X.partW, height: cellH, rx: 4, fill, "fill-opacity": 0.28,
                    stroke: p.leader === -1 ? "#e15759" : fill, "stroke-width": p.leader === -1 ? 3 : 1 };
@@ -321,8 +374,14 @@ function drawDiagram(s, topic, group) {
       Object.assign(cell, { fill: "#ffffff", "fill-opacity": 1, stroke: colorOf(wait.member.color), "stroke-width": 2,
                             "stroke-dasharray": "4 4", class: "pending" });
     }
+    if (sharers.length)      // a share group's partition: no one owner; its members are the bar's slices
+      Object.assign(cell, { fill: "#eef0f6", "fill-opacity": 1, stroke: "#8a8fa8", class: "shared" });
     g.append(el("rect", cell));
-    g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
+    if (sharers.length) {    // one slice of the bar per member fetching from it, in its colour
+      sharers.forEach((x, k) => g.append(el("rect", { x: X.part, y: y + k * cellH / sharers.length, width: 16,
+                                                      height: cellH / sharers.length, fill: colorOf(x.color),
+                                                      class: "owner-bar" })));
+    } else g.append(el("rect", { x: X.part, y, width: 16, height: cellH, fill, class: "owner-bar" }));
     const recs = `${p.records} record${p.records === 1 ? "" : "s"}`;
     if (compact) {
       g.append(el("text", { x: X.part + 24, y: y + cellH - 5, class: "count" },
@@ -336,7 +395,17 @@ function drawDiagram(s, topic, group) {
     }
     g.append(el("title", {}, `${topic}-${p.partition}: ${recs}, log ${p.log_start_offset}..${p.log_end_offset}, ` +
                              `high watermark ${p.high_watermark}, last stable offset ${p.last_stable_offset}, ` +
-                             `${p.segments} segment(s), owner ${m ? m.label : "none"}`));
+                             `${p.segments} segment(s), ` + (group && group.type === "share"
+                               ? `fetched by ${sharers.map(x => x.label).join(", ") || "no member"}; ${inFlightDetail(sp)}`
+                               : `owner ${m ? m.label : "none"}`)));
+    if (group && group.type === "share") {   // in flight and redeliveries, on the right of the first line
+      const text = inFlightText(sp);
+      if (compact)
+        g.append(el("rect", { x: X.part + X.partW - 10 - 6.5 * text.length, y: y + 2, width: 6.5 * text.length + 6,
+                              height: cellH - 4, fill: "#ffffff", "fill-opacity": 0.9 }));
+      g.append(el("text", { x: X.part + X.partW - 6, y: y + (compact ? cellH - 5 : 13), "text-anchor": "end",
+                            class: "share-inflight" + (sp && sp.redeliveries ? " redelivered" : "") }, text));
+    }
     if (rev || wait) {        // drawn last: over the numbers in a compact row
       const to = rev ? rev.to : wait.member.label;
       const text = rev ? `revoking → ${to ? short(to) : "no member"}` : `pending → ${short(to)}`;
@@ -360,6 +429,12 @@ function drawDiagram(s, topic, group) {
       g.append(tag);
     }
     nodes.push(g);
+    for (const x of sharers) {   // a share group: an edge to every member fetching from the partition
+      const j = members.indexOf(x);
+      nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${memY[j] + 20} ${X.mem},${memY[j] + 20}`,
+                              class: "own share-link", stroke: colorOf(x.color),
+                              "data-edge": `${topic}-${p.partition}>${x.member_id}` }));
+    }
     if (m) {
       const j = members.indexOf(m);
       nodes.push(el("path", { d: `M${X.part + X.partW},${y + cellH / 2} C${X.mem - 30},${y + 15} ${X.part + X.partW + 30},${memY[j] + 20} ${X.mem},${memY[j] + 20}`,
@@ -396,8 +471,9 @@ function drawDiagram(s, topic, group) {
     extra.forEach((line, k) => g.append(el("text", { x: X.mem + 8, y: y + 44 + 13 * k,
                                                      class: "small recon" + (k ? "" : " epoch") }, fit(line, 48))));
     const top = y + 44 + 13 * extra.length;
-    const lines = memberLines(m, topic);
-    if (!lines.length) g.append(el("text", { x: X.mem + 8, y: top, class: "small" }, "owns nothing of this topic"));
+    const lines = memberLines(m, topic, group);
+    if (!lines.length) g.append(el("text", { x: X.mem + 8, y: top, class: "small" },
+                                   group && group.type === "share" ? "fetches nothing of this topic" : "owns nothing of this topic"));
     mine.forEach((x, k) => g.append(el("text", { x: X.mem + 8, y: top + 13 * k, class: "small",
                                                   "data-tp": `${x.topic}-${x.partition}`,
                                                   "data-position": x.position == null ? "" : x.position,
@@ -405,7 +481,7 @@ function drawDiagram(s, topic, group) {
                                       fit(lines[k], 44))));
     nodes.push(g);
   });
-  if (group && members.length && !group.positions_known)
+  if (group && members.length && !group.positions_known && group.type !== "share")
     nodes.push(el("text", { x: X.mem, y: height - 6, class: "small" },
                   "position ?: known for groups served by kafkasim serve (last fetch offset)"));
   document.getElementById("drawing").replaceChildren(...nodes);
@@ -512,11 +588,12 @@ function drawRebalances(s, group) {
     const moved = [...byPair].map(([pair, tps]) => `${tps.join(", ")}: ${pair}`);
     li.textContent = `${when(s, r.timestamp)}: ` + (r.type === "consumer"
       ? `${r.group} target assignment epoch ${r.generation} (consumer protocol, ${r.protocol || "no assignor"}, `
+      : r.type === "share" ? `${r.group} share group target assignment epoch ${r.generation} (${r.protocol}, `
       : `${r.group} generation ${r.generation} (${r.protocol || "no protocol"}, `) +
       `${r.members.length} member${r.members.length === 1 ? "" : "s"})` +
       (r.joined.length ? `; joined ${r.joined.join(", ")}` : "") +
       (r.left.length ? `; left ${r.left.join(", ")}` : "") +
-      (moved.length ? `; moved ${moved.join("; ")}` : "; no partition moved");
+      (r.type === "share" ? "" : moved.length ? `; moved ${moved.join("; ")}` : "; no partition moved");
     li.dataset.group = r.group;
     li.dataset.generation = r.generation;
     return li;
