@@ -73,11 +73,14 @@ def test_a_served_share_group_shows_its_members_on_the_partition_and_the_redeliv
                         c.acknowledge(m, AcknowledgeType.ACCEPT)
                 c.commit_sync()
         assert {o: again[o] for o in released} == {o: 2 for o in released}
-        wait_until(lambda: (lambda r: r and r["redeliveries"] == len(released))(_share_partition(watcher)[1]), 30,
-                   what="the view to count the redeliveries")
-        group, row = _share_partition(watcher)
-        assert group["redeliveries"] == len(released) and row["max_delivery_count"] == 2
-        assert row["log_end_offset"] == 3 and row["start_offset"] <= min(released)
+        row = wait_until(lambda: (lambda r: r if r and r["redeliveries"] == len(released) else None)(
+            _share_partition(watcher)[1]), 30, what="the view to count the redeliveries")
+        group, _ = _share_partition(watcher)
+        assert group["redeliveries"] == len(released)
+        # once every record is accepted nothing is in flight: the highest delivery count in flight
+        # is 2 only while a redelivered record is not yet settled
+        assert row["max_delivery_count"] in (0, 2)
+        assert row["log_end_offset"] == 3
     finally:
         for c in consumers:
             c.close()
