@@ -69,13 +69,14 @@ from kafkasim.broker.lifecycle import Lifecycle
 from kafkasim.broker.log_dirs import LogDirFaults
 from kafkasim.broker.producers_api import ProducersApi
 from kafkasim.broker.reassignments import PartitionReassignments
+from kafkasim.broker.share_group_api import ShareGroupApi
 from kafkasim.broker.txn_api import TxnApi
 
 __all__ = ["Broker", "ProduceResult", "FetchResult", "ColumnFetchResult", "EARLIEST", "LATEST", "MAX_TIMESTAMP",
            "INTERNAL_TOPICS"]
 
 
-class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, TxnApi, ProducersApi, Elections,
+class Broker(Lifecycle, TopicAdmin, DataPlane, GroupApi, ConsumerGroupApi, ShareGroupApi, TxnApi, ProducersApi, Elections,
              PartitionReassignments, LogDirFaults):
     """An in-process Kafka broker over ``data_dir`` (see the module docstring).
 

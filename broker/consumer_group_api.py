@@ -184,6 +184,8 @@ class ConsumerGroupApi(BrokerCore):
             raise InvalidGroupIdError(f"invalid group id {request.group_id!r:.80}: a group id is a str")
         coord = self.consumer_group_coordinator
         self._check_consumer_groups()
+        if coord.find_group(request.group_id) is None and self.is_share_group(request.group_id):
+            raise GroupIdNotFoundError(f"Group {request.group_id} is not a consumer group")
         classic = self._classic_group_members(request.group_id)
         with self._consumer_groups_lock:
             self._refresh_consumer_topics(coord)

@@ -48,7 +48,7 @@ from kafkasim.broker.replica import PartitionState
 
 __all__ = ["BrokerCore", "INTERNAL_TOPICS"]
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class BrokerCore:

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 
 from kafkasim.arguments import bad_arg, check_arg, check_commit_offsets, check_topic_partition
 from kafkasim.errors import (
-    CoordinatorNotAvailableError, GroupSubscribedToTopicError, InvalidGroupIdError, UnknownTopicOrPartitionError,
+    CoordinatorNotAvailableError, GroupIdNotFoundError, GroupSubscribedToTopicError, InvalidGroupIdError,
+    UnknownTopicOrPartitionError,
 )
 from kafkasim.types import TopicPartition
 
@@ -88,6 +89,8 @@ class GroupApi(BrokerCore):
         :mod:`kafkasim.broker.consumer_group_api`)."""
         self._check_member(group_id, member_id)
         self._check_group_api()
+        if self.is_share_group(group_id):
+            raise GroupIdNotFoundError(f"Group {group_id} is not a classic group.")
         joined = self.classic_join_consumer_group(group_id, member_id, **kwargs)
         if joined is not None:
             return joined
@@ -150,16 +153,18 @@ class GroupApi(BrokerCore):
         return self._group_call("offset_fetch", group_id, partitions)
 
     def list_groups(self) -> list[dict]:
-        """Every group: ``{"group_id", "protocol_type", "state", "type"}`` (``type``: classic or
-        consumer, as ListGroups v5), sorted by id."""
+        """Every group: ``{"group_id", "protocol_type", "state", "type"}`` (``type``: classic,
+        consumer or share, as ListGroups v5), sorted by id."""
         classic = [dict(g, type="classic") for g in self._group_call("list_groups")
                    if not self.is_consumer_group(g["group_id"])]
-        return sorted(classic + self.list_consumer_groups(), key=lambda g: g["group_id"])
+        return sorted(classic + self.list_consumer_groups() + self.list_share_groups(), key=lambda g: g["group_id"])
 
     def delete_group(self, group_id: str) -> None:
         """DeleteGroups: an Empty group and its committed offsets (a consumer group too:
         NonEmptyGroupError while it has members, as Kafka's ``validateDeleteGroup``)."""
         self._check_member(group_id)
+        if self.is_share_group(group_id):
+            return self.delete_share_group(group_id)
         if self.is_consumer_group(group_id):
             self.delete_consumer_group(group_id)
             if not self._group_call("describe_group", group_id)["offsets"]:
@@ -203,6 +208,19 @@ class GroupApi(BrokerCore):
         """The coordinator's description plus, per partition with a committed offset or an
         owner, ``committed``, ``log_end_offset`` and ``lag`` (records)."""
         self._check_member(group_id)
+        if self.is_share_group(group_id):
+            desc = self._describe_share_group_as_classic(group_id)
+            rows = []
+            for tp, row in sorted(self.describe_share_group_offsets(group_id).items()):
+                try:
+                    leo = self._partition(tp.topic, tp.partition).log.log_end_offset
+                except UnknownTopicOrPartitionError:
+                    leo = None
+                rows.append({"topic": tp.topic, "partition": tp.partition, "committed": None,
+                             "start_offset": row["start_offset"], "log_end_offset": leo, "member_id": None,
+                             "lag": row["lag"]})
+            desc["partitions"] = rows
+            return desc
         desc = self._group_call("describe_group", group_id)
         if self.is_consumer_group(group_id):
             desc = self._describe_consumer_group_as_classic(group_id, desc["offsets"])

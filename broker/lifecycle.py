@@ -78,6 +78,7 @@ class Lifecycle(BrokerCore):
         self.broker_config, _ = parse_configs("broker", BROKER_CONFIGS, check_arg(
             "broker_configs", broker_configs, "mapping", none_ok=True, what="a mapping of broker configs") or {})
         self._check_consumer_group_configs()    # the group.consumer.* cross-checks, at start as Kafka
+        self._check_share_group_configs()       # the group.share.* cross-checks, at start as Kafka
         if os.path.exists(self.data_dir) and not os.path.isdir(self.data_dir):
             raise KafkaStorageError(f"data dir {self.data_dir} exists and is not a directory")
         with storage_errors("create data dir", self.data_dir):
@@ -159,11 +160,15 @@ class Lifecycle(BrokerCore):
         10 s by default; expire idle transactional ids; retry markers waiting for a leader), as Kafka's
         scheduler does whatever the log cleaner does. Then it fences the consumer group
         (KIP-848) members whose session or rebalance timeout ran out
-        (:meth:`~kafkasim.broker.consumer_group_api.ConsumerGroupApi.tick_consumer_groups`).
+        (:meth:`~kafkasim.broker.consumer_group_api.ConsumerGroupApi.tick_consumer_groups`), and the
+        share group (KIP-932) members whose session ran out, releasing their records and the
+        record locks that expired
+        (:meth:`~kafkasim.broker.share_group_api.ShareGroupApi.tick_share_groups`).
         """
         self._check_open()
         self.tick_transactions()      # the transaction coordinator's own intervals decide what is due
         self.tick_consumer_groups()   # consumer group (KIP-848) session and rebalance timeouts
+        self.tick_share_groups()      # share group (KIP-932) sessions and record lock expiry
         if self._cleaner is None:
             return None
         with self._tick_lock:

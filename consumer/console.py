@@ -11,6 +11,11 @@ it runs until then. Where it reads:
   ``from_beginning``, else from the end;
 - ``group_id``: subscribes as a member of the group (auto-commit on, as the console
   consumer), committing on exit; ``from_beginning`` applies without a committed offset;
+- ``share_group_id`` (``--share-group``, Kafka's kafka-console-share-consumer): subscribes as
+  a member of that share group (KIP-932) with implicit acknowledgement: every record shown is
+  accepted by the next poll or on exit; records acquired but not shown (``max_records``
+  reached) are released on exit. Where a share group starts is its group config
+  ``share.auto.offset.reset``, so it takes no ``partition``, ``offset`` or ``from_beginning``;
 - neither: every partition, no group, nothing committed.
 
 ``isolation_level`` is Kafka's console consumer's ``--isolation-level`` (default
@@ -35,6 +40,7 @@ from typing import Callable, Iterator, Mapping, Optional, Union
 
 from kafkasim.consumer.consumer import Consumer
 from kafkasim.consumer.fetcher import LOG_APPEND_TIME, ConsumerRecord
+from kafkasim.consumer.share_consumer import ShareConsumer
 from kafkasim.errors import InvalidArgumentError, KafkaTimeoutError
 from kafkasim.types import TopicPartition
 
@@ -64,7 +70,8 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
             max_records: Optional[int] = None, timeout_ms: Optional[int] = None,
             client_id: str = "kafkasim-console-consumer",
             on_wait: Optional[Callable[[str], None]] = None,
-            isolation_level: str = "read_uncommitted") -> Iterator[ConsumerRecord]:
+            isolation_level: str = "read_uncommitted",
+            share_group_id: Optional[str] = None) -> Iterator[ConsumerRecord]:
     """Yield records of ``topic`` (see the module docstring for where from and until when).
 
     ``on_wait(text)`` is called once, with ``group_id``, while the consumer first waits for
@@ -77,6 +84,13 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
     # created as the broker's auto.create.topics.enable says (Kafka's console consumer's first
     # metadata request does that); UnknownTopicOrPartitionError when it does not
     count = broker.auto_create_topic(topic)
+    if share_group_id is not None:
+        if group_id is not None or partition is not None or offset is not None or from_beginning:
+            raise InvalidArgumentError("a share group reads where its group config share.auto.offset.reset says: "
+                                       "share_group_id takes no group_id, partition, offset or from_beginning")
+        yield from _share_consume(broker, topic, share_group_id, max_records=max_records, timeout_ms=timeout_ms,
+                                  client_id=client_id)
+        return
     if partition is not None:
         if not 0 <= partition < count:
             raise InvalidArgumentError(f"partition {partition} of topic {topic} does not exist "
@@ -123,6 +137,34 @@ def consume(broker, topic: str, *, group_id: Optional[str] = None, partition: Op
                 for r in recs:
                     yield r
                     n += 1
+    finally:
+        c.close()
+
+
+def _share_consume(broker, topic: str, group_id: str, *, max_records: Optional[int], timeout_ms: Optional[int],
+                   client_id: str) -> Iterator:
+    """:func:`consume` as a member of share group ``group_id`` (implicit acknowledgement)."""
+    clock = broker.clock
+    c = ShareConsumer(broker, group_id=group_id, client_id=client_id, clock=clock)
+    n = 0
+    try:
+        c.subscribe([topic])
+        last = clock.now_ms()
+        while max_records is None or n < max_records:
+            want = None if max_records is None else max_records - n
+            wait = 100 if timeout_ms is None else min(100, timeout_ms)
+            records = c.poll(timeout_ms=wait, max_records=want)
+            now = clock.now_ms()
+            if not c.assignment():
+                last = now        # the timeout counts only once the member has its partitions
+            if not records:
+                if timeout_ms is not None and now - last >= timeout_ms:
+                    raise KafkaTimeoutError(f"no message for {timeout_ms} ms (--timeout-ms)")
+                continue
+            last = now
+            for r in records:
+                yield r
+                n += 1
     finally:
         c.close()
 

@@ -25,7 +25,7 @@ from kafkasim.coordinator.consumer_group import (
 )
 from kafkasim.protocol import consumer_group_log as cgl
 
-__all__ = ["group_records", "changes", "groups_from_records", "Records"]
+__all__ = ["group_records", "changes", "groups_from_records", "Records", "CONSUMER_GROUP_KINDS"]
 
 Records = dict
 """key bytes -> (CgKey, value bytes)."""
@@ -89,18 +89,26 @@ def group_records(group: Optional[ConsumerGroup],
     return out
 
 
-def changes(before: Records, after: Records) -> list[tuple[bytes, Optional[bytes]]]:
+CONSUMER_GROUP_KINDS = (5, 4, 3, 7, 6, 8)
+"""The record types :func:`changes` orders, for a consumer group: member metadata, subscribed
+topics, group epoch, target member, target epoch, current member assignment."""
+
+
+def changes(before: Records, after: Records,
+            kinds: tuple[int, int, int, int, int, int] = CONSUMER_GROUP_KINDS) -> list[tuple[bytes, Optional[bytes]]]:
     """The records to append to go from ``before`` to ``after`` (order in the module docstring).
     Looks at every record once; only what changed is sorted (a heartbeat changes a few records
-    of a group that may hold hundreds)."""
+    of a group that may hold hundreds). ``kinds`` names the record types in the roles of
+    :data:`CONSUMER_GROUP_KINDS` (a share group's are 10, 15, 11, 13, 12, 14)."""
+    member_kind, topics_kind, epoch_kind, target_kind, target_epoch_kind, current_kind = kinds
     out: list[tuple[bytes, Optional[bytes]]] = []
     changed = [(kb, k, vb) for kb, (k, vb) in after.items()
                if (old := before.get(kb)) is None or old[1] != vb]
     gone = [(kb, k) for kb, (k, _) in before.items() if kb not in after]
-    removed = sorted(k.member_id for _, k in gone if k.type == 5)
+    removed = sorted(k.member_id for _, k in gone if k.type == member_kind)
     gone_by_member = {(k.type, k.member_id): kb for kb, k in gone}
     for mid in removed:
-        for t in (8, 7, 5):
+        for t in (current_kind, target_kind, member_kind):
             kb = gone_by_member.get((t, mid))
             if kb is not None:
                 out.append((kb, None))
@@ -115,16 +123,16 @@ def changes(before: Records, after: Records) -> list[tuple[bytes, Optional[bytes
             out.extend((kb, None) for kb, _ in sorted(
                 (g for g in gone if g[1].type == record_type and g[1].member_id not in removed_set), key=by_member))
 
-    changed_of(5, False)
+    changed_of(member_kind, False)
     if after:
-        changed_of(4, False)
-        changed_of(3, False)
-    changed_of(7, True)
+        changed_of(topics_kind, False)
+        changed_of(epoch_kind, False)
+    changed_of(target_kind, True)
     if after:
-        changed_of(6, False)
-    changed_of(8, False)
+        changed_of(target_epoch_kind, False)
+    changed_of(current_kind, False)
     if before and not after:
-        for t in (6, 4, 3):
+        for t in (target_epoch_kind, topics_kind, epoch_kind):
             out += [(kb, None) for kb, (k, _) in before.items() if k.type == t]
     return out
 

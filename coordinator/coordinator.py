@@ -142,6 +142,7 @@ class GroupCoordinator(RebalanceMixin, CommitsMixin, AdminMixin):
         # (a zombie of it cannot pass for a new member).
         self.pending_txn_offsets = state.pending_txn_offsets   # the transaction coordinator takes them
         self.consumer_group_records = state.consumer_group_records   # the KIP-848 coordinator takes them
+        self.share_group_records = state.share_group_records         # the share group (KIP-932) coordinator takes them
         ends = ",".join(map(str, state.end_offsets))
         self._rng = random.Random(f"{self._seed}:{self.clock.now_ms()}:{ends}")
         for gid, meta in state.groups.items():

@@ -42,6 +42,7 @@ from kafkasim.protocol.offsets import (
     encode_group_value, encode_offset_key, encode_offset_value, partition_for_group,
 )
 from kafkasim.protocol import consumer_group_log as cgl
+from kafkasim.protocol import share_group_log as sgl
 from kafkasim.errors import CorruptRecordError, IllegalStateError
 from kafkasim.records import record_batch as rb
 from kafkasim.records.control import read_control_batch
@@ -65,6 +66,9 @@ class LoadedState:
         self.consumer_group_records: dict[bytes, tuple] = {}
         """key bytes -> (CgKey, decoded value): the latest record of each consumer group (KIP-848) key
         (:mod:`kafkasim.protocol.consumer_group_log`); tombstoned keys are absent."""
+        self.share_group_records: dict[bytes, tuple] = {}
+        """key bytes -> (ShareGroupKey, decoded value): the latest record of each share group (KIP-932)
+        key (:mod:`kafkasim.protocol.share_group_log`); tombstoned keys are absent."""
         """producer id -> group -> offsets of a transaction with no marker yet (see the module docstring)."""
 
 
@@ -189,6 +193,13 @@ class OffsetsStore:
                 state.consumer_group_records.pop(bytes(key), None)
             else:
                 state.consumer_group_records[bytes(key)] = (ck, cgl.decode_value(ck.type, value))
+            return
+        if sgl.is_share_group_key(key):
+            sk = sgl.decode_key(key)
+            if value is None:
+                state.share_group_records.pop(bytes(key), None)
+            else:
+                state.share_group_records[bytes(key)] = (sk, sgl.decode_value(sk.type, value))
             return
         k, v = decode_record(key, value)
         if isinstance(k, OffsetKey):

@@ -26,6 +26,7 @@ _EXPORTS = {
     "Producer": "kafkasim.producer.producer",
     "Consumer": "kafkasim.consumer.consumer",
     "KafkaConsumer": "kafkasim.consumer.consumer",
+    "ShareConsumer": "kafkasim.consumer.share_consumer",
     "KafkaProducer": "kafkasim.producer.producer",
     "ConsumerRecord": "kafkasim.consumer.fetcher",
     "ConsumerRebalanceListener": "kafkasim.consumer.group_member",

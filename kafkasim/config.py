@@ -249,9 +249,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("transactional.id.expiration.ms", "int", 604_800_000, min=1,
        doc="a transactional id with no transaction for this long is removed (a tombstone in "
            "__transaction_state)"),
-    _D("group.coordinator.rebalance.protocols", "list", "classic,consumer", choices=("classic", "consumer"),
+    _D("group.coordinator.rebalance.protocols", "list", "classic,consumer",
+       choices=("classic", "consumer", "share"),
        doc="the group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
-           "ConsumerGroupHeartbeat); without consumer a heartbeat gets UNSUPPORTED_VERSION"),
+           "ConsumerGroupHeartbeat); without consumer a heartbeat gets UNSUPPORTED_VERSION. "
+           "share (KIP-932) is accepted; share groups are served either way, as Kafka 4.1+ "
+           "gates them on the share.version feature, not on this list"),
     # The consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig group.consumer.*;
     # kafkasim.coordinator.consumer_group_config reads them and cross-checks them.
     _D("group.consumer.session.timeout.ms", "int", 45_000, min=1,
@@ -275,6 +278,46 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="online conversion between classic and consumer groups: upgrade (a consumer-protocol "
            "member joins a classic group with members), downgrade (the last consumer-protocol "
            "member leaves a group of classic members), both, or neither"),
+    # Share groups (KIP-932): Kafka's ShareGroupConfig and GroupCoordinatorConfig group.share.*;
+    # kafkasim.coordinator.share_group_config reads them and cross-checks them.
+    _D("group.share.record.lock.duration.ms", "int", 30_000, min=1_000, max=3_600_000,
+       doc="how long a share-group member holds an acquired record before it is released"),
+    _D("group.share.min.record.lock.duration.ms", "int", 15_000, min=1_000, max=30_000,
+       doc="the smallest record lock duration a share group may use"),
+    _D("group.share.max.record.lock.duration.ms", "int", 60_000, min=30_000, max=3_600_000,
+       doc="the largest record lock duration a share group may use"),
+    _D("group.share.delivery.count.limit", "int", 5, min=2, max=10,
+       doc="a record delivered this many times and released again is archived"),
+    _D("group.share.partition.max.record.locks", "int", 2_000, min=100, max=10_000,
+       doc="the most records of one share-partition in flight (acquired) at once"),
+    _D("group.share.max.share.sessions", "int", 2_000, min=1,
+       doc="the most share sessions per broker (at least group.share.max.size)"),
+    _D("group.share.session.timeout.ms", "int", 45_000, min=1,
+       doc="a share-group member that does not heartbeat for this long is fenced (its records released)"),
+    _D("group.share.min.session.timeout.ms", "int", 45_000, min=1,
+       doc="the smallest group.share.session.timeout.ms allowed"),
+    _D("group.share.max.session.timeout.ms", "int", 60_000, min=1,
+       doc="the largest group.share.session.timeout.ms allowed"),
+    _D("group.share.heartbeat.interval.ms", "int", 5_000, min=1,
+       doc="the heartbeat interval every ShareGroupHeartbeat answer tells members to use"),
+    _D("group.share.min.heartbeat.interval.ms", "int", 5_000, min=1,
+       doc="the smallest group.share.heartbeat.interval.ms allowed"),
+    _D("group.share.max.heartbeat.interval.ms", "int", 15_000, min=1,
+       doc="the largest group.share.heartbeat.interval.ms allowed"),
+    _D("group.share.max.size", "int", 200, min=1, max=1_000,
+       doc="the most members one share group may have (GROUP_MAX_SIZE_REACHED beyond)"),
+    _D("group.share.assignors", "list", "simple", choices=("simple",),
+       doc="the share group assignor (Kafka's SimpleAssignor, by name)"),
+    # Kafka's group configs of share groups (kafka-configs --entity-type groups); kafkasim has
+    # no per-group configs, so these are the broker-wide values every share group uses.
+    _D("share.auto.offset.reset", "string", "latest",
+       doc="where a share-partition starts when the group has no state for it: latest, earliest, "
+           "or by_duration:<ISO-8601 duration> (e.g. by_duration:PT1H)"),
+    _D("share.record.lock.duration.ms", "int", None, min=1_000, max=3_600_000,
+       doc="the share groups' record lock duration (within group.share.min/max.record.lock.duration.ms); "
+           "unset: group.share.record.lock.duration.ms"),
+    _D("share.isolation.level", "string", "read_uncommitted", choices=("read_committed", "read_uncommitted"),
+       doc="read_uncommitted acquires up to the high watermark, read_committed up to the last stable offset"),
 ]}
 """Broker configs (server.properties names) the in-process broker reads; ``Broker(broker_configs=...)``."""
 

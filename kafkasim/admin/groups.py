@@ -28,7 +28,7 @@ from kafkasim.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmpty
     UnknownTopicOrPartitionError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["describe", "members", "state", "reset_offsets", "delete", "parse_datetime",
+__all__ = ["describe", "members", "state", "reset_offsets", "delete", "parse_datetime", "partitions_to_reset",
            "RESET_SCENARIOS", "INACTIVE_STATES"]
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -138,7 +138,10 @@ def parse_datetime(text: str) -> int:
     return int(dt.replace(tzinfo=tz).timestamp() * 1000)
 
 
-def _partitions(broker, topics: Sequence[str], all_topics: bool, committed: dict) -> list[TopicPartition]:
+def partitions_to_reset(broker, topics: Sequence[str], all_topics: bool, committed: dict) -> list[TopicPartition]:
+    """The partitions a reset covers (Kafka's ``GroupOffsetsResetter.parseTopicPartitionsToReset``):
+    ``--all-topics``: those of ``committed``; else each ``topic`` (every partition) or
+    ``topic:0,2``; a partition that does not exist is an UnknownTopicOrPartitionError naming it."""
     if all_topics:
         return sorted(committed)
     if not topics:
@@ -186,7 +189,7 @@ def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequ
     committed = {TopicPartition(r["topic"], r["partition"]): r["committed"]
                  for r in desc["partitions"] if r["committed"] is not None}
     plan = {}
-    for tp in _partitions(broker, topics, all_topics, committed):
+    for tp in partitions_to_reset(broker, topics, all_topics, committed):
         start = broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
         end = broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
         if scenario == "to_earliest":

@@ -33,7 +33,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.consume", "kafkasim.cli.fault", "kafkasim.cli.features", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
-    "kafkasim.cli.serve",
+    "kafkasim.cli.serve", "kafkasim.cli.share_groups",
     "kafkasim.cli.transactions",
     "kafkasim.cli.view",
 ]

@@ -5,6 +5,10 @@ Runs until Ctrl-C, ``--max-messages`` or ``--timeout-ms`` without a message; the
 rules are Kafka's (``--offset`` needs ``--partition``; ``--partition`` excludes ``--group``;
 ``--offset`` excludes ``--from-beginning``). ``--isolation-level read_committed`` reads only
 committed transactional records (default ``read_uncommitted``, as Kafka's tool).
+``--share-group G`` consumes as a member of share group G (KIP-932; Kafka's
+kafka-console-share-consumer), accepting each record shown; it excludes ``--group``,
+``--partition``, ``--offset`` and ``--from-beginning`` (a share group starts where its group
+config ``share.auto.offset.reset`` says).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ def register(sub) -> None:
     p.add_argument("--group", default=None,
                    help="consume as a member of this group (commits on exit); without it every "
                         "partition is read and nothing is committed")
+    p.add_argument("--share-group", default=None, metavar="GROUP",
+                   help="consume as a member of this share group (KIP-932): records are shared with the "
+                        "group's other members and each one shown is accepted (implicit acknowledgement)")
     p.add_argument("--partition", type=non_negative_int, default=None, metavar="P",
                    help="read only partition P (no group); starts at --offset, else the end "
                         "(the beginning with --from-beginning)")
@@ -62,6 +69,19 @@ def _consume(args) -> int:
 
     # Kafka's option rules, checked before any I/O
     offset = None
+    if args.share_group is not None:
+        if args.group is not None:
+            raise InvalidArgumentError("Options share-group and group cannot be specified together "
+                                       "(a consumer group or a share group, not both).")
+        for option, given in (("partition", args.partition is not None), ("offset", args.offset is not None),
+                              ("from-beginning", args.from_beginning)):
+            if given:
+                raise InvalidArgumentError(f"Options share-group and {option} cannot be specified together "
+                                           f"(a share group reads where its group config share.auto.offset.reset "
+                                           f"says).")
+        if args.isolation_level != "read_uncommitted":
+            raise InvalidArgumentError("Options share-group and isolation-level cannot be specified together "
+                                       "(a share group's isolation level is its group config share.isolation.level).")
     if args.partition is not None:
         if args.group is not None:
             raise InvalidArgumentError("Options group and partition cannot be specified together.")
@@ -81,6 +101,7 @@ def _consume(args) -> int:
         records = consume(broker, args.topic, group_id=args.group, partition=args.partition, offset=offset,
                           from_beginning=args.from_beginning, max_records=args.max,
                           timeout_ms=args.timeout_ms, isolation_level=args.isolation_level,
+                          share_group_id=args.share_group,
                           on_wait=lambda text: print(f"kafkasim consume: {text}", file=sys.stderr, flush=True))
         try:
             for r in records:
@@ -99,7 +120,7 @@ def _consume(args) -> int:
         except KeyboardInterrupt:
             pass                          # Ctrl-C: a clean exit, as Kafka's shutdown hook
         finally:
-            records.close()               # leaves the group (commits first with --group)
+            records.close()               # leaves the group (commits first with --group, accepts with --share-group)
             sys.stdout.flush()
             print(f"Processed a total of {n} messages", file=sys.stderr)
     return 0

@@ -52,6 +52,8 @@ import uuid
 from typing import Mapping, NamedTuple, Optional, Union
 
 from kafkasim.protocol.schema_bytes import RecordReader, uvarint
+from kafkasim.protocol.schema_bytes import compact_string as _cstring, key_string as _key_string
+from kafkasim.protocol.schema_bytes import topic_partitions as _topic_partitions
 
 __all__ = [
     "CONSUMER_GROUP_METADATA", "CONSUMER_GROUP_PARTITION_METADATA", "CONSUMER_GROUP_MEMBER_METADATA",
@@ -156,36 +158,6 @@ def is_consumer_group_key(key: Optional[bytes]) -> bool:
 
 
 # -- encoding ------------------------------------------------------------------------------------
-def _key_string(s: str, what: str) -> bytes:
-    if not isinstance(s, str):
-        raise TypeError(f"{what} must be a str, got {type(s).__name__}")
-    data = s.encode("utf-8")
-    if len(data) > 0x7FFF:
-        raise ValueError(f"{what} is {len(data)} bytes of UTF-8, longer than a Kafka string (32767)")
-    return _I16.pack(len(data)) + data
-
-
-def _cstring(s: Optional[str], what: str, nullable: bool = False) -> bytes:
-    if s is None:
-        if not nullable:
-            raise ValueError(f"{what} may not be null")
-        return b"\x00"
-    if not isinstance(s, str):
-        raise TypeError(f"{what} must be a str, got {type(s).__name__}")
-    data = s.encode("utf-8")
-    if len(data) > 0x7FFF:
-        raise ValueError(f"{what} is {len(data)} bytes of UTF-8, longer than a Kafka string (32767)")
-    return uvarint(len(data) + 1) + data
-
-
-def _topic_partitions(tps: TopicPartitions) -> bytes:
-    items = sorted(((t, sorted(ps)) for t, ps in tps.items() if ps), key=lambda kv: kv[0].bytes)
-    out = [uvarint(len(items) + 1)]
-    for t, ps in items:
-        out.append(t.bytes + uvarint(len(ps) + 1) + struct.pack(f">{len(ps)}i", *ps) + b"\x00")
-    return b"".join(out)
-
-
 def encode_key(key: CgKey) -> bytes:
     """The key bytes: int16 type, the group id, and the member id for types 5, 7, 8."""
     if key.type not in RECORD_TYPES:
@@ -240,47 +212,6 @@ class _Reader(RecordReader):
 
     def __init__(self, buf, what: str) -> None:
         super().__init__(buf, f"__consumer_offsets {what}")
-
-    def i8(self) -> int:
-        return self.unpack(_I8)[0]
-
-    def i16(self) -> int:
-        return self.unpack(_I16)[0]
-
-    def i32(self) -> int:
-        return self.unpack(_I32)[0]
-
-    def key_string(self, field: str) -> str:
-        n = self.i16()
-        if n < 0:
-            raise self.fail(f"null or negative length {n} for {field}")
-        return self.utf8(self.take(n), field)
-
-    def cstring(self, field: str, nullable: bool = False) -> Optional[str]:
-        n = self.uvarint() - 1
-        if n < 0:
-            if nullable:
-                return None
-            raise self.fail(f"null string for the non-nullable {field}")
-        return self.utf8(self.take(n), field)
-
-    def count(self, field: str) -> int:
-        n = self.uvarint() - 1
-        if n < 0 or n > len(self.buf) - self.pos:
-            raise self.fail(f"invalid length {n} for the array {field}")
-        return n
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
-
-    def topic_partitions(self, field: str) -> dict:
-        out = {}
-        for _ in range(self.count(field)):
-            t = self.uuid()
-            n = self.count(f"{field}.Partitions")
-            out[t] = tuple(struct.unpack(f">{n}i", self.take(4 * n)))
-            self.tagged_fields()
-        return out
 
 
 def _classic_member_metadata(meta: tuple) -> bytes:

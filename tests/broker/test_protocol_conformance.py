@@ -16,7 +16,7 @@ import pytest
 from kafkasim.broker import Broker
 from kafkasim.broker.cluster import Cluster
 from kafkasim.broker.protocol import (
-    BrokerAPI, ConsumerGroupAPI, ServedBrokerAPI, TransactionAdminAPI, TransactionalBrokerAPI,
+    BrokerAPI, ConsumerGroupAPI, ServedBrokerAPI, ShareGroupAPI, TransactionAdminAPI, TransactionalBrokerAPI,
 )
 from kafkasim.server.remote import RemoteBroker
 
@@ -25,7 +25,8 @@ P = inspect.Parameter
 
 def _declared(protocol) -> list[str]:
     return sorted(n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")) + (
-        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI, TransactionAdminAPI, ConsumerGroupAPI) else [])
+        _declared(BrokerAPI) if protocol in (ServedBrokerAPI, TransactionalBrokerAPI, TransactionAdminAPI, ConsumerGroupAPI,
+                                          ShareGroupAPI) else [])
 
 
 def _problems(impl, protocol) -> list[str]:
@@ -112,3 +113,9 @@ def test_every_implementation_serves_the_transaction_admin_calls(impl):
 def test_in_process_brokers_serve_consumer_groups(impl):
     """ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848), which kafkasim serve answers."""
     assert _problems(impl, ConsumerGroupAPI) == []
+
+
+@pytest.mark.parametrize("impl", [Broker, Cluster], ids=lambda c: c.__name__)
+def test_in_process_brokers_serve_share_groups(impl):
+    """ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and the share-group admin calls (KIP-932)."""
+    assert _problems(impl, ShareGroupAPI) == []
