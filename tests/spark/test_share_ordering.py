@@ -99,3 +99,21 @@ def test_share_group_output_inversions_are_concurrent_delivery_not_a_partition_c
     change = causes["partition_count_change"]
     assert change["topic"] == "jobs" and (change["from_partitions"], change["to_partitions"]) == (3, 6)
     assert "concurrent delivery (share group): 12 input-order inversion(s) over 4 key(s)" in ordering.text(rep)
+
+
+def test_the_audit_counts_the_share_groups_labs_inversions(spark, tmp_path):
+    from kafkasim.scenarios import run_scenario
+
+    d = str(tmp_path / "lab")
+    result = run_scenario("share-groups", d, echo=lambda s: None, records_per_partition=150)
+    lab = {r["output_topic"]: r["inversions"] for r in result["runs"] if r["consumers"] == 12}
+    assert lab["results-share-12"] > 0 and lab["results-group-12"] == 0
+    out = tmp_path / "ordering.json"
+    rc = ordering.main(["--data-dir", d, "--topic", "results-share-12", "--topic", "results-group-12",
+                        "--json", str(out)], spark=spark)
+    rep = json.loads(out.read_text())
+    assert rc == EXIT_VIOLATIONS
+    assert rep["violations"]["input_order_inversion"] == lab["results-share-12"]
+    assert {r["topic"] for r in rep["details"]} == {"results-share-12"}
+    assert [c["cause"] for c in rep["causes"]] == ["concurrent_delivery"]
+    assert rep["causes"][0]["topic"] == "results-share-12" and rep["causes"][0]["redelivered"] == 0
