@@ -16,7 +16,7 @@ from kafkasim.clock import MockClock
 from kafkasim.errors import ClaimFailedError, InvalidArgumentError
 from kafkasim.scenarios import SCENARIOS, lab_text, list_scenarios, resolve, run_scenario
 from kafkasim.scenarios.share_groups import CLAIM, input_order_inversions
-from kafkasim.types import DELIVERY_COUNT_HEADER, INPUT_HEADER, TopicPartition
+from kafkasim.types import DELIVERY_COUNT_HEADER, INPUT_HEADER
 
 NAME = "share-groups"
 SMALL = {"records_per_partition": 150}
