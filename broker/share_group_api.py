@@ -193,7 +193,8 @@ class ShareGroupApi(BrokerCore):
     def _share_state_log(self, group_id: str, topic_id: uuid.UUID, partition: int):
         with self._lock:
             if ssl.SHARE_GROUP_STATE_TOPIC not in self._topics:
-                self.create_topic(ssl.SHARE_GROUP_STATE_TOPIC, ssl.SHARE_GROUP_STATE_TOPIC_PARTITIONS, 1,
+                self.create_topic(ssl.SHARE_GROUP_STATE_TOPIC,
+                                  self.broker_config["share.coordinator.state.topic.num.partitions"], 1,
                                   ssl.SHARE_GROUP_STATE_TOPIC_CONFIGS)
             n = self._topics[ssl.SHARE_GROUP_STATE_TOPIC].partitions
         return self.log(ssl.SHARE_GROUP_STATE_TOPIC, ssl.partition_for(group_id, topic_id, partition, n))

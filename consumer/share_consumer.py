@@ -25,7 +25,8 @@ The API follows confluent-kafka's ``ShareConsumer`` and the Java client's
 - ``poll(timeout_ms)`` returns a list of :class:`ShareConsumerRecord` (``ConsumerRecord``'s
   fields plus ``delivery_count``), at most ``max_poll_records``; records acquired beyond that
   are kept, still locked, for the next poll. It heartbeats (joining the group on the first
-  poll), sends the pending acknowledgements on the same ShareFetch, decodes the stored
+  poll), sends the pending acknowledgements on the same ShareFetch (on a ShareAcknowledge
+  when it returns kept records without fetching), decodes the stored
   batches through :mod:`kafkasim.records` and keeps only the acquired offsets;
 - ``share_acknowledgement_mode="implicit"`` (default): the next ``poll()``,
   ``commit_sync()``, ``commit_async()`` or ``close()`` accepts every record the previous
@@ -143,6 +144,7 @@ class ShareConsumer:
         self._pending: dict[TopicPartition, dict[int, int]] = {}  # acknowledgements to send: offset -> type
         self._buffer: deque[ShareConsumerRecord] = deque()        # acquired, not returned yet
         self._callback: Optional[Callable] = None
+        self._losses = 0                                          # the membership's, when the buffer was filled
         self._m = {"records-consumed-total": 0, "acknowledgements-sent-total": 0}
         self._hb_stop = threading.Event()
         self._hb_thread: Optional[threading.Thread] = None
@@ -234,8 +236,13 @@ class ShareConsumer:
             with self._lock:
                 self._check_open()
                 self._member.poll(clock.now_ms())
+                if self._member.losses != self._losses:     # left or fenced: the broker released them
+                    self._losses = self._member.losses
+                    self._buffer.clear()
                 if not self._buffer:
                     self._buffer.extend(self._fetch())
+                elif self._pending:          # no ShareFetch to carry them: a ShareAcknowledge
+                    self._send_acknowledge(self._take_pending())
                 records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
                 if records:
                     for r in records:

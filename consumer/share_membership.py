@@ -9,6 +9,7 @@ installed at once (nothing to give back first) and there is no acknowledging ste
     STABLE ─(an answer with an assignment)─▶ STABLE (the new assignment)
     any ─(UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH: the broker fenced it)─▶ JOINING (epoch 0, same member id)
     any ─(unsubscribe / close / poll timeout: heartbeat with epoch -1)─▶ UNSUBSCRIBED
+    UNSUBSCRIBED after a poll timeout ─(the application's next poll)─▶ JOINING
 
 - The member id is the client's (KIP-1082): a random UUID, or with ``seed`` one drawn from
   ``random.Random(f"{seed}:{client_id}")`` so a simulation is reproducible.
@@ -73,7 +74,9 @@ class ShareMembership:
         self._last_heartbeat: Optional[int] = None
         self._send_topics = False
         self._fatal: Optional[KafkaSimError] = None
+        self._stale = False
         self.last_poll_ms: Optional[int] = None
+        self.losses = 0     # times this member lost what it held (left, fenced): its buffered records are void
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, topics) -> None:
@@ -93,7 +96,12 @@ class ShareMembership:
             raise self._fatal
         self.check_poll_timeout(now)
         self.last_poll_ms = now
-        self.tick(now)
+        if self._stale:                 # left on poll timeout: this poll joins again
+            self._stale = False
+            if self.topics:
+                self.state = ShareMemberState.JOINING
+                self._send_topics = True
+        self.tick(now, from_poll=True)
 
     def check_poll_timeout(self, now: int) -> None:
         """Past ``max_poll_interval_ms`` without a poll the member leaves the group (the broker
@@ -103,14 +111,17 @@ class ShareMembership:
             log.warning("share consumer poll timeout has expired (%d ms > max.poll.interval.ms %d); "
                         "leaving share group %s", now - self.last_poll_ms, self.max_poll_interval_ms, self.group_id)
             self.leave()
-            if self.topics:
-                self.state = ShareMemberState.JOINING
-                self._send_topics = True
+            self._stale = True          # Java's STALE: only the application's next poll joins again
 
-    def tick(self, now: int) -> None:
-        """Heartbeat if one is due (joining, a subscription change, or the interval has passed)."""
+    def tick(self, now: int, *, from_poll: bool = False) -> None:
+        """Heartbeat if one is due (joining, a subscription change, or the interval has passed);
+        from the background (not a poll) first leave if the poll timeout has expired."""
         if self._fatal is not None or self.state is ShareMemberState.UNSUBSCRIBED:
             return
+        if not from_poll:
+            self.check_poll_timeout(now)
+            if self.state is ShareMemberState.UNSUBSCRIBED:
+                return
         due = (self.state is ShareMemberState.JOINING or self._send_topics or self._last_heartbeat is None
                or now - self._last_heartbeat >= self.heartbeat_interval_ms)
         if due:
@@ -149,6 +160,7 @@ class ShareMembership:
         self.member_epoch = JOIN_EPOCH
         self.state = ShareMemberState.JOINING
         self._send_topics = True
+        self.losses += 1
 
     def leave(self) -> None:
         """Heartbeat with epoch -1 (the broker releases this member's records) and forget the
@@ -163,6 +175,7 @@ class ShareMembership:
         self.member_epoch = JOIN_EPOCH
         self.state = ShareMemberState.UNSUBSCRIBED
         self._last_heartbeat = None
+        self.losses += 1
 
     def unsubscribe(self) -> None:
         self.leave()

@@ -40,7 +40,8 @@ from kafkasim.errors import InvalidConfigurationError
 __all__ = ["SHARE_GROUP_CONFIGS", "ShareGroupConfig", "parse_offset_reset"]
 
 SHARE_GROUP_CONFIGS: dict[str, ConfigDef] = {
-    name: d for name, d in BROKER_CONFIGS.items() if name.startswith(("group.share.", "share."))}
+    name: d for name, d in BROKER_CONFIGS.items()
+    if name.startswith(("group.share.", "share.")) and not name.startswith("share.coordinator.")}
 """The ``group.share.*`` and ``share.*`` configs (defined once, in :data:`kafkasim.config.BROKER_CONFIGS`)."""
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")

@@ -304,6 +304,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        doc="the smallest group.share.heartbeat.interval.ms allowed"),
     _D("group.share.max.heartbeat.interval.ms", "int", 15_000, min=1,
        doc="the largest group.share.heartbeat.interval.ms allowed"),
+    _D("share.coordinator.state.topic.num.partitions", "int", 50, min=1,
+       doc="the partitions of __share_group_state, created on the first share-partition write"),
     _D("group.share.max.size", "int", 200, min=1, max=1_000,
        doc="the most members one share group may have (GROUP_MAX_SIZE_REACHED beyond)"),
     _D("group.share.assignors", "list", "simple", choices=("simple",),

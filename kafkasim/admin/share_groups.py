@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, Sequence
 
 from kafkasim.admin.groups import EARLIEST, LATEST, partitions_to_reset
-from kafkasim.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmptyGroupError
+from kafkasim.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmptyGroupError, UnsupportedVersionError
 from kafkasim.types import TopicPartition
 
 __all__ = ["list_groups", "describe", "members", "state", "reset_offsets", "delete", "delete_offsets",
@@ -42,12 +42,26 @@ SHARE_GROUP_STATES = ("Empty", "Stable", "Dead", "Unknown")
 RESET_SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "to_current")
 
 
+_ADMIN_METHODS = ("list_share_groups", "share_group_describe", "describe_share_group_offsets",
+                  "alter_share_group_offsets", "delete_share_group_offsets", "delete_share_group")
+
+
+def _check(broker) -> None:
+    """UnsupportedVersionError naming the broker when it has no share group admin API (a server
+    client that does not speak the share APIs yet)."""
+    missing = [n for n in _ADMIN_METHODS if not callable(getattr(broker, n, None))]
+    if missing:
+        raise UnsupportedVersionError(f"{type(broker).__name__} does not serve share groups "
+                                      f"(no {', '.join(missing)})")
+
+
 def _state_of(d: dict) -> str:
     return d.get("group_state") or d.get("state") or "Unknown"
 
 
 def _description(broker, group: str) -> dict:
     """ShareGroupDescribe of ``group``; GroupIdNotFoundError when it is not a share group."""
+    _check(broker)
     (d,) = broker.share_group_describe([group])
     if d.get("error") is not None or _state_of(d) == "Dead":
         raise GroupIdNotFoundError(f"Share group '{group}' does not exist.")
@@ -82,6 +96,7 @@ def list_groups(broker, states: Optional[Iterable[str]] = None) -> list[dict]:
     """``--list``: ``[{"group", "state"}]`` sorted by id; ``states`` (Kafka's names, any case)
     keeps only groups in those states; an unknown state name is an InvalidArgumentError
     ("Invalid state list 'x'. Valid states are: ...")."""
+    _check(broker)
     wanted = None
     if states is not None:
         by_lower = {s.lower(): s for s in SHARE_GROUP_STATES}
@@ -144,6 +159,7 @@ def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequ
     for ``group``; see the module docstring. ``scenario``: one of :data:`RESET_SCENARIOS`;
     ``value``: the offset (``to_offset``) or the epoch ms (``to_datetime``). Returns
     ``{"group", "executed", "rows": [{"group", "topic", "partition", "new_offset"}]}``."""
+    _check(broker)
     if scenario not in RESET_SCENARIOS:
         raise InvalidArgumentError(f"reset scenario {scenario!r}: must be one of {', '.join(RESET_SCENARIOS)}")
     (d,) = broker.share_group_describe([group])
@@ -185,6 +201,7 @@ def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequ
 def delete(broker, groups: Iterable[str]) -> dict:
     """``--delete``: ``{"deleted": [ids], "failed": {id: "ErrorName: message"}}`` after Kafka's
     pre-checks (a share group, and Empty)."""
+    _check(broker)
     listed = {g["group_id"]: g.get("group_state") or g.get("state") for g in broker.list_share_groups()}
     deleted, failed = [], {}
     for g in dict.fromkeys(groups):
@@ -206,6 +223,7 @@ def delete_offsets(broker, group: str, topics: Sequence[str]) -> dict:
     """``--delete-offsets``: ``{"group", "rows": [{"topic", "status"}]}`` (Kafka's ``TOPIC
     STATUS`` table: ``Successful`` or ``Error: <message>``), sorted by topic. A group that is
     not a share group raises GroupIdNotFoundError; a non-empty one NonEmptyGroupError."""
+    _check(broker)
     if not topics:
         raise InvalidArgumentError("Option [delete-offsets] takes the following options: [topic], [group]")
     (d,) = broker.share_group_describe([group])

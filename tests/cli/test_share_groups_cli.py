@@ -41,7 +41,7 @@ def empty_group(tmp_path):
 @pytest.fixture
 def live_group(tmp_path):
     """Share group 'workers' with two members that never closed (Stable), plus a consumer group."""
-    d = str(tmp_path / "data")
+    d = str(tmp_path / "live")
     with Broker(d, broker_configs=EARLIEST) as b:
         b.create_topic("jobs", 2)
         _fill(b)
@@ -83,6 +83,9 @@ def test_describe_members_and_state_verbose(live_group, capsys):
     rows = _lines(capsys.readouterr().out)
     assert rows[0] == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
     assert rows[1][0] == "workers" and rows[1][2] == "Stable" and rows[1][-1] == "2"
+    assert main(["share-groups", "describe", "--all-groups", "--state", "--json", "--data-dir", d]) == 0
+    (state,) = json.loads(capsys.readouterr().out)
+    assert (state["group"], state["state"], state["members"]) == ("workers", "Stable", 2)
 
 
 def test_describe_offsets_shows_the_start_offset_and_lag(empty_group, capsys):
@@ -93,6 +96,9 @@ def test_describe_offsets_shows_the_start_offset_and_lag(empty_group, capsys):
                  "--data-dir", empty_group]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert (row["topic"], row["partition"], row["start_offset"], row["lag"]) == ("jobs", 0, 6, 4)
+    assert main(["share-groups", "describe", "--group", "workers", "--members", "--data-dir", empty_group]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == "" and "Share group 'workers' has no active members." in out.err
 
 
 def test_describe_a_group_that_is_not_a_share_group(empty_group, capsys):
@@ -102,6 +108,7 @@ def test_describe_a_group_that_is_not_a_share_group(empty_group, capsys):
     assert "[all-groups], [group]" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reset_offsets_plans_then_executes_and_the_group_reads_again(empty_group, capsys):
     base = ["share-groups", "reset-offsets", "--group", "workers", "--topic", "jobs", "--data-dir", empty_group]
     assert main(base + ["--to-earliest"]) == 0
@@ -130,6 +137,7 @@ def test_reset_offsets_of_a_group_with_members_is_refused(live_group, capsys):
     assert "Share group 'workers' is not empty." in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_delete_offsets_and_delete(empty_group, live_group, capsys):
     assert main(["share-groups", "delete-offsets", "--group", "workers", "--topic", "jobs",
                  "--data-dir", empty_group]) == 0
@@ -146,6 +154,7 @@ def test_delete_offsets_and_delete(empty_group, live_group, capsys):
     assert "* Group 'ghost' could not be deleted due to: GroupIdNotFoundError: Group 'ghost' is not a share group." in out
 
 
+@pytest.mark.slow
 def test_consume_share_group_accepts_what_it_printed(tmp_path, capsys):
     d = str(tmp_path / "data")
     with Broker(d) as b:

@@ -9,7 +9,7 @@ import pytest
 
 from kafkasim.broker import Broker
 from kafkasim.consumer import AcknowledgeType, Consumer, ShareConsumer
-from kafkasim.errors import GroupIdNotFoundError, IllegalStateError, InvalidArgumentError, KafkaSimError
+from kafkasim.errors import GroupIdNotFoundError, IllegalStateError, InvalidArgumentError, InvalidRecordStateError
 from kafkasim.types import TopicPartition
 
 TP = TopicPartition("jobs", 0)
@@ -62,7 +62,11 @@ def test_max_poll_records_keeps_the_rest_locked_for_the_next_poll(broker):
     c = share(broker, max_poll_records=4)
     assert [r.offset for r in c.poll(timeout_ms=100)] == [0, 1, 2, 3]
     assert [r.offset for r in c.poll(timeout_ms=100, max_records=2)] == [4, 5]
+    assert spso(broker) == 4          # 0..3 accepted by that poll although it fetched nothing
+    other = share(broker, "other")
+    assert other.poll(timeout_ms=100) == []        # 4..9 are still this consumer's
     c.close()
+    other.close()
 
 
 def test_explicit_release_redelivers_with_delivery_count_2_and_reject_never(broker):
@@ -132,9 +136,25 @@ def test_a_record_whose_lock_expired_goes_to_another_consumer_and_the_late_ack_f
     for r in held:
         a.acknowledge(r)
     outcome = a.commit_sync()
-    assert isinstance(outcome[TP], KafkaSimError)  # INVALID_RECORD_STATE: b holds them now
+    assert isinstance(outcome[TP], InvalidRecordStateError)   # b holds them now
     a.close()
     b.close()
+
+
+def test_a_poison_record_is_archived_after_the_delivery_count_limit(broker):
+    c = share(broker, share_acknowledgement_mode="explicit")
+    counts = []
+    for _ in range(8):
+        recs = c.poll(timeout_ms=100)
+        for r in recs:
+            if r.offset == 4:
+                counts.append(r.delivery_count)
+                c.acknowledge(r, AcknowledgeType.RELEASE)      # the handler fails on it, every time
+            else:
+                c.acknowledge(r)
+    assert counts == [1, 2, 3, 4, 5]              # group.share.delivery.count.limit=5, then archived
+    assert c.commit_sync() == {} and spso(broker) == 10
+    c.close()
 
 
 def test_close_releases_what_an_explicit_consumer_did_not_acknowledge(broker):
@@ -215,6 +235,30 @@ def test_heartbeats_on_the_clock_keep_the_member_and_silence_fences_it(broker, c
     c.close()
 
 
+def test_a_member_that_stops_polling_leaves_at_max_poll_interval_and_its_next_poll_joins_again(broker, clock):
+    a = share(broker, "a", max_poll_interval_ms=60_000)
+    heard = []
+    a.set_acknowledgement_commit_callback(lambda offsets, exc: heard.append(exc))
+    poll_until(a, 10)
+    for _ in range(11):                            # the background heartbeats go on, the polls stop
+        clock.advance(5_000)
+        a.tick()
+        broker.tick()
+    (desc,) = broker.share_group_describe(["workers"])
+    assert [m["member_id"] for m in desc["members"]] == [a.member_id]   # 55 s: still a member
+    clock.advance(6_000)
+    a.tick()
+    (desc,) = broker.share_group_describe(["workers"])
+    assert desc["members"] == [] and a.assignment() == set()            # 61 s > max.poll.interval.ms
+    a.tick()                                       # no poll yet: it stays out
+    assert broker.share_group_describe(["workers"])[0]["members"] == []
+    got = poll_until(a, 10)                        # joins again; its late acceptance is refused
+    assert [m["member_id"] for m in broker.share_group_describe(["workers"])[0]["members"]] == [a.member_id]
+    assert [(r.offset, r.delivery_count) for r in got] == [(o, 2) for o in range(10)]
+    assert len(heard) == 1 and isinstance(heard[0], InvalidRecordStateError)
+    a.close()
+
+
 def test_a_consumer_group_id_is_not_a_share_group(broker):
     k = Consumer(broker, "jobs", group_id="workers", group_protocol="consumer")
     k.poll(timeout_ms=100)
@@ -227,3 +271,61 @@ def test_a_consumer_group_id_is_not_a_share_group(broker):
 def test_a_broker_without_the_share_api_is_named():
     with pytest.raises(InvalidArgumentError, match="broker must be a kafkasim Broker with the share group API"):
         ShareConsumer(object(), group_id="g")
+
+
+def test_the_docs_snippet_prints_what_its_comments_promise(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "share-consumer.md")
+    with open(doc, encoding="utf-8") as f:
+        (snippet,) = re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL)[:1]
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["{TopicPartition(topic='jobs', partition=0): None}", "[(2, 2)]"]
+
+
+def test_bad_arguments_are_named(broker):
+    c = ShareConsumer(broker, group_id="workers")
+    with pytest.raises(IllegalStateError, match="^Consumer is not subscribed to any topics.$"):
+        c.poll()
+    with pytest.raises(InvalidArgumentError, match="topics must be a list of topic names, got str: 'jobs'"):
+        c.subscribe("jobs")
+    with pytest.raises(InvalidArgumentError, match="without duplicates"):
+        c.subscribe(["jobs", "jobs"])
+    with pytest.raises(InvalidArgumentError, match="non-empty topic names"):
+        c.subscribe(["jobs", ""])
+    c.subscribe(["jobs"])
+    with pytest.raises(InvalidArgumentError, match="timeout_ms"):
+        c.poll(timeout_ms=-1)
+    with pytest.raises(InvalidArgumentError, match="max_records"):
+        c.poll(max_records=0)
+    assert c.subscription() == ["jobs"]
+    c.subscribe([])                                # Kafka: an empty list unsubscribes
+    assert c.subscription() == []
+    c.close()
+
+
+def test_after_a_broker_restart_only_unaccepted_records_come_back_with_their_counts(tmp_path, clock):
+    configs = {"share.auto.offset.reset": "earliest"}
+    b = Broker(tmp_path / "restart", clock=clock, broker_configs=configs)
+    b.create_topic("jobs", 1)
+    b.append_records("jobs", 0, [(clock.now_ms(), None, f"v{i}".encode(), ()) for i in range(10)])
+    c = share(b, share_acknowledgement_mode="explicit")
+    for r in poll_until(c, 10):
+        if r.offset < 5:
+            c.acknowledge(r)
+    assert c.commit_sync() == {TP: None}           # 0..4 accepted; 5..9 still acquired by c
+    b.close()                                      # the broker goes down under the consumer
+    b = Broker(tmp_path / "restart", clock=clock, broker_configs=configs)
+    try:
+        assert b.describe_share_group_offsets("workers")[TP]["start_offset"] == 5
+        d = share(b, "d")
+        got = poll_until(d, 5)
+        # locks do not survive a restart: 5..9 are available again, their first delivery counted
+        assert [(r.offset, r.delivery_count) for r in got] == [(o, 2) for o in range(5, 10)]
+        d.close()
+    finally:
+        b.close()
