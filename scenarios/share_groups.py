@@ -387,8 +387,14 @@ def _pictures(plot_dir: str, runs: list[dict], cfg: dict, capacity: float) -> li
     label = {(r["mode"], r["consumers"]): f"{_KIND[r['mode']]}, {r['consumers']} consumers" for r in runs}
     width = max(len(r["over_time"]["t_s"]) for r in runs)
     x = [round((i + 1) * 0.1, 1) for i in range(width)]
-    series = {label[r["mode"], r["consumers"]]: r["over_time"]["jobs_per_s"] + [0] * (width - len(r["over_time"]["t_s"]))
-              for r in runs}
+    series: dict[str, list] = {}
+    for r in runs:
+        ys = r["over_time"]["jobs_per_s"] + [0] * (width - len(r["over_time"]["t_s"]))
+        same = [name for name, other in series.items() if other == ys and name.startswith(_KIND[r["mode"]])]
+        if same:                  # identical runs (a consumer group of 6 and of 12): one line, both named
+            series[f"{same[0]} and {r['consumers']} (the same)"] = series.pop(same[0])
+        else:
+            series[label[r["mode"], r["consumers"]]] = ys
     figure, axes = fig.figure(f"{cfg['partitions']} partitions: a consumer group stops at one consumer per "
                               f"partition, a share group keeps scaling", 1, 2, size=(15, 5))
     fig.lines(x, series, ax=axes[0], title="jobs finished per second (100 ms buckets)", xlabel="time (s)",
