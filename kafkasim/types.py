@@ -86,4 +86,12 @@ record: the input record it came from, ASCII ``"<input partition>:<input offset>
 ``kafkasim audit transactions --output-topic`` counts committed outputs per input by it.
 """
 
-__all__ += ["PRODUCER_HEADER", "SEQUENCE_HEADER", "INPUT_HEADER"]
+DELIVERY_COUNT_HEADER = "kafkasim-delivery-count"
+"""Header key a share-group consumer (KIP-932) puts on each output record beside
+:data:`INPUT_HEADER`: the delivery count of the input record it came from, ASCII decimal
+(Java's ``ConsumerRecord.deliveryCount()``; 1 on the first delivery). Its presence marks the
+output of a share group: the ordering audit attributes the output's input-order inversions
+to concurrent delivery (``kafkasim audit ordering``, cause ``concurrent_delivery``).
+"""
+
+__all__ += ["PRODUCER_HEADER", "SEQUENCE_HEADER", "INPUT_HEADER", "DELIVERY_COUNT_HEADER"]

@@ -139,6 +139,13 @@ LABS += [
         "payments twice, transactions with read_committed are exact"),
 ]
 
+# ---- share groups (wt-slab): share-groups (18)
+LABS += [
+    Lab(18, "share-groups", "share_groups",
+        "KIP-932's share groups: 6 then 12 consumers on 6 partitions scale where a consumer group "
+        "idles; per-key order breaks; a poison record is archived at the delivery count limit"),
+]
+
 
 def _index() -> tuple[dict[str, Lab], dict[str, str]]:
     by_name: dict[str, Lab] = {}

@@ -16,7 +16,14 @@
 - ``retries_without_idempotence``: a producer without a producer id (``enable.idempotence``
   off: its batches carry producer id -1) whose records were written twice (``duplicate``)
   or out of send order (``sequence_inversion``): the broker cannot deduplicate or order
-  retries it cannot identify. Idempotent producers' findings are not attributed to it.
+  retries it cannot identify. Idempotent producers' findings are not attributed to it;
+- ``concurrent_delivery``: per output topic, the ``input_order_inversion`` findings whose
+  records carry the ``kafkasim-delivery-count`` header, which only a share-group consumer
+  (KIP-932) writes: the members of a share group acquire records of one partition
+  concurrently and finish them in any order, and a released record comes back after later
+  ones (``redelivered``: how many of the inverted records had a delivery count above 1).
+  This is distinct from ``partition_count_change``: a key whose *input partition* changed
+  is not an input-order inversion (there is no order across partitions to keep).
 
 Pure transforms over the audit's one scan (``scan.Scan``: its key rows and the records
 the sequence checks read); thread-safe (no shared state).
@@ -30,12 +37,12 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common
-from kafkasim.spark_jobs.ordering import (_count_arrays, key_moves, partition_count_history,
-                                          sequence_violations, with_sequence)
+from kafkasim.spark_jobs.ordering import (_count_arrays, input_order_inversions, key_moves,
+                                          partition_count_history, sequence_violations, with_sequence)
 
 __all__ = ["CANDIDATES", "java_hashcode_partitions", "explained_by", "producer_partitioners",
            "partition_count_changes", "recorded_changes", "moves_explained_by_change", "retries_without_idempotence",
-           "causes_of", "cause_text"]
+           "concurrent_delivery", "causes_of", "cause_text"]
 
 
 CANDIDATES = ("murmur2", "consistent_random", "consistent", "murmur2_random", "fnv1a", "murmur3",
@@ -207,6 +214,17 @@ def retries_without_idempotence(df: DataFrame, sequence: str = "header", value_f
                                                 "duplicate", "sequence_inversion", "keys")
 
 
+def concurrent_delivery(df: DataFrame) -> DataFrame:
+    """``(topic, input_order_inversion, redelivered, keys)``: per output topic, its
+    input-order inversions of share-group output (records carrying a delivery count),
+    how many of those records had been delivered more than once, and the keys involved
+    (``df``: the records the sequence checks read, ``scan.Scan.records``)."""
+    inv = input_order_inversions(df).where(F.col("delivery_count").isNotNull())
+    return (inv.groupBy("topic").agg(F.count(F.lit(1)).alias("input_order_inversion"),
+                                     F.count(F.when(F.col("delivery_count") > 1, 1)).alias("redelivered"),
+                                     F.count_distinct("key").alias("keys")))
+
+
 def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, int], *,
               partitioner: str = "murmur2", sequence: str = "header",
               recorded: Optional[dict[str, list[dict]]] = None, records: Optional[DataFrame] = None,
@@ -261,11 +279,21 @@ def causes_of(df: DataFrame, current_counts: dict[str, int], counts: dict[str, i
                         "producer_id": None, "keys": int(r["keys"]),
                         "explains": {"duplicate": int(r["duplicate"]),
                                      "sequence_inversion": int(r["sequence_inversion"])}})
+    if counts.get("input_order_inversion") and records is not None:
+        for r in concurrent_delivery(records).orderBy("topic").collect():
+            out.append({"cause": "concurrent_delivery", "topic": r["topic"], "keys": int(r["keys"]),
+                        "redelivered": int(r["redelivered"]),
+                        "explains": {"input_order_inversion": int(r["input_order_inversion"])}})
     return out
 
 
 def cause_text(c: dict) -> str:
     """One line for a cause of the report."""
+    if c["cause"] == "concurrent_delivery":
+        return (f"{c['topic']}: concurrent delivery (share group): {c['explains']['input_order_inversion']:,} "
+                f"input-order inversion(s) over {c['keys']:,} key(s), {c['redelivered']:,} of them of redelivered "
+                f"records; the members of a share group process one partition's records at once, so per-key "
+                f"order is not kept (a consumer group keeps it: one owner per partition)")
     if c["cause"] == "partition_count_change":
         eff = ", ".join(f"p{e['partition']}@{e['offset']}" for e in c["effective"])
         how = "recorded by the broker" if c.get("source") == "metadata" else "inferred from the data"

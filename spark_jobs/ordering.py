@@ -38,9 +38,22 @@ Checks (one row per finding in :func:`ordering_details`, ``kind`` says which):
    its first record, ``records`` how many, ``other_partition`` the expected partition
    under the current count.
 
+4. ``input_order_inversion``: the output of a consumer that names its input record in the
+   header ``kafkasim-input`` (``"<input partition>:<input offset>"``,
+   :data:`kafkasim.types.INPUT_HEADER`; the labs' consume-transform-produce jobs write it).
+   Per (topic, output partition, key, input partition), in output offset order, a record
+   whose input offset is below the largest input offset of an earlier output record
+   (``other_offset``: that earlier output record) — the key's records were processed out
+   of their input order. Only the first output of each input record counts (a record
+   processed again is not an inversion). A key whose input partition changed (the input
+   topic's partition count grew) has no order across its input partitions and is not an
+   inversion here: that is ``key_in_multiple_partitions`` on the input topic. The row
+   carries ``input_partition``, ``input_offset`` and ``delivery_count`` (the header
+   ``kafkasim-delivery-count`` a share-group consumer adds; null without it).
+
 The checks read the audit's one scan (``scan.Scan``): key moves, the partition-count
 history and the partitioner check need only each (key, partition)'s first record and
-record count, the sequence checks the records with a sequence.
+record count, the sequence and input-order checks the records with a sequence or an input header.
 
 Invariants: transforms are pure and deterministic (ties broken by partition and offset).
 Thread-safety: no shared state.
@@ -55,24 +68,27 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from kafkasim.storage.partition_history import counts_of
-from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
+from kafkasim.types import DELIVERY_COUNT_HEADER, INPUT_HEADER, PRODUCER_HEADER, SEQUENCE_HEADER
 from kafkasim.spark_jobs import common, options, values
 
-__all__ = ["with_sequence", "key_moves", "sequence_violations", "partition_count_history",
+__all__ = ["with_sequence", "key_moves", "sequence_violations", "with_input", "input_order_inversions",
+           "partition_count_history",
            "partitioner_mismatches", "ordering_details", "report", "main", "KINDS", "round_robin"]
 
 KINDS = ("key_in_multiple_partitions", "sequence_inversion", "sequence_gap", "duplicate",
-         "partitioner_mismatch")
+         "partitioner_mismatch", "input_order_inversion")
 
 _DETAIL_COLS = ["kind", "topic", "partition", "offset", "key", "producer", "sequence",
-                "other_partition", "other_offset", "missing", "records"]
+                "other_partition", "other_offset", "missing", "records", "input_partition", "input_offset",
+                "delivery_count"]
 
 
 def _details(df: DataFrame, kind: str, **cols) -> DataFrame:
     """Project ``df`` onto the details schema (missing columns null)."""
     types = {"partition": "int", "offset": "bigint", "key": "binary", "producer": "string",
              "sequence": "bigint", "other_partition": "int", "other_offset": "bigint",
-             "missing": "bigint", "topic": "string", "records": "bigint"}
+             "missing": "bigint", "topic": "string", "records": "bigint", "input_partition": "int",
+             "input_offset": "bigint", "delivery_count": "int"}
     out = [F.lit(kind).alias("kind")]
     for c in _DETAIL_COLS[1:]:
         expr = cols.get(c, F.col(c) if c in df.columns and c not in ("sequence", "records") else None)
@@ -160,6 +176,36 @@ def sequence_violations(df: DataFrame) -> DataFrame:
     return dups.unionByName(inversions).unionByName(gap_rows)
 
 
+def with_input(df: DataFrame) -> DataFrame:
+    """Add ``input_partition`` (int), ``input_offset`` (long) from the last ``kafkasim-input``
+    header (``"<partition>:<offset>"``; null when absent or not of that form) and
+    ``delivery_count`` (int) from the last ``kafkasim-delivery-count`` header (null when absent)."""
+    ref = F.expr("cast(" + _hdr_sql(INPUT_HEADER) + " as string)")
+    parts = F.split(ref, ":")
+    ok = ref.rlike("^[0-9]+:[0-9]+$")
+    return (df.withColumn("input_partition", F.when(ok, parts.getItem(0).cast("int")))
+            .withColumn("input_offset", F.when(ok, parts.getItem(1).cast("bigint")))
+            .withColumn("delivery_count",
+                        F.expr("try_cast(cast(" + _hdr_sql(DELIVERY_COUNT_HEADER) + " as string) as int)")))
+
+
+def input_order_inversions(df: DataFrame) -> DataFrame:
+    """``input_order_inversion`` rows (check 4) of records ``df`` (with ``headers``)."""
+    s = (with_input(df).where(F.col("key").isNotNull() & F.col("input_offset").isNotNull())
+         .select("topic", "partition", "offset", "timestamp", "key", "input_partition", "input_offset",
+                 "delivery_count"))
+    w_same = Window.partitionBy("topic", "key", "input_partition", "input_offset").orderBy(
+        "timestamp", "partition", "offset")
+    w_before = (Window.partitionBy("topic", "partition", "key", "input_partition").orderBy("offset")
+                .rowsBetween(Window.unboundedPreceding, -1))
+    firsts = s.withColumn("rn", F.row_number().over(w_same)).where(F.col("rn") == 1)
+    inv = (firsts.withColumn("prev_max", F.max("input_offset").over(w_before))
+           .withColumn("prev_max_offset", F.max_by("offset", "input_offset").over(w_before))
+           .where(F.col("input_offset") < F.col("prev_max")))
+    return _details(inv, "input_order_inversion", other_partition=F.col("partition"),
+                    other_offset=F.col("prev_max_offset"))
+
+
 def partition_count_history(df: DataFrame, current_counts: dict[str, int],
                             recorded: Optional[dict[str, list[dict]]] = None) -> DataFrame:
     """``(topic, partition_count)``: every partition count each topic plausibly had.
@@ -222,7 +268,7 @@ def partitioner_mismatches(df: DataFrame, history: DataFrame, current_counts: di
 def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence: str = "header",
                      partitioner: str = "murmur2", recorded: Optional[dict[str, list[dict]]] = None,
                      records: Optional[DataFrame] = None, value_format: str = "json") -> DataFrame:
-    """Every finding of the three checks, one details row each (columns ``_DETAIL_COLS``);
+    """Every finding of the four checks, one details row each (columns ``_DETAIL_COLS``);
     ``recorded``: the topics' partition-count histories (:func:`partition_count_history`).
     ``df``: the records, or a scan's key rows (``scan.Scan.firsts``) with the records the
     sequence checks read in ``records`` (None: no sequence checks); ``value_format``: of
@@ -232,6 +278,7 @@ def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence:
     seq_input = df if records is None and "records" not in df.columns else records
     if seq_input is not None:
         out = out.unionByName(sequence_violations(with_sequence(seq_input, sequence, value_format)))
+        out = out.unionByName(input_order_inversions(seq_input))
     return out
 
 
@@ -290,13 +337,16 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
                    f"the scan read sequences from {scan.spec.sequence!r}, the ordering audit from {sequence!r}")
     try:
         firsts = scan.firsts()
-        sizes = dict(scan.totals(), sequenced=0)
+        sizes = dict(scan.totals(), sequenced=0, with_input=0)
         if sizes["record_rows"]:
-            sizes["sequenced"] = with_sequence(scan.records(), sequence, value_format).where(
-                F.col("key").isNotNull() & F.col("producer").isNotNull() & F.col("seq").isNotNull()).count()
+            keyed = F.col("key").isNotNull()
+            n = with_input(with_sequence(scan.records(), sequence, value_format)).agg(
+                F.count(F.when(keyed & F.col("producer").isNotNull() & F.col("seq").isNotNull(), 1)).alias("s"),
+                F.count(F.when(keyed & F.col("input_offset").isNotNull(), 1)).alias("i")).first()
+            sizes["sequenced"], sizes["with_input"] = n["s"], n["i"]
         current = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(topics)}
         recorded = {t: h for t, h in common.topic_partition_histories(data_dir).items() if t in set(topics)}
-        records = scan.records() if sizes["sequenced"] else None
+        records = scan.records() if sizes["sequenced"] or sizes["with_input"] else None
         details = ordering_details(firsts, current, sequence=sequence, partitioner=partitioner, recorded=recorded,
                                    records=records, value_format=value_format).persist(StorageLevel.MEMORY_AND_DISK)
         found = details.groupBy("kind").agg(
@@ -320,13 +370,15 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
                  partitions=sum(current.values()) or None, min_records_per_partition=min_records_per_partition,
                  causes=causes, detail_rows=detail_rows)
     rep["sequenced_records"] = int(sizes["sequenced"])
+    rep["input_records"] = int(sizes["with_input"])
     return rep
 
 
 def text(rep: dict) -> str:
     v = rep["violations"]
     lines = [f"ordering audit: {rep['records']:,} records, {rep['keys']:,} keys, "
-             f"{rep.get('sequenced_records', 0):,} with producer and sequence"]
+             f"{rep.get('sequenced_records', 0):,} with producer and sequence, "
+             f"{rep.get('input_records', 0):,} naming their input record"]
     lines += [f"  {k:28} {v[k]:>8,}" for k in KINDS]
     if rep["corrupt_batches"]:
         lines.append(f"  corrupt batches skipped      {len(rep['corrupt_batches']):>8,}")

@@ -16,10 +16,11 @@ aggregated the records. Rows (``PARTIALS_SCHEMA``), by ``kind``:
   ``min_offset``/``min_offset_ts``, ``max_offset``/``max_offset_ts``.
 - ``window``: per (topic, partition, ``window_start``): ``records`` in the tumbling window
   ``[window_start, window_start + window_ms)`` of record timestamps.
-- ``record``: the records the sequence checks read, whole (``offset``, ``timestamp``,
-  ``key``, ``headers``, ``producer_id``; ``value`` only for ``sequence=value:FIELD``):
-  keyed records with a ``kafkasim.seq`` header (``sequence=header``), or every keyed record
-  (``value:FIELD``). None when the spec's ``sequence`` is None.
+- ``record``: the records the sequence and input-order checks read, whole (``offset``,
+  ``timestamp``, ``key``, ``headers``, ``producer_id``; ``value`` only for
+  ``sequence=value:FIELD``): keyed records with a ``kafkasim.seq`` or a ``kafkasim-input``
+  header (``sequence=header``), or every keyed record (``value:FIELD``). None when the
+  spec's ``sequence`` is None.
 - ``next``: per committed offset ``mark`` of the spec for this partition, the first record
   at or after it: ``found_offset``, ``found_ts`` (no row when none is in this task).
 - ``end``: per commit time ``mark`` of the spec for this partition, the highest offset of
@@ -47,7 +48,7 @@ import pyarrow.compute as pc
 
 from kafkasim.errors import InvalidArgumentError
 from kafkasim.spark_jobs.arrow_rows import _HEADER_TYPE
-from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
+from kafkasim.types import INPUT_HEADER, PRODUCER_HEADER, SEQUENCE_HEADER
 
 __all__ = ["PARTIALS_SCHEMA", "READ_COLUMNS", "Spec", "partition_partials", "KINDS"]
 
@@ -118,7 +119,8 @@ def _lengths(col) -> np.ndarray:
 
 def _header_facts(headers: pa.Array, n: int) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     """Per row: header bytes, the last ``kafkasim.producer`` value (string, null if none),
-    and whether a ``kafkasim.seq`` header is present."""
+    and whether a ``kafkasim.seq`` or a ``kafkasim-input`` header is present (a record the
+    sequence or input-order checks read)."""
     nbytes = np.zeros(n, dtype=np.int64)
     has_seq = np.zeros(n, dtype=bool)
     flat = pc.list_flatten(headers)
@@ -128,7 +130,8 @@ def _header_facts(headers: pa.Array, n: int) -> tuple[np.ndarray, pa.Array, np.n
     hk, hv = flat.field("key"), flat.field("value")
     np.add.at(nbytes, rows, _lengths(hk) + _lengths(hv))
     is_prod = _np(pc.fill_null(pc.equal(hk, PRODUCER_HEADER), False))
-    has_seq[rows[_np(pc.fill_null(pc.equal(hk, SEQUENCE_HEADER), False))]] = True
+    checked = pc.or_(pc.equal(hk, SEQUENCE_HEADER), pc.equal(hk, INPUT_HEADER))
+    has_seq[rows[_np(pc.fill_null(checked, False))]] = True
     client = pa.nulls(n, pa.string())
     if is_prod.any():
         idx = np.nonzero(is_prod)[0]

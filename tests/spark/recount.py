@@ -22,7 +22,7 @@ from kafkasim.protocol.offsets import OFFSETS_TOPIC, OffsetKey, decode_record
 from kafkasim.records.framing import iter_batches
 from kafkasim.records.record_batch import iter_records
 from kafkasim.storage import layout
-from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
+from kafkasim.types import INPUT_HEADER, PRODUCER_HEADER, SEQUENCE_HEADER
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -87,9 +87,9 @@ def _plausible_counts(topic: str, parts: dict[int, list], meta: dict) -> set[int
 
 
 def ordering_violations(data: dict, metas: dict, topics: list[str]) -> dict[str, int]:
-    """The five counts of the ordering report, by kind (definitions in ordering.py)."""
+    """The six counts of the ordering report, by kind (definitions in ordering.py)."""
     out = dict.fromkeys(("key_in_multiple_partitions", "sequence_inversion", "sequence_gap", "duplicate",
-                         "partitioner_mismatch"), 0)
+                         "partitioner_mismatch", "input_order_inversion"), 0)
     for topic in topics:
         parts = {p: recs for (t, p), recs in data.items() if t == topic}
         # 1. keys in several partitions: how many keys
@@ -128,6 +128,9 @@ def ordering_violations(data: dict, metas: dict, topics: list[str]) -> dict[str,
         for seqs in by_key.values():
             seqs.sort()
             out["sequence_gap"] += sum(1 for a, b in zip(seqs, seqs[1:]) if b - a > 1)
+        # 4. input order: per (output partition, key, input partition), the first output of each
+        # input record below the largest input offset of an earlier output offset
+        out["input_order_inversion"] += input_order_inversions(parts)
         # 3. records on a partition no plausible count's murmur2 partition explains
         counts = _plausible_counts(topic, parts, metas[topic])
         for p, recs in parts.items():
@@ -135,6 +138,33 @@ def ordering_violations(data: dict, metas: dict, topics: list[str]) -> dict[str,
                 if r.key is not None and all(partition_for_key(r.key, n) != p for n in counts):
                     out["partitioner_mismatch"] += 1
     return out
+
+
+def input_order_inversions(parts: dict[int, list]) -> int:
+    """Check 4 of ordering.py over one topic's partitions: ``kafkasim-input`` = "p:o"."""
+    refs = []           # (timestamp, partition, offset, key, input partition, input offset)
+    for p, recs in parts.items():
+        for r in recs:
+            ref = _header(r, INPUT_HEADER)
+            try:
+                ip, io = (int(x) for x in ref.decode().split(":")) if ref is not None else (None, None)
+            except ValueError:
+                ip = io = None
+            if r.key is not None and io is not None:
+                refs.append((r.timestamp, p, r.offset, r.key, ip, io))
+    seen, firsts = set(), set()
+    for row in sorted(refs):
+        if (row[3], row[4], row[5]) not in seen:
+            seen.add((row[3], row[4], row[5]))
+            firsts.add((row[1], row[2]))
+    found, highest = 0, {}
+    for ts, p, offset, key, ip, io in sorted(refs, key=lambda r: (r[1], r[2])):
+        prev = highest.get((p, key, ip))
+        if (p, offset) in firsts:
+            if prev is not None and io < prev:
+                found += 1
+            highest[(p, key, ip)] = io if prev is None else max(prev, io)
+    return found
 
 
 # -- skew -----------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def _write_faulty_log(d: str) -> dict:
         b.offset_commit("audit", "", -1, {dup: OffsetAndMetadata(7),     # its end: 6 records + the duplicate
                                           gap: OffsetAndMetadata(1)})
     return {"key_in_multiple_partitions": grown["moved_keys"], "sequence_inversion": 1, "sequence_gap": 1,
-            "duplicate": 1, "partitioner_mismatch": grown["c_mismatches"]}
+            "duplicate": 1, "partitioner_mismatch": grown["c_mismatches"], "input_order_inversion": 0}
 
 
 def _approx(rows: list[dict], fields) -> list[dict]:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafkasim.spark_jobs import partials
-from kafkasim.types import PRODUCER_HEADER, SEQUENCE_HEADER
+from kafkasim.types import INPUT_HEADER, PRODUCER_HEADER, SEQUENCE_HEADER
 from .segments import write_segment, write_topic_meta
 
 pytestmark = pytest.mark.spark
@@ -57,7 +57,7 @@ def _expected(recs, spec):
     windows = defaultdict(int)
     for r in recs:
         windows[r[1] // WINDOW * WINDOW] += 1
-    seq = sorted(r[0] for r in recs if r[2] is not None and any(k == SEQUENCE_HEADER for k, _ in r[4]))
+    seq = sorted(r[0] for r in recs if r[2] is not None and any(k in (SEQUENCE_HEADER, INPUT_HEADER) for k, _ in r[4]))
     nxt_marks, end_marks = spec.marks.get(("t", 0), ((), ()))
     nxt = {m: min(((r[0], r[1]) for r in recs if r[0] >= m), default=None) for m in nxt_marks}
     ends = {m: max((r[0] for r in recs if r[1] <= m), default=None) for m in end_marks}
@@ -94,7 +94,7 @@ def _combined(tables):
 
 
 _header = st.sampled_from([(PRODUCER_HEADER, b"app"), (PRODUCER_HEADER, b"web"), (SEQUENCE_HEADER, b"7"),
-                           ("trace", b"x"), ("trace", None)])
+                           (INPUT_HEADER, b"2:17"), ("trace", b"x"), ("trace", None)])
 _record = st.tuples(st.integers(0, 400), st.sampled_from([None, b"a", b"b", b"cc", b"\xff"]),
                     st.sampled_from([None, b"", b"v", b"value"]), st.lists(_header, max_size=3),
                     st.sampled_from([-1, 3, 5]))
