@@ -32,6 +32,11 @@ Timers (member sessions, record locks) run from :meth:`ShareGroupApi.tick_share_
 
 Thread-safety: one lock (``_share_lock``) serialises every call into the coordinator and the
 share-partitions, neither of which is thread-safe itself.
+
+This module is over 500 lines because it is one job, the share groups' side of ``Broker``:
+eleven calls of the contract that share one lock, one lazily built state and one write-before-
+answer path (the state machine, the membership, the record codecs and the configs are their
+own modules under ``coordinator/`` and ``kafkasim/protocol/``).
 """
 
 from __future__ import annotations
