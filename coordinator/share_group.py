@@ -113,6 +113,7 @@ class ShareGroupCoordinator:
         for m in group.members.values():
             m.session_deadline_ms = now + self.config.session_timeout_ms
             m.answered = None
+        self._metadata_changed(group)         # what it subscribes to now is what it was assigned from
         self._groups[group.group_id] = group
 
     def create_group(self, group_id: str) -> ShareGroup:
@@ -170,7 +171,6 @@ class ShareGroupCoordinator:
                 group = self._groups[group_id] = ShareGroup(group_id)
             member = ShareGroupMember(member_id)
             group.members[member_id] = member
-            group.group_epoch += 1
         elif member_epoch == 0:
             member.answered = None           # a rejoin gets its assignment again
         changed = False
@@ -181,9 +181,8 @@ class ShareGroupCoordinator:
         if rack_id is not None and rack_id != member.rack_id:
             member.rack_id, changed = rack_id, True
         member.client_id, member.client_host = client_id or "", client_host or ""
-        if changed and not joined:
+        if self._metadata_changed(group) or changed or joined:     # one bump, as Kafka's heartbeat
             group.group_epoch += 1
-        self._maybe_new_metadata(group)
         self._maybe_assign(group)
         member.session_deadline_ms = self.clock.now_ms() + self.config.session_timeout_ms
         return self._answer(group, member)
@@ -214,13 +213,13 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         self._maybe_assign(group)
 
-    def _maybe_new_metadata(self, group: ShareGroup) -> None:
-        """Bump the group epoch when the subscribed topics' ids or partition counts changed."""
+    def _metadata_changed(self, group: ShareGroup) -> bool:
+        """Whether the subscribed topics' ids or partition counts changed since last seen
+        (remembering what is seen now)."""
         seen = tuple(sorted((n, self.topics[n]) for n in group.subscribed_topic_names() if n in self.topics))
-        if seen != group.topics_seen:
-            if group.topics_seen or group.assignment_epoch:
-                group.group_epoch += 1
-            group.topics_seen = seen
+        changed = seen != group.topics_seen
+        group.topics_seen = seen
+        return changed
 
     def _maybe_assign(self, group: ShareGroup) -> None:
         if group.group_epoch <= group.assignment_epoch:
@@ -264,10 +263,9 @@ class ShareGroupCoordinator:
         self.update_topics(topics)
         changed = []
         for gid, group in sorted(self._groups.items()):
-            before = group.group_epoch
-            self._maybe_new_metadata(group)
-            self._maybe_assign(group)
-            if group.group_epoch != before:
+            if self._metadata_changed(group):
+                group.group_epoch += 1
+                self._maybe_assign(group)
                 changed.append(gid)
         return changed
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kafkasim.broker import Broker
+from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError, InvalidRecordStateError,
@@ -213,3 +214,23 @@ def test_in_flight_state_survives_a_restart_exactly(tmp_path, clock):
         got = b.share_fetch("g", "m1", [TP], max_records=12)[TP].acquired
         # nothing acknowledged comes back; nothing unacknowledged is lost; delivery counts kept
         assert got == [AcquiredRecords(4, 5, 2), AcquiredRecords(7, 11, 2)]
+
+
+def test_a_restart_keeps_the_epochs(tmp_path, clock):
+    d = tmp_path / "d"
+    with Broker(d, clock=clock) as b:
+        b.create_topic("t", 2)
+        b.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        b.share_group_heartbeat("g", "m2", 0, subscribed_topic_names=["t"])
+    with Broker(d, clock=clock) as b:
+        r = b.share_group_heartbeat("g", "m1", 1)
+        assert (r.member_epoch, r.assignment) == (2, {"t": [0, 1]})
+        assert b.share_group_describe(["g"])[0]["group_epoch"] == 2
+
+
+def test_a_cluster_serves_share_groups(tmp_path, clock):
+    with Cluster(tmp_path / "c", brokers=[0, 1, 2], clock=clock, broker_configs=EARLIEST) as c:
+        c.create_topic("t", 1, 3)
+        c.produce("t", 0, rb.encode_batch(0, [(j, T0, None, b"v", ()) for j in range(3)]), acks="all")
+        c.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        assert c.share_fetch("g", "m1", [TP])[TP].acquired == [AcquiredRecords(0, 2, 1)]
