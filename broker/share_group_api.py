@@ -122,8 +122,19 @@ class ShareGroupApi(BrokerCore):
         key = self._share_topics_key()
         if key == self._share_topics_seen:
             return
+        old = dict(coord.topics)
         before = {gid: self._share_records(coord, gid) for gid in coord.groups()}
-        for gid in coord.refresh_topics(self._share_topics_image()):
+        changed = set(coord.refresh_topics(self._share_topics_image()))
+        gone = {name for name, (tid, _) in old.items() if coord.topics.get(name, (None,))[0] != tid}
+        for gid, tp in [k for k in self._share_partitions if k[1].topic in gone]:
+            # a deleted (or deleted and re-created) topic: its share-partitions go with it, as
+            # Kafka deletes their state; the old topic id's records no longer replay
+            del self._share_partitions[(gid, tp)]
+            self._share_snapshot_epochs.pop((gid, tp), None)
+            group = coord.find_group(gid)
+            if group is not None and group.initialized.pop(tp.topic, None) is not None:
+                changed.add(gid)
+        for gid in sorted(changed):
             self._persist_share_group(coord, gid, before[gid])
         self._share_topics_seen = key
 

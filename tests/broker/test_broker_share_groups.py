@@ -234,3 +234,13 @@ def test_a_cluster_serves_share_groups(tmp_path, clock):
         c.produce("t", 0, rb.encode_batch(0, [(j, T0, None, b"v", ()) for j in range(3)]), acks="all")
         c.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
         assert c.share_fetch("g", "m1", [TP])[TP].acquired == [AcquiredRecords(0, 2, 1)]
+
+
+def test_a_deleted_and_recreated_topic_starts_its_share_partitions_afresh(broker):
+    broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    broker.share_fetch("g", "m1", [TP], max_records=4)
+    broker.delete_topic("t")
+    broker.create_topic("t", 1)
+    _produce(broker, batches=1)
+    got = broker.share_fetch("g", "m1", [TP])[TP]
+    assert got.acquired == [AcquiredRecords(0, 3, 1)]          # not the old topic's in-flight state
