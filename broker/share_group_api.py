@@ -64,7 +64,7 @@ from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.share_group import (
     SHARE, AcknowledgementBatch, ShareFetchPartition, ShareHeartbeatResult,
 )
-from kafkasim.records.framing import ATTR_CONTROL
+from kafkasim.records.framing import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
@@ -385,7 +385,11 @@ class ShareGroupApi(BrokerCore):
             bound = lso if isolation == 1 else hw
             if not read.batches:
                 break
-            batches = [StoredBatch(h.base_offset, h.last_offset, not h.attributes & ATTR_CONTROL)
+            aborted = read.aborted_transactions or ()
+            batches = [StoredBatch(h.base_offset, h.last_offset, not h.attributes & ATTR_CONTROL and not (
+                           h.attributes & ATTR_TRANSACTIONAL and any(
+                               a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
+                               for a in aborted)))
                        for h, _ in read.batches]
             got = sp.acquire(member_id, batches, bound, max_records=budget, lock_duration_ms=lock_ms,
                              now_ms=self.clock.now_ms())

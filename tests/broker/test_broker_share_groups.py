@@ -244,3 +244,26 @@ def test_a_deleted_and_recreated_topic_starts_its_share_partitions_afresh(broker
     _produce(broker, batches=1)
     got = broker.share_fetch("g", "m1", [TP])[TP]
     assert got.acquired == [AcquiredRecords(0, 3, 1)]          # not the old topic's in-flight state
+
+
+def _txn_batch(pid, epoch, seq):
+    return rb.encode_batch(0, [(i, T0, None, b"tx%d" % (seq + i), ()) for i in range(2)], producer_id=pid,
+                           producer_epoch=epoch, base_sequence=seq, attributes=rb.ATTR_TRANSACTIONAL)
+
+
+def test_read_committed_acquires_below_the_lso_and_archives_aborted_records(tmp_path, clock):
+    configs = dict(EARLIEST, **{"share.isolation.level": "read_committed"})
+    with Broker(tmp_path / "d", clock=clock, broker_configs=configs) as b:
+        b.create_topic("t", 1)
+        pid, epoch = b.init_transactional_producer_id("tx", 60_000)
+        b.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+        b.produce("t", 0, _txn_batch(pid, epoch, 0))                  # offsets 0..1
+        b.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        assert b.share_fetch("g", "m1", [TP])[TP].acquired == []      # held back by the open transaction
+        b.end_txn("tx", pid, epoch, commit=False)                     # ABORT marker at 2
+        b.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+        b.produce("t", 0, _txn_batch(pid, epoch, 2))                  # offsets 3..4
+        b.end_txn("tx", pid, epoch, commit=True)                      # COMMIT marker at 5
+        got = b.share_fetch("g", "m1", [TP])[TP]
+        assert got.acquired == [AcquiredRecords(3, 4, 1)] and _values(got.records) == [b"tx2", b"tx3"]
+        assert b.share_partition_state("g", TP).start_offset == 3     # 0..2 archived: aborted and its marker
