@@ -328,6 +328,8 @@ class ShareGroupApi(BrokerCore):
             budget, room = max_records, max_bytes
             for tp in wanted:
                 part = out.setdefault(tp, ShareFetchPartition())
+                if budget <= 0 or room <= 0:
+                    continue                    # the answer is full
                 try:
                     got = self._acquire(coord, group, member_id, tp, budget, room)
                 except BrokerResponseError as exc:      # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION...
@@ -378,32 +380,34 @@ class ShareGroupApi(BrokerCore):
         hw, lso = -1, -1
         at = sp.start_offset
         lock_ms = coord.config.record_lock_duration_ms
-        while budget > 0:
-            read = self.fetch_batches(tp.topic, tp.partition, at, min(room, _READ_BYTES) if room > 0 else 1,
+        full = False
+        while budget > 0 and not full:
+            read = self.fetch_batches(tp.topic, tp.partition, at, max(1, min(room, _READ_BYTES)),
                                       isolation_level=isolation)
             hw, log_start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
             bound = lso if isolation == 1 else hw
             if not read.batches:
                 break
             aborted = read.aborted_transactions or ()
-            batches = [StoredBatch(h.base_offset, h.last_offset, not h.attributes & ATTR_CONTROL and not (
-                           h.attributes & ATTR_TRANSACTIONAL and any(
-                               a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
-                               for a in aborted)))
-                       for h, _ in read.batches]
-            got = sp.acquire(member_id, batches, bound, max_records=budget, lock_duration_ms=lock_ms,
-                             now_ms=self.clock.now_ms())
-            if got:
-                acquired.extend(got)
-                budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
-                for h, raw in read.batches:
-                    if any(a.first_offset <= h.last_offset and a.last_offset >= h.base_offset for a in got):
-                        if chunks and room - len(raw) < 0:
-                            break
-                        chunks.append(raw)
-                        room -= len(raw)
+            for h, raw in read.batches:
+                if budget <= 0 or (chunks and len(raw) > room):
+                    full = True                 # the answer is full: this batch is not acquired
+                    break
+                data = not h.attributes & ATTR_CONTROL and not (h.attributes & ATTR_TRANSACTIONAL and any(
+                    a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
+                    for a in aborted))
+                got = sp.acquire(member_id, [StoredBatch(h.base_offset, h.last_offset, data)], bound,
+                                 max_records=budget, lock_duration_ms=lock_ms, now_ms=self.clock.now_ms())
+                if got:
+                    acquired.extend(got)
+                    budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
+                    chunks.append(raw)
+                    room -= len(raw)
+                if sp.in_flight() >= sp.max_record_locks and h.next_offset >= sp.next_offset:
+                    full = True                 # no new batch may start: the in-flight limit
+                    break
             at = read.batches[-1][0].next_offset
-            if room <= 0 or at >= bound or (sp.in_flight() >= sp.max_record_locks and at >= sp.next_offset):
+            if at >= bound:
                 break
         if acquired or moved:
             self._persist_share_partition(coord, group.group_id, tp)

@@ -55,8 +55,9 @@ def test_join_fetch_acknowledge(broker):
     assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms, r.assignment) == ("m1", 1, 5_000, {"t": [0, 1]})
     assert broker.share_group_heartbeat("g", "m1", 1).assignment is None          # unchanged
     got = broker.share_fetch("g", "m1", [TP], max_records=6)[TP]
-    # two whole stored batches: a batch never delivered is taken whole
-    assert got.acquired == [AcquiredRecords(0, 7, 1)] and got.error is None and got.acknowledge_error is None
+    # two whole stored batches: a batch never delivered is taken whole; one range per batch, as Kafka
+    assert got.acquired == [AcquiredRecords(0, 3, 1), AcquiredRecords(4, 7, 1)]
+    assert got.error is None and got.acknowledge_error is None
     assert _values(got.records) == [b"v0-%d" % j for j in range(4)] + [b"v1-%d" % j for j in range(4)]
     assert (got.high_watermark, got.log_start_offset) == (12, 0)
     assert broker.share_acknowledge("g", "m1", {TP: [Ack(0, 7, (ACCEPT,))]}) == {TP: None}
@@ -213,7 +214,7 @@ def test_in_flight_state_survives_a_restart_exactly(tmp_path, clock):
         assert desc["group_epoch"] == 1 and desc["members"][0]["member_id"] == "m1"
         got = b.share_fetch("g", "m1", [TP], max_records=12)[TP].acquired
         # nothing acknowledged comes back; nothing unacknowledged is lost; delivery counts kept
-        assert got == [AcquiredRecords(4, 5, 2), AcquiredRecords(7, 11, 2)]
+        assert got == [AcquiredRecords(4, 5, 2), AcquiredRecords(7, 7, 2), AcquiredRecords(8, 11, 2)]
 
 
 def test_a_restart_keeps_the_epochs(tmp_path, clock):
@@ -267,3 +268,11 @@ def test_read_committed_acquires_below_the_lso_and_archives_aborted_records(tmp_
         got = b.share_fetch("g", "m1", [TP])[TP]
         assert got.acquired == [AcquiredRecords(3, 4, 1)] and _values(got.records) == [b"tx2", b"tx3"]
         assert b.share_partition_state("g", TP).start_offset == 3     # 0..2 archived: aborted and its marker
+
+
+def test_a_full_answer_acquires_nothing_it_does_not_return(broker):
+    broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    one = len(broker.fetch_batches("t", 0, 0, 1).batches[0][1])
+    got = broker.share_fetch("g", "m1", [TP], max_bytes=one + 1)[TP]
+    assert got.acquired == [AcquiredRecords(0, 3, 1)] and len(got.records) == one
+    assert sorted(broker.share_partition_state("g", TP).owners()) == [0, 1, 2, 3]
