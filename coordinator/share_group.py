@@ -16,9 +16,11 @@ KIP-848's without revocation, since a partition may go to several members at onc
 5. A heartbeat with epoch -1 leaves. A member silent for ``group.share.session.timeout.ms``
    is fenced (:meth:`ShareGroupCoordinator.tick`). Either way the caller releases its records.
 
-Errors: INVALID_REQUEST (empty group or member id, no subscription on a join, an epoch below
--1), UNKNOWN_MEMBER_ID (an epoch above 0 or -1 from a member the group does not know),
-FENCED_MEMBER_EPOCH (an epoch above 0 that is not the member's), GROUP_MAX_SIZE_REACHED.
+Errors (Kafka's messages): INVALID_REQUEST (empty group, member or rack id, no subscription on
+a join, an epoch below -1), GROUP_ID_NOT_FOUND (an epoch above 0 or -1 for a group that does
+not exist), UNKNOWN_MEMBER_ID (a member the group does not know), FENCED_MEMBER_EPOCH (an
+epoch above 0 that is neither the member's nor its previous one: Kafka accepts the previous
+epoch, whose answer may have been lost), GROUP_MAX_SIZE_REACHED.
 
 State: "Empty" (no members) or "Stable". The clock is injected; no I/O. Not thread-safe: the
 broker's share-group lock serialises calls.
@@ -138,7 +140,9 @@ class ShareGroupCoordinator:
         if not isinstance(member_id, str) or not member_id:
             raise InvalidRequestError("MemberId can't be empty.")
         if not isinstance(member_epoch, int) or isinstance(member_epoch, bool) or member_epoch < -1:
-            raise InvalidRequestError(f"MemberEpoch is invalid: {member_epoch!r}.")
+            raise InvalidRequestError("MemberEpoch is invalid.")
+        if rack_id is not None and (not isinstance(rack_id, str) or not rack_id):
+            raise InvalidRequestError("RackId can't be empty.")
         if subscribed_topic_names is not None:
             if isinstance(subscribed_topic_names, (str, bytes)) or not all(
                     isinstance(n, str) for n in subscribed_topic_names):
@@ -152,9 +156,13 @@ class ShareGroupCoordinator:
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member_epoch > 0:
+            if group is None:
+                raise GroupIdNotFoundError(f"Share group {group_id} not found.")
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            if member_epoch != member.member_epoch:
+            if member_epoch == member.previous_member_epoch and member_epoch < member.member_epoch:
+                member.answered = None      # its answer with the new epoch was lost: answered again
+            elif member_epoch != member.member_epoch:
                 raise FencedMemberEpochError(
                     f"The share group member has a smaller member epoch ({member_epoch}) than the one known by "
                     f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
@@ -203,7 +211,9 @@ class ShareGroupCoordinator:
     def leave(self, group_id: str, member_id: str) -> None:
         """Member ``member_id`` leaves (UNKNOWN_MEMBER_ID when it is not in the group)."""
         group = self._groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        if member_id not in group.members:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
         self._remove(group, member_id)
 

@@ -106,9 +106,11 @@ def test_heartbeat_errors(broker):
         broker.share_group_heartbeat("g", "", 0, subscribed_topic_names=["t"])
     with pytest.raises(InvalidRequestError, match="SubscribedTopicNames must be set in first request"):
         broker.share_group_heartbeat("g", "m1", 0)
-    with pytest.raises(UnknownMemberIdError):
+    with pytest.raises(GroupIdNotFoundError, match="Share group g not found."):
         broker.share_group_heartbeat("g", "m1", 3)
     broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    with pytest.raises(UnknownMemberIdError):
+        broker.share_group_heartbeat("g", "m2", 3)
     with pytest.raises(FencedMemberEpochError):
         broker.share_group_heartbeat("g", "m1", 7)
     with pytest.raises(UnknownMemberIdError):

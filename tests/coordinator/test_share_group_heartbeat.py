@@ -10,7 +10,7 @@ import pytest
 from kafkasim.clock import MockClock
 from kafkasim.coordinator.share_group import ShareGroupCoordinator
 from kafkasim.coordinator.share_group_config import ShareGroupConfig
-from kafkasim.errors import FencedMemberEpochError, InvalidRequestError, UnknownMemberIdError
+from kafkasim.errors import FencedMemberEpochError, GroupIdNotFoundError, InvalidRequestError, UnknownMemberIdError
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -45,16 +45,27 @@ def test_epoch_checks(coord):
     coord.heartbeat("g", "A", 0, subscribed_topic_names=["a"])
     coord.heartbeat("g", "B", 0, subscribed_topic_names=["a"])
     assert coord.heartbeat("g", "A", 1).member_epoch == 2
-    with pytest.raises(FencedMemberEpochError, match="smaller member epoch"):
+    # the previous epoch is accepted (the answer that moved it may have been lost) and answered again
+    r = coord.heartbeat("g", "A", 1)
+    assert (r.member_epoch, r.assignment) == (2, {"a": [0, 1]})
+    coord.heartbeat("g", "C", 0, subscribed_topic_names=["a"])
+    assert coord.heartbeat("g", "A", 2).member_epoch == 3
+    with pytest.raises(FencedMemberEpochError, match=r"smaller member epoch \(1\)"):
         coord.heartbeat("g", "A", 1)
     with pytest.raises(FencedMemberEpochError, match="greater member epoch"):
         coord.heartbeat("g", "A", 9)
-    with pytest.raises(UnknownMemberIdError):
+    with pytest.raises(UnknownMemberIdError, match="Member Z is not a member of group g."):
         coord.heartbeat("g", "Z", 1)
     with pytest.raises(UnknownMemberIdError):
         coord.heartbeat("g", "Z", -1)
-    with pytest.raises(InvalidRequestError, match="MemberEpoch is invalid"):
+    with pytest.raises(GroupIdNotFoundError, match="Share group h not found."):
+        coord.heartbeat("h", "A", 1)
+    with pytest.raises(GroupIdNotFoundError, match="Group h not found."):
+        coord.heartbeat("h", "A", -1)
+    with pytest.raises(InvalidRequestError, match="MemberEpoch is invalid."):
         coord.heartbeat("g", "A", -2)
+    with pytest.raises(InvalidRequestError, match="RackId can't be empty."):
+        coord.heartbeat("g", "A", 3, rack_id="")
 
 
 def test_a_rejoin_gets_its_assignment_again(coord):
