@@ -236,8 +236,7 @@ async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -
     prepared get their markers without waiting for a client); when it aborted, expired or
     completed something, wake the read_committed long polls (markers move the last stable
     offset). Then ``broker.tick_consumer_groups()`` (consumer group session and rebalance
-    timeouts) and ``broker.tick_share_groups()`` (share group sessions, record lock expiry).
-    A served cluster runs them in ``Cluster.tick()``."""
+    timeouts). A served cluster runs them in ``Cluster.tick()``."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
@@ -250,11 +249,6 @@ async def _tick_transactions(broker, server: KafkaServer, stop: asyncio.Event) -
             await loop.run_in_executor(None, broker.tick_consumer_groups)
         except Exception:
             log.exception("consumer group coordinator tick failed")
-        try:
-            # share groups (KIP-932): fence silent members, release expired record locks
-            await loop.run_in_executor(None, broker.tick_share_groups)
-        except Exception:
-            log.exception("share group coordinator tick failed")
         try:
             await asyncio.wait_for(stop.wait(), TXN_TICK_S)
             return
