@@ -69,10 +69,18 @@ from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["ShareGroupApi"]
+__all__ = ["ShareGroupApi", "ShareTick"]
 
 _READ_BYTES = 4 * 1024 * 1024
 _EARLIEST, _LATEST = -2, -1
+
+
+class ShareTick(dict):
+    """What :meth:`ShareGroupApi.tick_share_groups` did: ``{"fenced": [(group, member)],
+    "released": n}``; true when it fenced or released anything (a waiting ShareFetch may go on)."""
+
+    def __bool__(self) -> bool:
+        return bool(self["fenced"] or self["released"])
 
 
 class ShareGroupApi(BrokerCore):
@@ -459,12 +467,13 @@ class ShareGroupApi(BrokerCore):
 
     # -- timers -------------------------------------------------------------------------------
 
-    def tick_share_groups(self) -> dict:
+    def tick_share_groups(self) -> ShareTick:
         """Fence the share group members whose session ran out and release the record locks
-        that expired, by the broker's clock: ``{"fenced": [(group, member)], "released": n}``."""
+        that expired, by the broker's clock: ``{"fenced": [(group, member)], "released": n}``,
+        false when nothing happened."""
         coord = self._share_coordinator_if_any()
         if coord is None or self._closed:
-            return {"fenced": [], "released": 0}
+            return ShareTick(fenced=[], released=0)
         with self._share_lock:
             self._refresh_share_topics(coord)
             now = self.clock.now_ms()
@@ -485,7 +494,7 @@ class ShareGroupApi(BrokerCore):
                     if n:
                         released += n
                         self._persist_share_partition(coord, gid, tp)
-            return {"fenced": fenced, "released": released}
+            return ShareTick(fenced=fenced, released=released)
 
     # -- describe, list, delete, offsets -----------------------------------------------------
 

@@ -144,6 +144,7 @@ def test_session_close_releases_but_keeps_the_member(broker):
 def test_tick_expires_locks_and_fences_silent_members(broker, clock):
     broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
     broker.share_fetch("g", "m1", [TP], max_records=4)
+    assert not broker.tick_share_groups()                       # nothing due: false
     clock.advance(30_000)
     broker.tick()
     assert broker.share_partition_state("g", TP).owners() == {}
