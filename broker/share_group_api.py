@@ -32,6 +32,11 @@ Timers (member sessions, record locks) run from :meth:`ShareGroupApi.tick_share_
 
 Thread-safety: one lock (``_share_lock``) serialises every call into the coordinator and the
 share-partitions, neither of which is thread-safe itself.
+
+This module is over 500 lines because it is one job, the share groups' side of ``Broker``:
+eleven calls of the contract that share one lock, one lazily built state and one write-before-
+answer path (the state machine, the membership, the record codecs and the configs are their
+own modules under ``coordinator/`` and ``kafkasim/protocol/``).
 """
 
 from __future__ import annotations
@@ -59,15 +64,23 @@ from kafkasim.protocol.offsets import OFFSETS_TOPIC
 from kafkasim.protocol.share_group import (
     SHARE, AcknowledgementBatch, ShareFetchPartition, ShareHeartbeatResult,
 )
-from kafkasim.records.framing import ATTR_CONTROL
+from kafkasim.records.framing import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from kafkasim.types import TopicPartition
 
 from kafkasim.broker.core import BrokerCore
 
-__all__ = ["ShareGroupApi"]
+__all__ = ["ShareGroupApi", "ShareTick"]
 
 _READ_BYTES = 4 * 1024 * 1024
 _EARLIEST, _LATEST = -2, -1
+
+
+class ShareTick(dict):
+    """What :meth:`ShareGroupApi.tick_share_groups` did: ``{"fenced": [(group, member)],
+    "released": n}``; true when it fenced or released anything (a waiting ShareFetch may go on)."""
+
+    def __bool__(self) -> bool:
+        return bool(self["fenced"] or self["released"])
 
 
 class ShareGroupApi(BrokerCore):
@@ -117,8 +130,19 @@ class ShareGroupApi(BrokerCore):
         key = self._share_topics_key()
         if key == self._share_topics_seen:
             return
+        old = dict(coord.topics)
         before = {gid: self._share_records(coord, gid) for gid in coord.groups()}
-        for gid in coord.refresh_topics(self._share_topics_image()):
+        changed = set(coord.refresh_topics(self._share_topics_image()))
+        gone = {name for name, (tid, _) in old.items() if coord.topics.get(name, (None,))[0] != tid}
+        for gid, tp in [k for k in self._share_partitions if k[1].topic in gone]:
+            # a deleted (or deleted and re-created) topic: its share-partitions go with it, as
+            # Kafka deletes their state; the old topic id's records no longer replay
+            del self._share_partitions[(gid, tp)]
+            self._share_snapshot_epochs.pop((gid, tp), None)
+            group = coord.find_group(gid)
+            if group is not None and group.initialized.pop(tp.topic, None) is not None:
+                changed.add(gid)
+        for gid in sorted(changed):
             self._persist_share_group(coord, gid, before[gid])
         self._share_topics_seen = key
 
@@ -313,6 +337,8 @@ class ShareGroupApi(BrokerCore):
             budget, room = max_records, max_bytes
             for tp in wanted:
                 part = out.setdefault(tp, ShareFetchPartition())
+                if budget <= 0 or room <= 0:
+                    continue                    # the answer is full
                 try:
                     got = self._acquire(coord, group, member_id, tp, budget, room)
                 except BrokerResponseError as exc:      # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION...
@@ -363,28 +389,34 @@ class ShareGroupApi(BrokerCore):
         hw, lso = -1, -1
         at = sp.start_offset
         lock_ms = coord.config.record_lock_duration_ms
-        while budget > 0:
-            read = self.fetch_batches(tp.topic, tp.partition, at, min(room, _READ_BYTES) if room > 0 else 1,
+        full = False
+        while budget > 0 and not full:
+            read = self.fetch_batches(tp.topic, tp.partition, at, max(1, min(room, _READ_BYTES)),
                                       isolation_level=isolation)
             hw, log_start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
             bound = lso if isolation == 1 else hw
             if not read.batches:
                 break
-            batches = [StoredBatch(h.base_offset, h.last_offset, not h.attributes & ATTR_CONTROL)
-                       for h, _ in read.batches]
-            got = sp.acquire(member_id, batches, bound, max_records=budget, lock_duration_ms=lock_ms,
-                             now_ms=self.clock.now_ms())
-            if got:
-                acquired.extend(got)
-                budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
-                for h, raw in read.batches:
-                    if any(a.first_offset <= h.last_offset and a.last_offset >= h.base_offset for a in got):
-                        if chunks and room - len(raw) < 0:
-                            break
-                        chunks.append(raw)
-                        room -= len(raw)
+            aborted = read.aborted_transactions or ()
+            for h, raw in read.batches:
+                if budget <= 0 or (chunks and len(raw) > room):
+                    full = True                 # the answer is full: this batch is not acquired
+                    break
+                data = not h.attributes & ATTR_CONTROL and not (h.attributes & ATTR_TRANSACTIONAL and any(
+                    a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset
+                    for a in aborted))
+                got = sp.acquire(member_id, [StoredBatch(h.base_offset, h.last_offset, data)], bound,
+                                 max_records=budget, lock_duration_ms=lock_ms, now_ms=self.clock.now_ms())
+                if got:
+                    acquired.extend(got)
+                    budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
+                    chunks.append(raw)
+                    room -= len(raw)
+                if sp.in_flight() >= sp.max_record_locks and h.next_offset >= sp.next_offset:
+                    full = True                 # no new batch may start: the in-flight limit
+                    break
             at = read.batches[-1][0].next_offset
-            if room <= 0 or at >= bound or (sp.in_flight() >= sp.max_record_locks and at >= sp.next_offset):
+            if at >= bound:
                 break
         if acquired or moved:
             self._persist_share_partition(coord, group.group_id, tp)
@@ -436,12 +468,13 @@ class ShareGroupApi(BrokerCore):
 
     # -- timers -------------------------------------------------------------------------------
 
-    def tick_share_groups(self) -> dict:
+    def tick_share_groups(self) -> ShareTick:
         """Fence the share group members whose session ran out and release the record locks
-        that expired, by the broker's clock: ``{"fenced": [(group, member)], "released": n}``."""
+        that expired, by the broker's clock: ``{"fenced": [(group, member)], "released": n}``,
+        false when nothing happened."""
         coord = self._share_coordinator_if_any()
         if coord is None or self._closed:
-            return {"fenced": [], "released": 0}
+            return ShareTick(fenced=[], released=0)
         with self._share_lock:
             self._refresh_share_topics(coord)
             now = self.clock.now_ms()
@@ -462,7 +495,7 @@ class ShareGroupApi(BrokerCore):
                     if n:
                         released += n
                         self._persist_share_partition(coord, gid, tp)
-            return {"fenced": fenced, "released": released}
+            return ShareTick(fenced=fenced, released=released)
 
     # -- describe, list, delete, offsets -----------------------------------------------------
 

@@ -16,9 +16,11 @@ KIP-848's without revocation, since a partition may go to several members at onc
 5. A heartbeat with epoch -1 leaves. A member silent for ``group.share.session.timeout.ms``
    is fenced (:meth:`ShareGroupCoordinator.tick`). Either way the caller releases its records.
 
-Errors: INVALID_REQUEST (empty group or member id, no subscription on a join, an epoch below
--1), UNKNOWN_MEMBER_ID (an epoch above 0 or -1 from a member the group does not know),
-FENCED_MEMBER_EPOCH (an epoch above 0 that is not the member's), GROUP_MAX_SIZE_REACHED.
+Errors (Kafka's messages): INVALID_REQUEST (empty group, member or rack id, no subscription on
+a join, an epoch below -1), GROUP_ID_NOT_FOUND (an epoch above 0 or -1 for a group that does
+not exist), UNKNOWN_MEMBER_ID (a member the group does not know), FENCED_MEMBER_EPOCH (an
+epoch above 0 that is neither the member's nor its previous one: Kafka accepts the previous
+epoch, whose answer may have been lost), GROUP_MAX_SIZE_REACHED.
 
 State: "Empty" (no members) or "Stable". The clock is injected; no I/O. Not thread-safe: the
 broker's share-group lock serialises calls.
@@ -113,6 +115,7 @@ class ShareGroupCoordinator:
         for m in group.members.values():
             m.session_deadline_ms = now + self.config.session_timeout_ms
             m.answered = None
+        self._metadata_changed(group)         # what it subscribes to now is what it was assigned from
         self._groups[group.group_id] = group
 
     def create_group(self, group_id: str) -> ShareGroup:
@@ -137,7 +140,9 @@ class ShareGroupCoordinator:
         if not isinstance(member_id, str) or not member_id:
             raise InvalidRequestError("MemberId can't be empty.")
         if not isinstance(member_epoch, int) or isinstance(member_epoch, bool) or member_epoch < -1:
-            raise InvalidRequestError(f"MemberEpoch is invalid: {member_epoch!r}.")
+            raise InvalidRequestError("MemberEpoch is invalid.")
+        if rack_id is not None and (not isinstance(rack_id, str) or not rack_id):
+            raise InvalidRequestError("RackId can't be empty.")
         if subscribed_topic_names is not None:
             if isinstance(subscribed_topic_names, (str, bytes)) or not all(
                     isinstance(n, str) for n in subscribed_topic_names):
@@ -151,9 +156,13 @@ class ShareGroupCoordinator:
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member_epoch > 0:
+            if group is None:
+                raise GroupIdNotFoundError(f"Share group {group_id} not found.")
             if member is None:
                 raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-            if member_epoch != member.member_epoch:
+            if member_epoch == member.previous_member_epoch and member_epoch < member.member_epoch:
+                member.answered = None      # its answer with the new epoch was lost: answered again
+            elif member_epoch != member.member_epoch:
                 raise FencedMemberEpochError(
                     f"The share group member has a smaller member epoch ({member_epoch}) than the one known by "
                     f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
@@ -170,7 +179,6 @@ class ShareGroupCoordinator:
                 group = self._groups[group_id] = ShareGroup(group_id)
             member = ShareGroupMember(member_id)
             group.members[member_id] = member
-            group.group_epoch += 1
         elif member_epoch == 0:
             member.answered = None           # a rejoin gets its assignment again
         changed = False
@@ -181,9 +189,8 @@ class ShareGroupCoordinator:
         if rack_id is not None and rack_id != member.rack_id:
             member.rack_id, changed = rack_id, True
         member.client_id, member.client_host = client_id or "", client_host or ""
-        if changed and not joined:
+        if self._metadata_changed(group) or changed or joined:     # one bump, as Kafka's heartbeat
             group.group_epoch += 1
-        self._maybe_new_metadata(group)
         self._maybe_assign(group)
         member.session_deadline_ms = self.clock.now_ms() + self.config.session_timeout_ms
         return self._answer(group, member)
@@ -204,7 +211,9 @@ class ShareGroupCoordinator:
     def leave(self, group_id: str, member_id: str) -> None:
         """Member ``member_id`` leaves (UNKNOWN_MEMBER_ID when it is not in the group)."""
         group = self._groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        if member_id not in group.members:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
         self._remove(group, member_id)
 
@@ -214,13 +223,13 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         self._maybe_assign(group)
 
-    def _maybe_new_metadata(self, group: ShareGroup) -> None:
-        """Bump the group epoch when the subscribed topics' ids or partition counts changed."""
+    def _metadata_changed(self, group: ShareGroup) -> bool:
+        """Whether the subscribed topics' ids or partition counts changed since last seen
+        (remembering what is seen now)."""
         seen = tuple(sorted((n, self.topics[n]) for n in group.subscribed_topic_names() if n in self.topics))
-        if seen != group.topics_seen:
-            if group.topics_seen or group.assignment_epoch:
-                group.group_epoch += 1
-            group.topics_seen = seen
+        changed = seen != group.topics_seen
+        group.topics_seen = seen
+        return changed
 
     def _maybe_assign(self, group: ShareGroup) -> None:
         if group.group_epoch <= group.assignment_epoch:
@@ -264,10 +273,9 @@ class ShareGroupCoordinator:
         self.update_topics(topics)
         changed = []
         for gid, group in sorted(self._groups.items()):
-            before = group.group_epoch
-            self._maybe_new_metadata(group)
-            self._maybe_assign(group)
-            if group.group_epoch != before:
+            if self._metadata_changed(group):
+                group.group_epoch += 1
+                self._maybe_assign(group)
                 changed.append(gid)
         return changed
 

@@ -249,12 +249,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("transactional.id.expiration.ms", "int", 604_800_000, min=1,
        doc="a transactional id with no transaction for this long is removed (a tombstone in "
            "__transaction_state)"),
-    _D("group.coordinator.rebalance.protocols", "list", "classic,consumer",
-       choices=("classic", "consumer", "share"),
+    _D("group.coordinator.rebalance.protocols", "list", "classic,consumer", choices=("classic", "consumer"),
        doc="the group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
-           "ConsumerGroupHeartbeat); without consumer a heartbeat gets UNSUPPORTED_VERSION. "
-           "share (KIP-932) is accepted; share groups are served either way, as Kafka 4.1+ "
-           "gates them on the share.version feature, not on this list"),
+           "ConsumerGroupHeartbeat); without consumer a heartbeat gets UNSUPPORTED_VERSION"),
     # The consumer group protocol (KIP-848): Kafka's GroupCoordinatorConfig group.consumer.*;
     # kafkasim.coordinator.consumer_group_config reads them and cross-checks them.
     _D("group.consumer.session.timeout.ms", "int", 45_000, min=1,

@@ -5,11 +5,14 @@ assignor spreads members over partitions rather than partitions over members:
 
 1. **Hash.** Each member takes the partition at index ``abs(hashCode(member id) % n)`` of its
    subscribed partitions (``n`` of them, topic by topic, partition by partition).
-2. **Round robin.** Each partition left with no member, neither from step 1 nor in the current
-   assignment, goes to the subscribed members in turn (homogeneous: all members over all
-   partitions; heterogeneous: topic by topic, over that topic's subscribers).
-3. **Keep.** Each member keeps what it holds in the current assignment of topics it still
-   subscribes to, plus what steps 1-2 gave it.
+2. **Homogeneous** (every member subscribes to the same topics): with ``desired`` =
+   ceil(partitions / members), each member keeps partitions of its current assignment that
+   no member hashed to, while it holds fewer than ``desired``; the partitions left go round
+   robin, a member taking one while it holds at most ``desired`` (Kafka's
+   ``roundRobinAssignmentWithCount``). Balance comes before stickiness.
+3. **Heterogeneous**: partitions neither hashed to nor in the current assignment go round
+   robin topic by topic over that topic's subscribers; then each member keeps the partitions
+   of its current assignment that nobody hashed to, of topics it still subscribes to.
 
 Orders are Java's, as Kafka iterates them: members in ``HashMap<String, ?>`` order, a
 subscription's topics in ``HashSet<Uuid>`` order (:mod:`kafkasim.assignors._java`).
@@ -27,12 +30,14 @@ from __future__ import annotations
 import uuid
 from typing import Iterable
 
-from kafkasim.assignors._java import hashmap_order, string_hash, uuid_hashset_order
+from kafkasim.assignors._java import (
+    _spread, hashmap_capacity, hashmap_order, string_hash, uuid_hash, uuid_hashset_order,
+)
 from kafkasim.assignors.group_spec import (
     HOMOGENEOUS, GroupSpec, PartitionAssignorError, SubscribedTopicDescriber,
 )
 
-__all__ = ["SimpleAssignor", "member_hash_assignment", "round_robin_assignment"]
+__all__ = ["SimpleAssignor", "member_hash_assignment", "round_robin_assignment", "round_robin_assignment_with_count"]
 
 TopicIdPartition = tuple[uuid.UUID, int]
 
@@ -62,6 +67,40 @@ def round_robin_assignment(member_ids: list[str], partitions: Iterable[TopicIdPa
         assignment.setdefault(tp, []).append(member_ids[i % len(member_ids)])
 
 
+def round_robin_assignment_with_count(member_ids: list[str], partitions: Iterable[TopicIdPartition],
+                                     assignment: dict[str, set[TopicIdPartition]], desired: int) -> None:
+    """Kafka's ``roundRobinAssignmentWithCount``: ``partitions`` to the members in turn, a member
+    taking one more only while it holds at most ``desired`` (one over it is allowed, for hash
+    collisions); a member past that leaves the rotation and the partition goes to the next."""
+    members = list(member_ids)
+    queue = list(partitions)
+    i = j = 0
+    while j < len(queue):
+        if i >= len(members):
+            i = 0
+            if not members:
+                raise PartitionAssignorError("Inconsistent number of member IDs")
+        member = members[i]
+        held = assignment.setdefault(member, set())
+        if len(held) <= desired:
+            held.add(queue[j])
+            j += 1
+            i += 1
+        else:
+            members.pop(i)
+
+
+def _tip_hash(tp: TopicIdPartition) -> int:
+    """Java's record hash of Kafka's ``TopicIdPartition(topicId, partition)``: ``31 * topicId.hashCode() + partition``."""
+    return (31 * uuid_hash(tp[0]) + tp[1]) & 0xFFFFFFFF
+
+
+def _hashmap_order_of(keys: list[TopicIdPartition]) -> list[TopicIdPartition]:
+    """The iteration order of a Java ``HashMap<TopicIdPartition, ?>`` filled with ``keys`` in order."""
+    mask = hashmap_capacity(len(keys)) - 1
+    return [k for _, _, k in sorted(((_spread(_tip_hash(k)) & mask), i, k) for i, k in enumerate(keys))]
+
+
 class SimpleAssignor:
     """Kafka's share-group ``SimpleAssignor`` (see the module docstring)."""
 
@@ -72,20 +111,38 @@ class SimpleAssignor:
         members = hashmap_order(sorted(group_spec.members))
         if not members:
             return {}
+        current_keys: list[TopicIdPartition] = []
         current: dict[TopicIdPartition, list[str]] = {}
         for m in members:
             for tid, ps in group_spec.members[m].assigned_partitions.items():
-                for p in ps:
+                for p in sorted(ps):
+                    if (tid, p) not in current:
+                        current_keys.append((tid, p))
                     current.setdefault((tid, p), []).append(m)
+        current_order = _hashmap_order_of(current_keys)
         new: dict[TopicIdPartition, list[str]] = {}
+        final: dict[str, set[TopicIdPartition]] = {}
         if group_spec.subscription_type == HOMOGENEOUS:
             subscribed = set(group_spec.members[members[0]].subscribed_topic_ids)
             if not subscribed:
                 return {}
             target = _partitions(subscribed, topics)
+            desired = (len(target) + len(members) - 1) // len(members)
             member_hash_assignment(members, target, new)
-            round_robin_assignment(members, [tp for tp in target if tp not in new and tp not in current], new)
-            keeps = {m: subscribed for m in members}
+            taken: set[TopicIdPartition] = set()
+            for tp, ms in new.items():
+                for m in ms:
+                    final.setdefault(m, set()).add(tp)
+                taken.add(tp)
+            for tp in current_order:                    # keep, up to the balanced count
+                if tp[0] not in subscribed or tp in new:
+                    continue
+                for m in current[tp]:
+                    held = final.setdefault(m, set())
+                    if len(held) < desired:
+                        held.add(tp)
+                        taken.add(tp)
+            round_robin_assignment_with_count(members, [tp for tp in target if tp not in taken], final, desired)
         else:
             per_member = {m: _partitions(group_spec.members[m].subscribed_topic_ids, topics) for m in members
                           if group_spec.members[m].subscribed_topic_ids}
@@ -105,19 +162,19 @@ class SimpleAssignor:
                     seen.add(tp)
             for tid in uuid_hashset_order(unassigned):
                 round_robin_assignment(subscribers[tid], unassigned[tid], new)
-            keeps = {m: {tid for tid, ms in subscribers.items() if m in ms} for m in members}
-        final: dict[str, set[TopicIdPartition]] = {m: set() for m in members}
-        for tp, ms in current.items():
-            for m in ms:
-                if tp[0] in keeps.get(m, ()):
-                    final[m].add(tp)
-        for tp, ms in new.items():
-            for m in ms:
-                final[m].add(tp)
+            for tp, ms in new.items():
+                for m in ms:
+                    final.setdefault(m, set()).add(tp)
+            for tp in current_order:
+                if tp in new:
+                    continue
+                for m in current[tp]:
+                    if m in subscribers.get(tp[0], ()):
+                        final.setdefault(m, set()).add(tp)
         out: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
-        for m, tps in final.items():
+        for m in members:
             by_topic: dict[uuid.UUID, set[int]] = {}
-            for tid, p in tps:
+            for tid, p in final.get(m, ()):
                 by_topic.setdefault(tid, set()).add(p)
             out[m] = {tid: frozenset(ps) for tid, ps in by_topic.items()}
         return out

@@ -32,7 +32,6 @@ Decoding trusts nothing (:class:`~kafkasim.errors.CorruptRecordError`). Pure fun
 from __future__ import annotations
 
 import struct
-import uuid
 from typing import NamedTuple, Optional, Union
 
 from kafkasim.protocol.schema_bytes import (

@@ -82,6 +82,20 @@ def test_group_calls_on_a_closed_broker_still_say_coordinator_not_available(tmp_
 
 # ------------------------------------------------------------------ broker configs
 
+SHARE_GROUP_DEFAULTS = {
+    # share groups (KIP-932): Kafka's ShareGroupConfig / GroupCoordinatorConfig defaults
+    "group.share.record.lock.duration.ms": 30_000, "group.share.min.record.lock.duration.ms": 15_000,
+    "group.share.max.record.lock.duration.ms": 60_000, "group.share.delivery.count.limit": 5,
+    "group.share.partition.max.record.locks": 2_000, "group.share.max.share.sessions": 2_000,
+    "share.coordinator.state.topic.num.partitions": 50, "group.share.max.size": 200,
+    "group.share.session.timeout.ms": 45_000, "group.share.min.session.timeout.ms": 45_000,
+    "group.share.max.session.timeout.ms": 60_000, "group.share.heartbeat.interval.ms": 5_000,
+    "group.share.min.heartbeat.interval.ms": 5_000, "group.share.max.heartbeat.interval.ms": 15_000,
+    "group.share.assignors": "simple", "share.auto.offset.reset": "latest", "share.record.lock.duration.ms": None,
+    "share.isolation.level": "read_uncommitted",
+}
+
+
 def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
     with Broker(tmp_path / "a", clock=MockClock(T0)) as b:
         assert b.broker_config == {"log.cleaner.enable": True, "log.retention.check.interval.ms": 300_000,
@@ -104,7 +118,8 @@ def test_broker_configs_use_kafka_names_defaults_and_validation(tmp_path):
                                    "group.consumer.max.heartbeat.interval.ms": 15_000,
                                    "group.consumer.max.size": 2**31 - 1,
                                    "group.consumer.assignors": "uniform,range",
-                                   "group.consumer.migration.policy": "bidirectional"}
+                                   "group.consumer.migration.policy": "bidirectional",
+                                   **SHARE_GROUP_DEFAULTS}
     with pytest.raises(InvalidConfigurationError,
                        match=r"Unrecognized broker config 'log\.cleaner\.enabled' "
                              r"\(did you mean 'log\.cleaner\.enable'\?\)"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kafkasim.broker import Broker
+from kafkasim.broker.cluster import Cluster
 from kafkasim.clock import MockClock
 from kafkasim.errors import (
     FencedMemberEpochError, GroupIdNotFoundError, GroupMaxSizeReachedError, InvalidRecordStateError,
@@ -54,8 +55,9 @@ def test_join_fetch_acknowledge(broker):
     assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms, r.assignment) == ("m1", 1, 5_000, {"t": [0, 1]})
     assert broker.share_group_heartbeat("g", "m1", 1).assignment is None          # unchanged
     got = broker.share_fetch("g", "m1", [TP], max_records=6)[TP]
-    # two whole stored batches: a batch never delivered is taken whole
-    assert got.acquired == [AcquiredRecords(0, 7, 1)] and got.error is None and got.acknowledge_error is None
+    # two whole stored batches: a batch never delivered is taken whole; one range per batch, as Kafka
+    assert got.acquired == [AcquiredRecords(0, 3, 1), AcquiredRecords(4, 7, 1)]
+    assert got.error is None and got.acknowledge_error is None
     assert _values(got.records) == [b"v0-%d" % j for j in range(4)] + [b"v1-%d" % j for j in range(4)]
     assert (got.high_watermark, got.log_start_offset) == (12, 0)
     assert broker.share_acknowledge("g", "m1", {TP: [Ack(0, 7, (ACCEPT,))]}) == {TP: None}
@@ -104,9 +106,11 @@ def test_heartbeat_errors(broker):
         broker.share_group_heartbeat("g", "", 0, subscribed_topic_names=["t"])
     with pytest.raises(InvalidRequestError, match="SubscribedTopicNames must be set in first request"):
         broker.share_group_heartbeat("g", "m1", 0)
-    with pytest.raises(UnknownMemberIdError):
+    with pytest.raises(GroupIdNotFoundError, match="Share group g not found."):
         broker.share_group_heartbeat("g", "m1", 3)
     broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    with pytest.raises(UnknownMemberIdError):
+        broker.share_group_heartbeat("g", "m2", 3)
     with pytest.raises(FencedMemberEpochError):
         broker.share_group_heartbeat("g", "m1", 7)
     with pytest.raises(UnknownMemberIdError):
@@ -140,6 +144,7 @@ def test_session_close_releases_but_keeps_the_member(broker):
 def test_tick_expires_locks_and_fences_silent_members(broker, clock):
     broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
     broker.share_fetch("g", "m1", [TP], max_records=4)
+    assert not broker.tick_share_groups()                       # nothing due: false
     clock.advance(30_000)
     broker.tick()
     assert broker.share_partition_state("g", TP).owners() == {}
@@ -212,4 +217,65 @@ def test_in_flight_state_survives_a_restart_exactly(tmp_path, clock):
         assert desc["group_epoch"] == 1 and desc["members"][0]["member_id"] == "m1"
         got = b.share_fetch("g", "m1", [TP], max_records=12)[TP].acquired
         # nothing acknowledged comes back; nothing unacknowledged is lost; delivery counts kept
-        assert got == [AcquiredRecords(4, 5, 2), AcquiredRecords(7, 11, 2)]
+        assert got == [AcquiredRecords(4, 5, 2), AcquiredRecords(7, 7, 2), AcquiredRecords(8, 11, 2)]
+
+
+def test_a_restart_keeps_the_epochs(tmp_path, clock):
+    d = tmp_path / "d"
+    with Broker(d, clock=clock) as b:
+        b.create_topic("t", 2)
+        b.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        b.share_group_heartbeat("g", "m2", 0, subscribed_topic_names=["t"])
+    with Broker(d, clock=clock) as b:
+        r = b.share_group_heartbeat("g", "m1", 1)
+        assert (r.member_epoch, r.assignment) == (2, {"t": [0]})
+        assert b.share_group_describe(["g"])[0]["group_epoch"] == 2
+
+
+def test_a_cluster_serves_share_groups(tmp_path, clock):
+    with Cluster(tmp_path / "c", brokers=[0, 1, 2], clock=clock, broker_configs=EARLIEST) as c:
+        c.create_topic("t", 1, 3)
+        c.produce("t", 0, rb.encode_batch(0, [(j, T0, None, b"v", ()) for j in range(3)]), acks="all")
+        c.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        assert c.share_fetch("g", "m1", [TP])[TP].acquired == [AcquiredRecords(0, 2, 1)]
+
+
+def test_a_deleted_and_recreated_topic_starts_its_share_partitions_afresh(broker):
+    broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    broker.share_fetch("g", "m1", [TP], max_records=4)
+    broker.delete_topic("t")
+    broker.create_topic("t", 1)
+    _produce(broker, batches=1)
+    got = broker.share_fetch("g", "m1", [TP])[TP]
+    assert got.acquired == [AcquiredRecords(0, 3, 1)]          # not the old topic's in-flight state
+
+
+def _txn_batch(pid, epoch, seq):
+    return rb.encode_batch(0, [(i, T0, None, b"tx%d" % (seq + i), ()) for i in range(2)], producer_id=pid,
+                           producer_epoch=epoch, base_sequence=seq, attributes=rb.ATTR_TRANSACTIONAL)
+
+
+def test_read_committed_acquires_below_the_lso_and_archives_aborted_records(tmp_path, clock):
+    configs = dict(EARLIEST, **{"share.isolation.level": "read_committed"})
+    with Broker(tmp_path / "d", clock=clock, broker_configs=configs) as b:
+        b.create_topic("t", 1)
+        pid, epoch = b.init_transactional_producer_id("tx", 60_000)
+        b.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+        b.produce("t", 0, _txn_batch(pid, epoch, 0))                  # offsets 0..1
+        b.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+        assert b.share_fetch("g", "m1", [TP])[TP].acquired == []      # held back by the open transaction
+        b.end_txn("tx", pid, epoch, commit=False)                     # ABORT marker at 2
+        b.add_partitions_to_txn("tx", pid, epoch, [("t", 0)])
+        b.produce("t", 0, _txn_batch(pid, epoch, 2))                  # offsets 3..4
+        b.end_txn("tx", pid, epoch, commit=True)                      # COMMIT marker at 5
+        got = b.share_fetch("g", "m1", [TP])[TP]
+        assert got.acquired == [AcquiredRecords(3, 4, 1)] and _values(got.records) == [b"tx2", b"tx3"]
+        assert b.share_partition_state("g", TP).start_offset == 3     # 0..2 archived: aborted and its marker
+
+
+def test_a_full_answer_acquires_nothing_it_does_not_return(broker):
+    broker.share_group_heartbeat("g", "m1", 0, subscribed_topic_names=["t"])
+    one = len(broker.fetch_batches("t", 0, 0, 1).batches[0][1])
+    got = broker.share_fetch("g", "m1", [TP], max_bytes=one + 1)[TP]
+    assert got.acquired == [AcquiredRecords(0, 3, 1)] and len(got.records) == one
+    assert sorted(broker.share_partition_state("g", TP).owners()) == [0, 1, 2, 3]
