@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -126,6 +128,14 @@ def test_four_share_consumers_on_two_partitions_all_receive_and_every_record_is_
             assert described["error"] is None
             assert len(described["members"]) == 4
             assert {m["client_id"] for m in described["members"]} == {f"worker-{i}" for i in range(4)}
+            # kafka-share-groups.sh's view of it, through kafkasim's CLI against the server
+            out = subprocess.run([sys.executable, "-m", "kafkasim", "share-groups", "describe", "--group", "workers",
+                                  "--members", "--bootstrap-server", served.bootstrap], capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            lines = out.stdout.splitlines()
+            assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            assert sorted(line.split()[3] for line in lines[1:]) == [f"worker-{i}" for i in range(4)]
             for c in consumers:
                 c.commit_sync()            # implicit mode: the last poll's records are accepted
             ends = {p: b.list_offsets("jobs", p, -1)[0] for p in (0, 1)}
@@ -134,6 +144,12 @@ def test_four_share_consumers_on_two_partitions_all_receive_and_every_record_is_
                        what="the SPSO to reach the log end of both partitions")
             assert set(b.describe_share_group_offsets("workers")) == {TopicPartition("jobs", 0),
                                                                        TopicPartition("jobs", 1)}
+        out = subprocess.run([sys.executable, "-m", "kafkasim", "share-groups", "describe", "--group", "workers",
+                              "--offsets", "--bootstrap-server", served.bootstrap], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        rows = [line.split() for line in out.stdout.splitlines()[1:]]
+        assert sorted((r[1], int(r[2]), int(r[3])) for r in rows) == [("jobs", p, ends[p]) for p in (0, 1)]
     finally:
         for c in consumers:
             c.close()
