@@ -119,9 +119,10 @@ def test_four_share_consumers_on_two_partitions_all_receive_and_every_record_is_
         assert sorted(delivered) == sorted(values), "every record once, none twice"
         assert all(g for g in got), f"records per consumer: {[len(g) for g in got]}"
         assert {d for g in got for *_, d in g} == {1}
-        # both partitions were shared: each went to more than one consumer
-        for p in (0, 1):
-            assert sum(1 for g in got if any(r[0] == p for r in g)) >= 2, f"partition {p} had one consumer"
+        # four members on two partitions: some partition was shared by several of them (the simple
+        # assignor spreads members by their ids' hashes: 2+2 or 3+1)
+        readers = [sum(1 for g in got if any(r[0] == p for r in g)) for p in (0, 1)]
+        assert min(readers) >= 1 and max(readers) >= 2, f"consumers per partition: {readers}"
         host, port = served.bootstrap.split(":")
         with RemoteBroker(host, int(port)) as b:
             [described] = b.share_group_describe(["workers"])
