@@ -93,6 +93,9 @@ class AcknowledgeType(enum.IntEnum):
     REJECT = ACKNOWLEDGE_REJECT      # unprocessable: never delivered again (archived)
 
 
+_ACK_KINDS = {t: int(t) for t in AcknowledgeType}
+
+
 def _ack_type(value: Any) -> int:
     """An application's acknowledge type (AcknowledgeType, 1-3, or its name) as its number."""
     if isinstance(value, str) and value.upper() in AcknowledgeType.__members__:
@@ -296,6 +299,12 @@ class ShareConsumer:
     def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:
         """Mark ``record`` (returned by the last ``poll()``) ACCEPT (default), RELEASE or REJECT;
         sent with the next poll or commit. Explicit mode only (see the module docstring)."""
+        if record.__class__ is ShareConsumerRecord:
+            # the hot path: a record poll() built has checked coordinates; the in-flight check
+            # below still refuses one this consumer did not return
+            kind = _ACK_KINDS[type] if type.__class__ is AcknowledgeType else _ack_type(type)
+            self._acknowledge(record.topic, record.partition, record.offset, kind)
+            return
         for field in ("topic", "partition", "offset"):
             if not hasattr(record, field):
                 raise bad_arg("record", record, "a record returned by ShareConsumer.poll()")
@@ -306,7 +315,9 @@ class ShareConsumer:
         check_arg("topic", topic, "str")
         check_arg("partition", partition, "int", min=0)
         check_arg("offset", offset, "int", min=0)
-        kind = _ack_type(type)
+        self._acknowledge(topic, partition, offset, _ack_type(type))
+
+    def _acknowledge(self, topic: str, partition: int, offset: int, kind: int) -> None:
         with self._lock:
             self._check_open()
             if not self._explicit:
