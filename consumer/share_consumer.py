@@ -248,8 +248,12 @@ class ShareConsumer:
                     self._send_acknowledge(self._take_pending())
                 records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
                 if records:
+                    in_flight = self._in_flight       # keyed by TopicPartition, looked up by (topic, partition)
                     for r in records:
-                        self._in_flight.setdefault(TopicPartition(r.topic, r.partition), set()).add(r.offset)
+                        held = in_flight.get((r.topic, r.partition))
+                        if held is None:
+                            held = in_flight[TopicPartition(r.topic, r.partition)] = set()
+                        held.add(r.offset)
                     self._m["records-consumed-total"] += len(records)
                     return records
             now = clock.now_ms()
@@ -322,14 +326,17 @@ class ShareConsumer:
             self._check_open()
             if not self._explicit:
                 raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
-            tp = TopicPartition(topic, partition)
-            held = self._in_flight.get(tp)
+            key = (topic, partition)        # equal to (and hashed as) the TopicPartition keys
+            held = self._in_flight.get(key)
             if not held or offset not in held:
                 raise IllegalStateError(
                     f"The record cannot be acknowledged. ({topic}-{partition} offset {offset} is not in flight: "
                     f"not returned by the last poll, or acknowledged already)")
             held.discard(offset)
-            self._pending.setdefault(tp, {})[offset] = kind
+            pending = self._pending.get(key)
+            if pending is None:
+                pending = self._pending[TopicPartition(topic, partition)] = {}
+            pending[offset] = kind
 
     def _accept_in_flight(self) -> None:
         for tp, offsets in self._in_flight.items():
