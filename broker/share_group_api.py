@@ -598,8 +598,7 @@ class ShareGroupApi(BrokerCore):
                     hw = self.list_offsets(tp.topic, tp.partition, _LATEST)[0]
                 except UnknownTopicOrPartitionError:
                     hw = sp.start_offset
-                done = sum(1 for o in range(sp.start_offset, sp.next_offset)
-                           if (r := sp.record(o)) is not None and r.state in (2, 4))
+                done = sp.done_in_flight()
                 out[tp] = {"start_offset": sp.start_offset, "leader_epoch": 0,
                            "lag": max(0, hw - sp.start_offset - done)}
             return out

@@ -93,6 +93,9 @@ class AcknowledgeType(enum.IntEnum):
     REJECT = ACKNOWLEDGE_REJECT      # unprocessable: never delivered again (archived)
 
 
+_ACK_KINDS = {t: int(t) for t in AcknowledgeType}
+
+
 def _ack_type(value: Any) -> int:
     """An application's acknowledge type (AcknowledgeType, 1-3, or its name) as its number."""
     if isinstance(value, str) and value.upper() in AcknowledgeType.__members__:
@@ -245,8 +248,12 @@ class ShareConsumer:
                     self._send_acknowledge(self._take_pending())
                 records = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
                 if records:
+                    in_flight = self._in_flight       # keyed by TopicPartition, looked up by (topic, partition)
                     for r in records:
-                        self._in_flight.setdefault(TopicPartition(r.topic, r.partition), set()).add(r.offset)
+                        held = in_flight.get((r.topic, r.partition))
+                        if held is None:
+                            held = in_flight[TopicPartition(r.topic, r.partition)] = set()
+                        held.add(r.offset)
                     self._m["records-consumed-total"] += len(records)
                     return records
             now = clock.now_ms()
@@ -296,6 +303,12 @@ class ShareConsumer:
     def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:
         """Mark ``record`` (returned by the last ``poll()``) ACCEPT (default), RELEASE or REJECT;
         sent with the next poll or commit. Explicit mode only (see the module docstring)."""
+        if record.__class__ is ShareConsumerRecord:
+            # the hot path: a record poll() built has checked coordinates; the in-flight check
+            # below still refuses one this consumer did not return
+            kind = _ACK_KINDS[type] if type.__class__ is AcknowledgeType else _ack_type(type)
+            self._acknowledge(record.topic, record.partition, record.offset, kind)
+            return
         for field in ("topic", "partition", "offset"):
             if not hasattr(record, field):
                 raise bad_arg("record", record, "a record returned by ShareConsumer.poll()")
@@ -306,19 +319,24 @@ class ShareConsumer:
         check_arg("topic", topic, "str")
         check_arg("partition", partition, "int", min=0)
         check_arg("offset", offset, "int", min=0)
-        kind = _ack_type(type)
+        self._acknowledge(topic, partition, offset, _ack_type(type))
+
+    def _acknowledge(self, topic: str, partition: int, offset: int, kind: int) -> None:
         with self._lock:
             self._check_open()
             if not self._explicit:
                 raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
-            tp = TopicPartition(topic, partition)
-            held = self._in_flight.get(tp)
+            key = (topic, partition)        # equal to (and hashed as) the TopicPartition keys
+            held = self._in_flight.get(key)
             if not held or offset not in held:
                 raise IllegalStateError(
                     f"The record cannot be acknowledged. ({topic}-{partition} offset {offset} is not in flight: "
                     f"not returned by the last poll, or acknowledged already)")
             held.discard(offset)
-            self._pending.setdefault(tp, {})[offset] = kind
+            pending = self._pending.get(key)
+            if pending is None:
+                pending = self._pending[TopicPartition(topic, partition)] = {}
+            pending[offset] = kind
 
     def _accept_in_flight(self) -> None:
         for tp, offsets in self._in_flight.items():
