@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.partition", "kafkasim.cli.produce",
     "kafkasim.cli.scenario",
     "kafkasim.cli.serve",
+    "kafkasim.cli.spark",
     "kafkasim.cli.transactions",
     "kafkasim.cli.view",
 ]
