@@ -36,7 +36,7 @@ __all__ = [
     "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "topic_partition_histories",
     "partition_for_keys",
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
-    "gini", "lorenz_points", "corruption_of", "collect_together", "key_text", "default_topics", "data_dir_of", "require",
+    "gini", "lorenz_points", "corruption_of", "collect_together", "task_path", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
     "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
     "session_conf_for", "SMALL_INPUT_CONF", "SMALL_INPUT_JVM_OPTIONS", "reads_in_driver",
@@ -94,7 +94,14 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     for k, v in options.items():
         if v is not None:
             reader = reader.option(k, str(v))
-    return reader.load(data_dir)
+    return reader.load(task_path(data_dir))
+
+
+def task_path(data_dir: str) -> str:
+    """``data_dir`` as the scan tasks open it: a local path made absolute (executors of a
+    standalone or other cluster run in their own work dirs, not this process's cwd); a URI
+    as given."""
+    return data_dir if not LogDir(data_dir).is_local else os.path.abspath(data_dir)
 
 
 def reads_in_driver(spark, data_dir: str, topics: Optional[Sequence[str]], mode: Optional[str] = None,
@@ -169,7 +176,7 @@ def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) 
     if in_process_master(spark) and log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
         found = [row for s in segs for row in scan_segment_corruption(log_dir, s)]
         return sorted(found, key=lambda r: (r["topic"], r["partition"], r["segment"], r["position"]))
-    return scan_corruption(spark, data_dir, list(topics) if topics else None)
+    return scan_corruption(spark, task_path(data_dir), list(topics) if topics else None)
 
 
 def collect_together(parts: dict) -> dict[str, list]:

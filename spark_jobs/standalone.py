@@ -56,12 +56,12 @@ def _get_json(url: str, timeout: float = 2.0) -> dict:
 
 def master_json(state: dict) -> dict:
     """The Master's ``/json`` status (``workers``, ``aliveworkers``, ``activeapps``, ``completedapps``)."""
-    return _get_json(f"{state['webui']}/json")
+    return _get_json(f"{state['webui']}/json/")
 
 
 def worker_json(webui: str) -> dict:
     """A Worker's ``/json`` status (``executors``, ``finishedexecutors``: ``id``, ``appid``, ...)."""
-    return _get_json(f"{webui.rstrip('/')}/json")
+    return _get_json(f"{webui.rstrip('/')}/json/")
 
 
 def _alive_workers(state: dict) -> int:
