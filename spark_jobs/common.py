@@ -36,7 +36,7 @@ __all__ = [
     "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "topic_partition_histories",
     "partition_for_keys",
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
-    "gini", "lorenz_points", "corruption_of", "collect_together", "task_path", "key_text", "default_topics", "data_dir_of", "require",
+    "gini", "lorenz_points", "corruption_of", "task_path", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
     "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
     "session_conf_for", "SMALL_INPUT_CONF", "SMALL_INPUT_JVM_OPTIONS", "reads_in_driver",
@@ -177,37 +177,6 @@ def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) 
         found = [row for s in segs for row in scan_segment_corruption(log_dir, s)]
         return sorted(found, key=lambda r: (r["topic"], r["partition"], r["segment"], r["position"]))
     return scan_corruption(spark, task_path(data_dir), list(topics) if topics else None)
-
-
-def collect_together(parts: dict) -> dict[str, list]:
-    """Several small results in **one** Spark action: ``{name: (df, order)}`` →
-    ``{name: [Row, ...]}``, each list what ``df.orderBy(*order).collect()`` returns
-    (``order``: column names, or ``(name, False)`` for descending, Spark's null ordering).
-
-    The parts are tagged, their columns prefixed (``<i>__<column>``: no clash of names or
-    types), unioned by name and collected once, then split back, so an audit's final
-    figures cost one job submission instead of one per figure: on a warm Spark Connect
-    server each action is a round trip plus planning, most of a small audit's time. Rows
-    come back as ``pyspark.sql.Row`` with the part's own column names, in its order."""
-    from functools import reduce
-    from pyspark.sql import Row
-    from pyspark.sql import functions as F
-    names = list(parts)
-    tagged, sort = [], [F.col("_part")]
-    for i, name in enumerate(names):
-        df, order = parts[name]
-        tagged.append(df.select(F.lit(i).alias("_part"), *[F.col(c).alias(f"{i}__{c}") for c in df.columns]))
-        for o in order:
-            col, asc = (o, True) if isinstance(o, str) else o
-            sort.append(F.col(f"{i}__{col}").asc() if asc else F.col(f"{i}__{col}").desc())
-    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
-    out: dict[str, list] = {name: [] for name in names}
-    columns = {i: parts[name][0].columns for i, name in enumerate(names)}
-    for r in union.orderBy(*sort).collect():
-        i = r["_part"]
-        cols = columns[i]
-        out[names[i]].append(Row(**{c: r[f"{i}__{c}"] for c in cols}))
-    return out
 
 
 def header_value(name: str):

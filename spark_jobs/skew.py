@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 
 from kafkasim.placement.skew import SKEW_THRESHOLD, max_min_ratio
 from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.collect import collect_together
 from kafkasim.spark_jobs.logdir import LogDir
 from kafkasim.types import TopicPartition
 
@@ -265,7 +266,7 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
                                      allowMissingColumns=True)
                         .unionByName(skew_summary(stats_df).withColumn("_what", F.lit("topic")),
                                      allowMissingColumns=True))
-        got = common.collect_together({     # one Spark action for every figure of the report
+        got = collect_together({     # one Spark action for every figure of the report
             "stats": (stats_df, ["topic", "partition"]),
             "summaries": (summaries_df, []),
             "hot": (hot_keys(scan.keys(), top_k), [("records", False), "topic", "key"]),
