@@ -32,8 +32,9 @@ then measures in one run, all on the same rows:
 
 - ``audit_warm_small_wall_s`` / ``audit_warm_100k_wall_s``: the wall time of the CLI process
   ``kafkasim audit skew --remote sc://...`` on a warm Spark Connect server
-  (``kafkasim.spark_jobs.connect.start``, ``local[*]``; one untimed warm-up audit first,
-  then the best of ``WARM_ROUNDS``), on the quick tour's log (2 records, 6 partitions, a
+  (``kafkasim.spark_jobs.connect.start`` on the 100k log's data dir, ``local[*]``, warmed up
+  as ``kafkasim spark start`` does: ``warmup.warm_up``; then one untimed audit per log and
+  the best of ``WARM_ROUNDS``), on the quick tour's log (2 records, 6 partitions, a
   group committing: :func:`generate_small` with ``n=2``) and on the 100k-record log.
   Baseline: the cold audit of the same log in the same run (the same command with no server:
   a new JVM), whose JSON report the warm one must equal. Target: at most 3 s each.
@@ -314,10 +315,11 @@ def run_warm(records: int = SMALL_RECORDS) -> dict:
         for name, n in logs.items():
             generate_small(os.path.join(d, name), n)
             cold[name] = _skew_process(os.path.join(d, name))      # no server yet: a new JVM each
-        home = os.path.join(d, "server")
-        os.makedirs(home)
+        from kafkasim.spark_jobs.warmup import warm_up
+        home = os.path.join(d, "100k")      # as `kafkasim spark start --data-dir D`: the server warms up on D
         url = connect.start(home, port=daemons.free_port())["url"]
         try:
+            warm_up(home, url)
             warm = {}
             for name in logs:
                 _skew_process(os.path.join(d, name), url)           # warm-up: the server's first queries

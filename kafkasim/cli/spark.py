@@ -34,6 +34,9 @@ def register(sub) -> None:
     s.add_argument("--spark-ui", action="store_true", help="start Spark's web UI on 127.0.0.1 (off by default)")
     s.add_argument("--ui-port", type=positive_int, default=4040, help="the web UI's port with --spark-ui (default 4040)")
     s.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for it to listen (default 120)")
+    s.add_argument("--warm-up", type=int, default=2, metavar="N",
+                   help="run 'audit all' on the data dir N times before returning, so the first real audit is "
+                        "a warm one (default 2; 0 = none)")
     add_json(s)
 
     t = command(cmds, "stop", help="Stop this data dir's Spark Connect server and every process it started.",
@@ -73,10 +76,20 @@ def register(sub) -> None:
 
 
 def _start(args) -> int:
+    from kafkasim.errors import InvalidArgumentError
     from kafkasim.spark_jobs import connect
+    from kafkasim.spark_jobs.warmup import warm_up
 
-    state = connect.start(existing_data_dir(args), port=args.port, master=args.master, ui=args.spark_ui,
+    if args.warm_up < 0:
+        raise InvalidArgumentError(f"--warm-up must be >= 0 runs, got {args.warm_up}")
+    data_dir = existing_data_dir(args)
+    state = connect.start(data_dir, port=args.port, master=args.master, ui=args.spark_ui,
                           ui_port=args.ui_port, driver_memory=args.driver_memory, timeout=args.timeout)
+    try:
+        state["warm_up_s"] = warm_up(data_dir, state["url"], args.warm_up)
+    except BaseException:       # a server that cannot run an audit is no use: do not leave it behind
+        connect.stop(data_dir)
+        raise
     emit(args, state, lambda s: f"kafkasim spark: Spark Connect server at {s['url']} on {s['master']} "
                                 f"(pid {s['server']['pid']}, log {s['server']['log']}); "
                                 f"'kafkasim audit ... --data-dir {s['data_dir']}' now runs on it")

@@ -42,7 +42,8 @@ def server(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("connect") / "data")
     logs.write_mixed_clients(d)
     port = daemons.free_port()
-    out = _cli("spark", "start", "--data-dir", d, "--port", str(port), "--json", env=_env_without_remote())
+    out = _cli("spark", "start", "--data-dir", d, "--port", str(port), "--warm-up", "1", "--json",
+               env=_env_without_remote())
     assert out.returncode == 0, out.stderr
     state = json.loads(out.stdout)
     yield {"data_dir": d, "port": port, "url": state["url"], "state": state}
@@ -60,6 +61,7 @@ def test_start_records_a_loopback_server_and_status_reports_it(server):
     state = server["state"]
     assert state["running"] and state["url"] == f"sc://127.0.0.1:{server['port']}"
     assert state["master"] == "local[*]"
+    assert len(state["warm_up_s"]) == 1             # one `audit all` ran on the server before start returned
     recorded = json.load(open(os.path.join(server["data_dir"], "spark", "connect.json")))
     assert recorded["server"]["pid"] == state["server"]["pid"]
     status = _cli("spark", "status", "--data-dir", server["data_dir"], "--json", env=_env_without_remote())
@@ -157,6 +159,7 @@ def test_changes_names_what_moved_between_two_reports():
     (["audit", "skew", "--remote", "http://127.0.0.1:1"], "not a Spark Connect URL: 'http://127.0.0.1:1'"),
     (["audit", "watch", "--interval", "0"], "--interval must be > 0 seconds, got 0.0"),
     (["spark", "start", "--data-dir", "{tmp}/nope"], "data dir {tmp}/nope does not exist"),
+    (["spark", "start", "--warm-up", "-1"], "--warm-up must be >= 0 runs, got -1"),
 ])
 def test_bad_spark_arguments_fail_naming_the_value(tmp_path, argv, message):
     with Broker(str(tmp_path / "data"), clock=MockClock(logs.START_MS)) as b:
