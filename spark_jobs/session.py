@@ -165,7 +165,6 @@ def default_parallelism(spark) -> int:
     given = spark.conf.get("spark.default.parallelism", None)
     if given:
         return int(given)
-    import re
     m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master_of(spark))
     if m:
         return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
