@@ -112,6 +112,31 @@ def test_spark_remote_points_a_skew_audit_at_the_server_with_the_cold_report(ser
     assert json.loads(warm_json.read_text()) == json.loads(cold_json.read_text())
 
 
+_DATA_SOURCE_UNDER_CONNECT = """
+import json, sys
+from kafkasim.spark_jobs import common, connect
+from kafkasim.spark_jobs.partials import Spec
+spark = connect.session(sys.argv[1])
+spec = Spec(window_ms=60_000, sequence="header").to_json()
+def rows(**kw):
+    df = common.read_log(spark, sys.argv[2], ["orders"], mode="partials", partials=spec, **kw)
+    return sorted(json.dumps(r.asDict(), sort_keys=True, default=repr) for r in df.collect())
+on_server = rows(local_max_bytes=0)      # the kafkasim data source, in the server's Python workers
+in_client = rows()                       # the same reader function, in this process
+print(json.dumps({"rows": len(on_server), "equal": on_server == in_client}))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_the_data_source_aggregates_in_the_servers_python_workers_as_in_the_client(server):
+    out = subprocess.run([sys.executable, "-c", _DATA_SOURCE_UNDER_CONNECT, server["url"], server["data_dir"]],
+                         capture_output=True, text=True, timeout=600, env=_env_without_remote())
+    assert out.returncode == 0 and out.stderr == "", out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    assert got["rows"] > 0 and got["equal"] is True
+
+
 @pytest.mark.slow
 def test_audit_watch_reruns_when_the_log_grows_and_prints_what_changed(server, tmp_path):
     d = str(tmp_path / "data")
