@@ -30,16 +30,17 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from kafkasim.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from kafkasim.spark_jobs.logdir import LogDir
+from kafkasim.spark_jobs.session import default_parallelism, in_process_master, is_connect, master_of
 
 __all__ = [
     "EXIT_OK", "EXIT_VIOLATIONS", "violations", "read_log", "topic_partition_counts", "topic_partition_histories",
     "partition_for_keys",
     "header_value", "job_parser", "open_spark", "run_job", "write_json", "plot_partitions",
-    "gini", "lorenz_points", "corruption_of", "key_text", "default_topics", "data_dir_of", "require",
+    "gini", "lorenz_points", "corruption_of", "task_path", "key_text", "default_topics", "data_dir_of", "require",
     "VERDICT_OK", "VERDICT_FAILED", "VERDICT_NOT_ENOUGH_DATA", "MIN_RECORDS_PER_PARTITION", "check",
     "verdict_of", "checks_text", "shuffle_partitions_for", "input_bytes", "input_plan_options",
     "session_conf_for", "SMALL_INPUT_CONF", "SMALL_INPUT_JVM_OPTIONS", "reads_in_driver",
-    "one_task_per_partition",
+    "one_task_per_partition", "is_connect", "master_of", "in_process_master", "default_parallelism",
 ]
 
 EXIT_OK = 0
@@ -93,7 +94,14 @@ def read_log(spark, data_dir: str, topics: Optional[Sequence[str]] = None, *,
     for k, v in options.items():
         if v is not None:
             reader = reader.option(k, str(v))
-    return reader.load(data_dir)
+    return reader.load(task_path(data_dir))
+
+
+def task_path(data_dir: str) -> str:
+    """``data_dir`` as the scan tasks open it: a local path made absolute (executors of a
+    standalone or other cluster run in their own work dirs, not this process's cwd); a URI
+    as given."""
+    return data_dir if not LogDir(data_dir).is_local else os.path.abspath(data_dir)
 
 
 def reads_in_driver(spark, data_dir: str, topics: Optional[Sequence[str]], mode: Optional[str] = None,
@@ -101,9 +109,7 @@ def reads_in_driver(spark, data_dir: str, topics: Optional[Sequence[str]], mode:
     """Whether :func:`read_log` reads these topics in this process (see its docstring)."""
     limit = LOCAL_SCAN_BYTES if local_max_bytes is None else local_max_bytes
     log_dir = LogDir(data_dir)
-    master = spark.sparkContext.master
-    in_process = master.startswith("local") and not master.startswith("local-cluster")
-    if not (limit > 0 and in_process and log_dir.is_local
+    if not (limit > 0 and in_process_master(spark) and log_dir.is_local
             and mode in (None, "records", "partials", "commits", "batches")):
         return False
     return sum(s.size for s in log_dir.segments(set(topics) if topics else None)) <= limit
@@ -145,7 +151,7 @@ def input_plan_options(spark) -> dict[str, str]:
     out = {"maxPartitionBytes": str(_bytes_conf(conf.get("spark.sql.files.maxPartitionBytes", "128m"))),
            "openCostInBytes": str(_bytes_conf(conf.get("spark.sql.files.openCostInBytes", "4m")))}
     min_parts = conf.get("spark.sql.files.minPartitionNum", None)
-    out["minPartitionNum"] = str(int(min_parts) if min_parts else spark.sparkContext.defaultParallelism)
+    out["minPartitionNum"] = str(int(min_parts) if min_parts else default_parallelism(spark))
     return out
 
 
@@ -167,12 +173,10 @@ def corruption_of(spark, data_dir: str, topics: Optional[Sequence[str]] = None) 
     from kafkasim.spark_jobs.datasource import scan_corruption, scan_segment_corruption
     log_dir = LogDir(data_dir)
     segs = log_dir.segments(set(topics) if topics else None)
-    master = spark.sparkContext.master
-    in_process = master.startswith("local") and not master.startswith("local-cluster")
-    if in_process and log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
+    if in_process_master(spark) and log_dir.is_local and sum(s.size for s in segs) <= LOCAL_SCAN_BYTES:
         found = [row for s in segs for row in scan_segment_corruption(log_dir, s)]
         return sorted(found, key=lambda r: (r["topic"], r["partition"], r["segment"], r["position"]))
-    return scan_corruption(spark, data_dir, list(topics) if topics else None)
+    return scan_corruption(spark, task_path(data_dir), list(topics) if topics else None)
 
 
 def header_value(name: str):
@@ -282,7 +286,9 @@ def session_conf_for(input_bytes: int, parallelism: int) -> dict[str, str]:
 def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
     """``spark`` if given (tests pass theirs), else a session from ``build_session``.
 
-    The master is ``--master`` if given; else the one ``spark-submit`` put in the
+    The master is ``--master`` if given; else a Spark Connect server (``--remote``,
+    ``$SPARK_REMOTE``, or the one ``kafkasim spark start`` recorded in the data dir:
+    :func:`kafkasim.spark_jobs.connect.remote_url`); else the one ``spark-submit`` put in the
     Spark conf; else ``local[*]``. With ``input_bytes``, a session started here gets
     :func:`session_conf_for` the input (``spark.sql.shuffle.partitions`` sized to it, and
     :data:`SMALL_INPUT_CONF` for a small one), each unless the conf already sets it, and a
@@ -292,9 +298,9 @@ def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
         return spark
     session = _open(args, small=input_bytes is not None and input_bytes <= LOCAL_SCAN_BYTES)
     if input_bytes is not None:
-        given = session.sparkContext.getConf()
-        for k, v in session_conf_for(input_bytes, session.sparkContext.defaultParallelism).items():
-            if not given.contains(k):      # what the user or spark-submit set wins
+        given = (lambda k: False) if is_connect(session) else session.sparkContext.getConf().contains
+        for k, v in session_conf_for(input_bytes, default_parallelism(session)).items():
+            if not given(k):      # what the user or spark-submit set wins (a Connect session is ours alone)
                 session.conf.set(k, v)
     return session
 
@@ -302,6 +308,11 @@ def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
 def _open(args, small: bool = False):
     from kafkasim.spark_jobs.session import build_session
     master = args.master
+    if not master:   # a warm server: --remote, $SPARK_REMOTE, or `kafkasim spark start` on this data dir
+        from kafkasim.spark_jobs import connect
+        url = connect.remote_url(getattr(args, "remote", None), data_dir_of(args))
+        if url:
+            return connect.session(url)
     if not master:   # under spark-submit the JVM is already up and names the master
         master = None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
     in_process = bool(master) and master.startswith("local") and not master.startswith("local-cluster")

@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.collect import collect_together
 
 __all__ = ["read_commits", "latest", "marks", "lag_history", "history_summary", "plot_history",
            "group_lag", "uncommitted_partitions", "report", "main",
@@ -232,12 +233,15 @@ def build_report(spark, data_dir: str, topics: Optional[list[str]], groups: Opti
                 "group string, topic string, partition int, committed_offset long, metadata string, "
                 "commit_timestamp long")
             all_commits = spark.createDataFrame([tuple(c[f] for f in _COMMIT_FIELDS) for c in commits], _COMMITS)
-            rows = [r.asDict() for r in group_lag(committed, scan).orderBy("group", "topic", "partition").collect()]
             counts = {t: n for t, n in common.topic_partition_counts(data_dir).items() if t in set(targets)}
-            no_commit = [r.asDict() for r in uncommitted_partitions(committed, scan.log_end(), counts)
-                         .orderBy("group", "topic", "partition").collect()]
-            history = [r.asDict() for r in lag_history(all_commits, scan)
-                       .orderBy("group", "topic", "partition", "commit_timestamp", "committed_offset").collect()]
+            got = collect_together({        # one Spark action for the three tables of the report
+                "rows": (group_lag(committed, scan), ["group", "topic", "partition"]),
+                "no_commit": (uncommitted_partitions(committed, scan.log_end(), counts),
+                              ["group", "topic", "partition"]),
+                "history": (lag_history(all_commits, scan),
+                            ["group", "topic", "partition", "commit_timestamp", "committed_offset"]),
+            })
+            rows, no_commit, history = ([r.asDict() for r in got[k]] for k in ("rows", "no_commit", "history"))
         finally:
             if own:
                 scan.close()

@@ -20,7 +20,11 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", metavar="OUT", default=None,
                    help="write the JSON report to OUT ('-' for stdout)")
     p.add_argument("--master", default=None,
-                   help="Spark master (default local[*]; leave unset under spark-submit)")
+                   help="Spark master, e.g. spark://127.0.0.1:7077 (default: the Spark Connect server of "
+                        "--remote/$SPARK_REMOTE/`kafkasim spark start`, else local[*]; leave unset under spark-submit)")
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="run on this Spark Connect server (default: $SPARK_REMOTE, else the server "
+                        "`kafkasim spark start` runs for the data dir, if any)")
     p.add_argument("--verbose", action="store_true",
                    help="show Spark's own logging and JVM output (hidden by default)")
     p.add_argument("--spark-ui", action="store_true",
@@ -145,5 +149,14 @@ def all_audits(p: argparse.ArgumentParser) -> None:
                    help="write skew.png, lag.png and lag-history.png into DIR")
 
 
+def watch(p: argparse.ArgumentParser) -> None:
+    """Options of ``audit watch``: those of ``audit all``, and how often to re-run."""
+    all_audits(p)
+    p.add_argument("--interval", type=float, default=10.0, metavar="N",
+                   help="re-run at least every N seconds (default 10); a growing log re-runs it sooner")
+    p.add_argument("--max-runs", type=int, default=None, metavar="N",
+                   help="stop after N runs (default: until Ctrl-C)")
+
+
 ADD_OPTIONS = {"ordering": ordering, "skew": skew, "lag": lag, "repartition": repartition, "copartition": copartition,
-               "transactions": transactions, "all": all_audits}
+               "transactions": transactions, "all": all_audits, "watch": watch}

@@ -2,7 +2,8 @@
 
 ``build_session()`` returns a SparkSession whose workers run ``sys.executable``
 (``spark.pyspark.python``), with the kafkasim data source registered, and which is
-**quiet and local-only by default** on a ``local[...]`` master:
+**quiet and local-only by default** on a ``local[...]`` master, and on a standalone master
+on this machine's loopback (``spark://127.0.0.1:PORT``, ``kafkasim spark cluster start``):
 
 - everything binds 127.0.0.1 (``spark.driver.host``/``bindAddress`` and
   ``SPARK_LOCAL_IP`` for the block manager), so an audit never listens on an external
@@ -16,8 +17,12 @@
 launched (what ``SparkSession.stop`` would wait for: running tasks, shutdown hooks),
 so an interrupted audit exits in well under a second instead of about 8 s.
 
-Under ``spark-submit`` (``master=None``) or a cluster master, Spark's own launch and the
-cluster's settings apply. Not thread-safe to call concurrently (SparkSession.builder is
+On any cluster master the package zip (``package.build_zip``) is added with ``addPyFile``,
+so executors import kafkasim from it as under ``spark-submit --py-files``. Under
+``spark-submit`` (``master=None``) or a remote cluster master, Spark's own launch and the
+cluster's settings apply. A Spark Connect session (``kafkasim.spark_jobs.connect``) has no
+SparkContext: :func:`master_of` and :func:`default_parallelism` read what the jobs need
+through its conf. Not thread-safe to call concurrently (SparkSession.builder is
 global).
 """
 
@@ -30,7 +35,8 @@ import sys
 import threading
 from typing import Mapping, Optional, Sequence
 
-__all__ = ["build_session", "stop_now", "plain_ctrl_c", "quiet_interrupts", "LOG4J2_CONFIG", "NOISE"]
+__all__ = ["build_session", "stop_now", "plain_ctrl_c", "quiet_interrupts", "LOG4J2_CONFIG", "NOISE",
+           "is_connect", "master_of", "in_process_master", "default_parallelism"]
 
 LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
@@ -78,20 +84,23 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
     from pyspark.sql import SparkSession
 
     local = bool(master) and master.startswith("local")
+    loopback = local or bool(master) and _loopback_master(master)
     conf = {"spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.execution.arrow.pyspark.enabled": "true"}
-    if local:
+    if loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                      "spark.ui.enabled": "true" if ui else "false"})
         java = list(jvm_options) + ([] if verbose else [f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"])
         if java:
             conf["spark.driver.extraJavaOptions"] = " ".join(java)
+        if not local and not verbose:
+            conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
     conf.update(extra_conf or {})
-    if local and not verbose:
+    if loopback and not verbose:
         _start_quiet_gateway(dict(conf, **{"spark.master": master, "spark.app.name": app_name}))
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -102,7 +111,64 @@ def build_session(app_name: str = "kafkasim", master: Optional[str] = "local[*]"
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     from kafkasim.spark_jobs.datasource import register
     register(session)
+    if master and not local:        # a cluster's executors import kafkasim from the package zip
+        _add_package(session)
     return session
+
+
+def _loopback_master(master: str) -> bool:
+    """Whether ``master`` is a standalone master on this machine's loopback (``spark://127.0.0.1:7077``):
+    the driver then binds loopback too, as in local mode."""
+    hosts = [h.rsplit(":", 1)[0] for h in master[len("spark://"):].split(",")] if master.startswith("spark://") else []
+    return bool(hosts) and all(h in ("127.0.0.1", "localhost") for h in hosts)
+
+
+def _add_package(session) -> None:
+    """Ship the package zip (``package.build_zip``) to the executors, as ``--py-files`` does."""
+    import tempfile
+    from kafkasim.spark_jobs.package import build_zip
+    folder = tempfile.mkdtemp(prefix="kafkasim-jobs-")     # SparkContext.stop removes its copies; this is ours
+    session.sparkContext.addPyFile(build_zip(os.path.join(folder, "kafkasim-jobs.zip")))
+    import atexit
+    import shutil
+    atexit.register(shutil.rmtree, folder, True)
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a thin client of a server: no
+    ``sparkContext``, the conf read over gRPC)."""
+    from pyspark.sql.utils import is_remote
+    return is_remote() or type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def master_of(spark) -> str:
+    """The session's master URL (``spark.master``; through the server under Spark Connect)."""
+    if is_connect(spark):
+        return spark.conf.get("spark.master", "local[*]")
+    return spark.sparkContext.master
+
+
+def in_process_master(spark) -> bool:
+    """Whether the session's tasks run inside its driver JVM (``local[...]``, not
+    ``local-cluster``): then a small local log is read by the driver (:func:`read_log`)."""
+    master = master_of(spark)
+    return master.startswith("local") and not master.startswith("local-cluster")
+
+
+def default_parallelism(spark) -> int:
+    """``sparkContext.defaultParallelism``; under Spark Connect (no SparkContext) the
+    server's ``spark.default.parallelism`` (``kafkasim spark start`` sets it), else the
+    ``N`` of a ``local[N]`` master (``*``: this machine's cores), else 2 (Spark's floor on
+    a cluster)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    given = spark.conf.get("spark.default.parallelism", None)
+    if given:
+        return int(given)
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master_of(spark))
+    if m:
+        return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+    return 1 if master_of(spark) == "local" else 2
 
 
 def plain_ctrl_c() -> None:
@@ -145,6 +211,10 @@ def stop_now(session) -> None:
     import logging
 
     try:
+        if is_connect(session):       # a thin client: interrupt our operations, release the server's session
+            session.interruptAll()
+            session.stop()
+            return
         from pyspark import SparkContext
 
         sc = session.sparkContext

@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 
 from kafkasim.placement.skew import SKEW_THRESHOLD, max_min_ratio
 from kafkasim.spark_jobs import common, options
+from kafkasim.spark_jobs.collect import collect_together
 from kafkasim.spark_jobs.logdir import LogDir
 from kafkasim.types import TopicPartition
 
@@ -260,12 +261,19 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
                    f"the scan counted {scan.spec.window_ms} ms windows, the skew audit asks for {window_ms}")
     try:
         stats_df = partition_stats(scan.keys(), counts).persist(StorageLevel.MEMORY_AND_DISK)
-        stats = [r.asDict() for r in stats_df.orderBy("topic", "partition").collect()]
-        summaries = (skew_summary(stats_df, by=()).withColumn("_what", F.lit("records"))
-                     .unionByName(skew_summary(stats_df, by=(), value="bytes").withColumn("_what", F.lit("bytes")),
-                                  allowMissingColumns=True)
-                     .unionByName(skew_summary(stats_df).withColumn("_what", F.lit("topic")),
-                                  allowMissingColumns=True)).collect()
+        summaries_df = (skew_summary(stats_df, by=()).withColumn("_what", F.lit("records"))
+                        .unionByName(skew_summary(stats_df, by=(), value="bytes").withColumn("_what", F.lit("bytes")),
+                                     allowMissingColumns=True)
+                        .unionByName(skew_summary(stats_df).withColumn("_what", F.lit("topic")),
+                                     allowMissingColumns=True))
+        got = collect_together({     # one Spark action for every figure of the report
+            "stats": (stats_df, ["topic", "partition"]),
+            "summaries": (summaries_df, []),
+            "hot": (hot_keys(scan.keys(), top_k), [("records", False), "topic", "key"]),
+            "windows": (window_skew(scan.windows(), counts, window_ms, window_threshold), ["topic", "window_start"]),
+        })
+        stats = [r.asDict() for r in got["stats"]]
+        summaries = got["summaries"]
         overall = next((r.asDict() for r in summaries if r["_what"] == "records"), {})
         b = next((r for r in summaries if r["_what"] == "bytes"), None)
         if b:
@@ -275,9 +283,8 @@ def build_report(spark, data_dir: str, topics: list[str], *, top_k: int = 10, wi
         overall.pop("_what", None)
         overall.pop("topic", None)
         stats_df.unpersist()
-        hot = [_row_dict(r) for r in hot_keys(scan.keys(), top_k).collect()]
-        windows = [r.asDict() for r in window_skew(scan.windows(), counts, window_ms, window_threshold)
-                   .orderBy("topic", "window_start").collect()]
+        hot = [_row_dict(r) for r in got["hot"]]
+        windows = [r.asDict() for r in got["windows"]]
     finally:
         if own:
             scan.close()

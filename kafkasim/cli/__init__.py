@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "kafkasim.cli.assign", "kafkasim.cli.replicas", "kafkasim.cli.cluster",
     "kafkasim.cli.consume", "kafkasim.cli.fault", "kafkasim.cli.features", "kafkasim.cli.groups", "kafkasim.cli.offsets",
     "kafkasim.cli.partition", "kafkasim.cli.produce",
+    "kafkasim.cli.spark",
     "kafkasim.cli.scenario",
     "kafkasim.cli.serve", "kafkasim.cli.share_groups",
     "kafkasim.cli.transactions",

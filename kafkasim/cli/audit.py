@@ -5,7 +5,10 @@ Each subcommand parses the job's options (``spark_jobs/<job>.py``: the same opti
 segment files directly (no broker needed), writes the JSON report (``--json OUT``, ``-``
 for stdout) and a PNG (``--plot``, skew and lag), and prints a summary. Exit code 0 when
 the audit is clean, 3 when it finds violations (1 on errors, 2 on usage errors).
-Spark starts on ``local[*]`` unless ``--master`` says otherwise. Registering the
+Spark runs on the data dir's Spark Connect server when ``kafkasim spark start`` runs one
+(or ``--remote sc://HOST:PORT``, or ``$SPARK_REMOTE``), else starts on ``local[*]``, unless
+``--master`` says otherwise (``spark://127.0.0.1:7077`` from ``kafkasim spark cluster start``).
+``audit watch`` re-runs ``audit all`` as the log grows (``kafkasim.spark_jobs.watch``). Registering the
 commands imports no pyspark (options live in ``kafkasim.spark_jobs.options``), so other commands
 start fast. Thread-safety: argparse wiring only; handlers run one job each.
 """
@@ -36,6 +39,9 @@ JOBS = {
     "transactions": ("Report read_committed views, aborted records, hanging transactions and inputs consumed twice.",
                      "kafkasim audit transactions --data-dir ./kafkasim-data --input-topic orders "
                      "--output-topic totals --json txn.json"),
+    "watch": ("Re-run audit all every N seconds or when the log grows (warm on 'kafkasim spark start'); "
+              "print what changed.",
+              "kafkasim audit watch --data-dir ./kafkasim-data --interval 10"),
 }
 
 

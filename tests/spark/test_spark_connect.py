@@ -1,0 +1,221 @@
+"""``kafkasim spark start|stop|status``: audits on a warm Spark Connect server give the cold
+reports, print nothing but the report, start no JVM of their own, and ``stop`` leaves no
+process behind. One server for the module (a real ``SparkConnectServer`` JVM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafkasim.broker import Broker
+from kafkasim.clock import MockClock
+from kafkasim.spark_jobs import audit_all, skew
+from kafkasim.spark_jobs import daemons
+from kafkasim.spark_jobs.watch import changes
+
+from . import logs
+from .procs import cmdlines_with, listening, tree
+
+pytestmark = pytest.mark.spark
+
+
+def _cli(*argv: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ if env is None else env)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    return subprocess.run([sys.executable, "-m", "kafkasim", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _env_without_remote() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_GATEWAY_PORT")}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A data dir with ordering faults and a Spark Connect server started on it by the CLI."""
+    d = str(tmp_path_factory.mktemp("connect") / "data")
+    logs.write_mixed_clients(d)
+    port = daemons.free_port()
+    out = _cli("spark", "start", "--data-dir", d, "--port", str(port), "--warm-up", "1", "--json",
+               env=_env_without_remote())
+    assert out.returncode == 0, out.stderr
+    state = json.loads(out.stdout)
+    yield {"data_dir": d, "port": port, "url": state["url"], "state": state}
+    _cli("spark", "stop", "--data-dir", d, env=_env_without_remote())
+
+
+def _comparable(rep: dict) -> dict:
+    rep = dict(rep)
+    rep.pop("timings_s", None)
+    return rep
+
+
+@pytest.mark.slow
+def test_start_records_a_loopback_server_and_status_reports_it(server):
+    state = server["state"]
+    assert state["running"] and state["url"] == f"sc://127.0.0.1:{server['port']}"
+    assert state["master"] == "local[*]"
+    assert len(state["warm_up_s"]) == 1             # one `audit all` ran on the server before start returned
+    recorded = json.load(open(os.path.join(server["data_dir"], "spark", "connect.json")))
+    assert recorded["server"]["pid"] == state["server"]["pid"]
+    status = _cli("spark", "status", "--data-dir", server["data_dir"], "--json", env=_env_without_remote())
+    assert status.returncode == 0 and json.loads(status.stdout)["connect"]["running"] is True
+    # the server JVM and everything it started listen on loopback only; its log is in the data dir
+    addrs = listening(tree(state["server"]["pid"]))
+    assert addrs and addrs <= {"127.0.0.1", "::1"}, addrs
+    assert state["server"]["log"].startswith(os.path.join(server["data_dir"], "spark", "logs"))
+    # a second start on the same data dir is refused, naming the running server
+    again = _cli("spark", "start", "--data-dir", server["data_dir"], "--port", str(daemons.free_port()),
+                 env=_env_without_remote())
+    assert again.returncode == 1 and server["url"] in again.stderr
+
+
+@pytest.mark.slow
+def test_a_warm_audit_all_gives_the_cold_report_quietly_without_a_jvm_of_its_own(server, spark, tmp_path):
+    d = server["data_dir"]
+    cold_json, warm_json = tmp_path / "cold.json", tmp_path / "warm.json"
+    audit_all.main(["--data-dir", d, "--json", str(cold_json)], spark=spark)
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "audit", "all", "--data-dir", d,
+                             "--json", str(warm_json)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env_without_remote(), cwd=tmp_path)
+    children: set[str] = set()
+    while proc.poll() is None:
+        for pid in tree(proc.pid) - {proc.pid}:
+            try:
+                children.add(open(f"/proc/{pid}/comm").read().strip())
+            except OSError:
+                pass
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    assert proc.returncode == 3, err          # the mixed clients fail the ordering audit, as cold
+    assert err.decode() == ""                 # no JVM, gRPC or Spark line
+    assert "java" not in children             # the server ran it: no JVM of its own
+    assert "audit all: ordering failed" in out.decode()
+    assert _comparable(json.loads(warm_json.read_text())) == _comparable(json.loads(cold_json.read_text()))
+
+
+@pytest.mark.slow
+def test_spark_remote_points_a_skew_audit_at_the_server_with_the_cold_report(server, spark, tmp_path):
+    copy = str(tmp_path / "copy")          # no server recorded in this data dir: $SPARK_REMOTE says where
+    shutil.copytree(server["data_dir"], copy, ignore=shutil.ignore_patterns("spark"))
+    cold_json, warm_json = tmp_path / "cold.json", tmp_path / "warm.json"
+    skew.main(["--data-dir", copy, "--json", str(cold_json)], spark=spark)
+    out = _cli("audit", "skew", "--data-dir", copy, "--json", str(warm_json),
+               env=dict(_env_without_remote(), SPARK_REMOTE=server["url"]))
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert json.loads(warm_json.read_text()) == json.loads(cold_json.read_text())
+
+
+_DATA_SOURCE_UNDER_CONNECT = """
+import json, sys
+from kafkasim.spark_jobs import common, connect
+from kafkasim.spark_jobs.partials import Spec
+spark = connect.session(sys.argv[1])
+spec = Spec(window_ms=60_000, sequence="header").to_json()
+def rows(**kw):
+    df = common.read_log(spark, sys.argv[2], ["orders"], mode="partials", partials=spec, **kw)
+    return sorted(json.dumps(r.asDict(), sort_keys=True, default=repr) for r in df.collect())
+on_server = rows(local_max_bytes=0)      # the kafkasim data source, in the server's Python workers
+in_client = rows()                       # the same reader function, in this process
+print(json.dumps({"rows": len(on_server), "equal": on_server == in_client}))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_the_data_source_aggregates_in_the_servers_python_workers_as_in_the_client(server):
+    out = subprocess.run([sys.executable, "-c", _DATA_SOURCE_UNDER_CONNECT, server["url"], server["data_dir"]],
+                         capture_output=True, text=True, timeout=600, env=_env_without_remote())
+    assert out.returncode == 0 and out.stderr == "", out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    assert got["rows"] > 0 and got["equal"] is True
+
+
+@pytest.mark.slow
+def test_audit_watch_reruns_when_the_log_grows_and_prints_what_changed(server, tmp_path):
+    d = str(tmp_path / "data")
+    with Broker(d, clock=MockClock(logs.START_MS)) as b:
+        b.create_topic("orders", 2)
+        b.append_records("orders", 0, [(logs.START_MS + i, b"k%d" % i, b"v", ()) for i in range(30)])
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "audit", "watch", "--data-dir", d,
+                             "--remote", server["url"], "--interval", "600", "--max-runs", "2", "--json", "-"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env_without_remote())
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first == {"run": 1, "changes": [], "verdict": first["verdict"], "records": 30}
+        with Broker(d, clock=MockClock(logs.START_MS + 1000)) as b:       # the log grows: a run long before 600 s
+            b.append_records("orders", 1, [(logs.START_MS + 1000 + i, b"k%d" % i, b"v", ()) for i in range(20)])
+        second = json.loads(proc.stdout.readline())
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and err == "", err
+    assert second["run"] == 2 and second["records"] == 50
+    assert "records: 30 -> 50 (+20)" in second["changes"]
+
+
+def test_changes_names_what_moved_between_two_reports():
+    base = {"verdict": "ok",
+            "skew": {"records": 100, "verdict": "ok", "max_over_avg": 1.1, "violations": {"max_over_avg": 0},
+                     "hot_keys": [{"key": "a"}], "corrupt_batches": []},
+            "ordering": {"verdict": "ok", "violations": {"duplicate": 0}, "corrupt_batches": []},
+            "lag": {"verdict": "ok", "total_lag_records": 5, "violations": {}, "corrupt_batches": []},
+            "transactions": {"verdict": "ok", "violations": {}, "corrupt_batches": []}}
+    assert changes(base, json.loads(json.dumps(base))) == []
+    moved = json.loads(json.dumps(base))
+    moved["skew"].update(records=160, max_over_avg=1.5, verdict="failed", violations={"max_over_avg": 1},
+                         hot_keys=[{"key": "b"}], corrupt_batches=[{"segment": "x"}])
+    moved["lag"]["total_lag_records"] = 0
+    moved["verdict"] = "failed"
+    assert changes(base, moved) == [
+        "records: 100 -> 160 (+60)", "skew: ok -> failed", "skew max_over_avg: 0 -> 1 (+1)",
+        "corrupt batches: 0 -> 1", "skew max/avg: 1.100 -> 1.500", "hottest keys: b", "lag: 5 -> 0 records",
+        "audit all: ok -> failed"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["audit", "skew", "--remote", "http://127.0.0.1:1"], "not a Spark Connect URL: 'http://127.0.0.1:1'"),
+    (["audit", "watch", "--interval", "0"], "--interval must be > 0 seconds, got 0.0"),
+    (["spark", "start", "--data-dir", "{tmp}/nope"], "data dir {tmp}/nope does not exist"),
+    (["spark", "start", "--warm-up", "-1"], "--warm-up must be >= 0 runs, got -1"),
+])
+def test_bad_spark_arguments_fail_naming_the_value(tmp_path, argv, message):
+    with Broker(str(tmp_path / "data"), clock=MockClock(logs.START_MS)) as b:
+        b.create_topic("orders", 1)
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    if "--data-dir" not in argv:
+        argv += ["--data-dir", str(tmp_path / "data")]
+    out = _cli(*argv, env=_env_without_remote(), timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert message.format(tmp=tmp_path) in out.stderr
+
+
+def test_stop_without_a_server_says_so(tmp_path):
+    os.makedirs(tmp_path / "data")
+    out = _cli("spark", "stop", "--data-dir", str(tmp_path / "data"), "--json", env=_env_without_remote(), timeout=60)
+    assert out.returncode == 0 and json.loads(out.stdout) == {"stopped": False, "pid": None}
+
+
+@pytest.mark.slow
+def test_stop_leaves_no_process_behind(server):
+    """Last in the module: it stops the module's server."""
+    d = server["data_dir"]
+    pid = server["state"]["server"]["pid"]
+    before = tree(pid)
+    assert len(before) >= 1 and cmdlines_with(os.path.join(d, "spark"))
+    out = _cli("spark", "stop", "--data-dir", d, "--json", env=_env_without_remote())
+    assert out.returncode == 0 and json.loads(out.stdout) == {"stopped": True, "pid": pid}
+    alive = {p for p in before if os.path.exists(f"/proc/{p}") and
+             open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"}
+    assert alive == set()
+    assert cmdlines_with(os.path.join(d, "spark")) == {}      # nothing launched for this data dir runs
+    assert not os.path.exists(os.path.join(d, "spark", "connect.json"))
+    status = json.loads(_cli("spark", "status", "--data-dir", d, "--json", env=_env_without_remote()).stdout)
+    assert status["connect"]["running"] is False
