@@ -136,6 +136,8 @@ _SPECS: dict[str, tuple[_Spec, ...]] = {
     "DescribeTransactions": (_items("transactional_ids", "transaction_states", ((_ME, "transactional_id"),),
                                     (("producer_id", -1), ("producer_epoch", -1))),),
     "ConsumerGroupDescribe": (_items("group_ids", "groups", ((_ME, "group_id"),)),),
+    "ShareGroupDescribe": (_items("group_ids", "groups", ((_ME, "group_id"),)),),
+    "DescribeShareGroupOffsets": (_items("groups", "groups", (("group_id", "group_id"),)),),
     "InitProducerId": (_Spec(top=(("producer_id", -1), ("producer_epoch", -1))),),
     "EndTxn": (_Spec(top=(("producer_id", -1), ("producer_epoch", -1))),),
     "JoinGroup": (_Spec(top=(("generation_id", -1),)),),
