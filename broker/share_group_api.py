@@ -560,11 +560,7 @@ class ShareGroupApi(BrokerCore):
         GROUP_ID_NOT_FOUND when there is none; its share-partition state is deleted too."""
         coord = self.share_group_coordinator
         with self._share_lock:
-            group = coord.find_group(group_id)
-            if group is None:
-                raise GroupIdNotFoundError(f"Group {group_id} not found.")
-            if group.members:
-                raise NonEmptyGroupError(f"The group {group_id} is not empty: it has {len(group.members)} members.")
+            _empty_group(coord, group_id)
             for gid, tp in sorted(k for k in self._share_partitions if k[0] == group_id):
                 del self._share_partitions[(gid, tp)]
                 self._persist_share_partition(coord, gid, tp)
@@ -616,8 +612,8 @@ class ShareGroupApi(BrokerCore):
             self._refuse_other_types(group_id)
         with self._share_lock:
             group = coord.find_group(group_id)
-            if group is not None and group.members:
-                raise NonEmptyGroupError(f"The group {group_id} is not empty: it has {len(group.members)} members.")
+            if group is not None:
+                _check_empty(group_id, group)
             before = self._share_records(coord, group_id)
             if group is None:
                 group = coord.create_group(group_id)
@@ -649,11 +645,7 @@ class ShareGroupApi(BrokerCore):
             raise bad_arg("topics", topics, "an iterable of topic names")
         coord = self.share_group_coordinator
         with self._share_lock:
-            group = coord.find_group(group_id)
-            if group is None:
-                raise GroupIdNotFoundError(f"Group {group_id} not found.")
-            if group.members:
-                raise NonEmptyGroupError(f"The group {group_id} is not empty: it has {len(group.members)} members.")
+            group = _empty_group(coord, group_id)
             before = self._share_records(coord, group_id)
             out: dict[str, Optional[KafkaSimError]] = {}
             for topic in topics:
@@ -675,3 +667,18 @@ class ShareGroupApi(BrokerCore):
         read it under no lock only in single-threaded code (tests, labs)."""
         self.share_group_coordinator
         return self._share_partitions.get((group_id, tp))
+
+
+def _check_empty(group_id: str, group: ShareGroup) -> None:
+    if group.members:
+        raise NonEmptyGroupError(f"The group {group_id} is not empty: it has {len(group.members)} members.")
+
+
+def _empty_group(coord: ShareGroupCoordinator, group_id: str) -> ShareGroup:
+    """The share group ``group_id``, which must exist (GROUP_ID_NOT_FOUND) and have no members
+    (NON_EMPTY_GROUP): what deleting a group or its offsets requires, as Kafka's coordinator."""
+    group = coord.find_group(group_id)
+    if group is None:
+        raise GroupIdNotFoundError(f"Group {group_id} not found.")
+    _check_empty(group_id, group)
+    return group

@@ -28,7 +28,7 @@ from kafkasim.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmpty
     UnknownTopicOrPartitionError
 from kafkasim.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["describe", "members", "state", "reset_offsets", "delete", "parse_datetime", "partitions_to_reset",
+__all__ = ["describe", "members", "state", "reset_offsets", "delete", "parse_datetime", "partitions_to_reset", "reset_target",
            "RESET_SCENARIOS", "INACTIVE_STATES"]
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -172,6 +172,31 @@ def partitions_to_reset(broker, topics: Sequence[str], all_topics: bool, committ
     return sorted(set(out))
 
 
+def reset_target(broker, tp: TopicPartition, scenario: str, value, current) -> int:
+    """The offset ``tp`` is reset to under ``scenario`` (kafka-consumer-groups.sh's and
+    kafka-share-groups.sh's ``--to-*`` / ``--shift-by``), from the log's bounds and ``current``
+    (the group's committed offset or share-partition start offset per partition, where it has
+    one): clamped into the log as Kafka's ``checkOffsetsRange``; ``to_datetime`` past the last
+    record is the log end."""
+    start = broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
+    end = broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
+    if scenario == "to_earliest":
+        return start
+    if scenario == "to_latest":
+        return end
+    if scenario == "to_current":
+        return current.get(tp, end)
+    if scenario == "to_datetime":
+        found = broker.list_offsets(tp.topic, tp.partition, int(value))[0]
+        return end if found < 0 else found
+    if scenario == "shift_by":
+        if tp not in current:
+            raise InvalidArgumentError(f"Cannot shift offset for partition {tp.topic}-{tp.partition} "
+                                       f"since there is no current committed offset")
+        return min(max(current[tp] + int(value), start), end)
+    return min(max(int(value), start), end)
+
+
 def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequence[str] = (),
                   all_topics: bool = False, execute: bool = False) -> dict:
     """Plan (and with ``execute``, commit) new offsets for ``group``; see the module docstring.
@@ -188,29 +213,8 @@ def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequ
                                  f"but the current state is {desc['state']}.")
     committed = {TopicPartition(r["topic"], r["partition"]): r["committed"]
                  for r in desc["partitions"] if r["committed"] is not None}
-    plan = {}
-    for tp in partitions_to_reset(broker, topics, all_topics, committed):
-        start = broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
-        end = broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
-        if scenario == "to_earliest":
-            new = start
-        elif scenario == "to_latest":
-            new = end
-        elif scenario == "to_current":
-            new = committed.get(tp, end)
-        elif scenario == "to_datetime":
-            found = broker.list_offsets(tp.topic, tp.partition, int(value))[0]
-            new = end if found < 0 else found
-        else:
-            if scenario == "shift_by":
-                if tp not in committed:
-                    raise InvalidArgumentError(f"Cannot shift offset for partition {tp.topic}-{tp.partition} "
-                                               f"since there is no current committed offset")
-                new = committed[tp] + int(value)
-            else:
-                new = int(value)
-            new = min(max(new, start), end)      # Kafka's checkOffsetsRange
-        plan[tp] = new
+    plan = {tp: reset_target(broker, tp, scenario, value, committed)
+            for tp in partitions_to_reset(broker, topics, all_topics, committed)}
     if execute and plan:
         broker.offset_commit(group, "", -1, {tp: OffsetAndMetadata(o) for tp, o in plan.items()})
     return {"group": group, "executed": bool(execute),

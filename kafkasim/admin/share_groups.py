@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from kafkasim.admin.groups import EARLIEST, LATEST, partitions_to_reset
+from kafkasim.admin.groups import partitions_to_reset, reset_target
 from kafkasim.errors import GroupIdNotFoundError, InvalidArgumentError, NonEmptyGroupError, UnsupportedVersionError
 from kafkasim.types import TopicPartition
 
@@ -170,23 +170,9 @@ def reset_offsets(broker, group: str, *, scenario: str, value=None, topics: Sequ
     if exists:
         current = {tp: info.get("start_offset", -1)
                    for tp, info in broker.describe_share_group_offsets(group).items()}
-    plan = {}
-    for tp in partitions_to_reset(broker, topics, all_topics, current):
-        start = broker.list_offsets(tp.topic, tp.partition, EARLIEST)[0]
-        end = broker.list_offsets(tp.topic, tp.partition, LATEST)[0]
-        if scenario == "to_earliest":
-            new = start
-        elif scenario == "to_latest":
-            new = end
-        elif scenario == "to_current":
-            cur = current.get(tp, -1)
-            new = cur if cur is not None and cur >= 0 else end
-        elif scenario == "to_datetime":
-            found = broker.list_offsets(tp.topic, tp.partition, int(value))[0]
-            new = end if found < 0 else found
-        else:
-            new = min(max(int(value), start), end)      # Kafka's checkOffsetsRange
-        plan[tp] = new
+    started = {tp: o for tp, o in current.items() if o is not None and o >= 0}   # -1: not initialised
+    plan = {tp: reset_target(broker, tp, scenario, value, started)
+            for tp in partitions_to_reset(broker, topics, all_topics, current)}
     if execute and plan:
         errors = broker.alter_share_group_offsets(group, plan)
         failed = [f"{tp.topic}-{tp.partition}: {e}" for tp, e in sorted((errors or {}).items()) if e is not None]

@@ -192,6 +192,16 @@ def _fetch_error(exc: BaseException) -> dict:
             "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
 
 
+async def _continued(ctx, group_id: str, member_id: str, epoch: int):
+    """The share session a request of epoch > 0 or -1 continues; a wrong epoch drops it and
+    releases the member's records before the error is answered."""
+    try:
+        return ctx.share_sessions.find(group_id, member_id, epoch)
+    except InvalidShareSessionEpochError:
+        await ctx.call(ctx.broker.share_session_close, group_id, member_id)
+        raise
+
+
 @api(78, "ShareFetch", 1, 1)
 async def share_fetch(ctx, req):
     body = req.body
@@ -212,11 +222,7 @@ async def share_fetch(ctx, req):
             if replaced:
                 await ctx.call(ctx.broker.share_session_close, group_id, member_id)
         else:
-            try:
-                session = sessions.find(group_id, member_id, epoch)
-            except InvalidShareSessionEpochError:
-                await ctx.call(ctx.broker.share_session_close, group_id, member_id)
-                raise
+            session = await _continued(ctx, group_id, member_id, epoch)
             session.forget((f.topic_id, p) for f in body.forgotten_topics_data for p in f.partitions)
             session.add(requested)
     except KafkaSimError as exc:
@@ -291,11 +297,7 @@ async def share_acknowledge(ctx, req):
             raise ShareSessionNotFoundError("this listener keeps no share sessions")
         if epoch == INITIAL_EPOCH:
             raise InvalidShareSessionEpochError("a ShareAcknowledge cannot open a share session (epoch 0)")
-        try:
-            session = sessions.find(group_id, member_id, epoch)
-        except InvalidShareSessionEpochError:
-            await ctx.call(ctx.broker.share_session_close, group_id, member_id)
-            raise
+        session = await _continued(ctx, group_id, member_id, epoch)
     except KafkaSimError as exc:
         if error_code(exc) == InvalidRequestError.errno:
             ctx.refused(str(exc))
