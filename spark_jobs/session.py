@@ -182,25 +182,32 @@ def plain_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-class _NoPy4JRootTracebacks:
-    """A root-logger filter for py4j's ``logging.exception`` calls on the *root* logger
-    ("Exception while sending command.", "KeyboardInterrupt while sending command."): a
-    Ctrl-C crossing a py4j call, or pyspark's own SIGINT handler calling into py4j in the
-    middle of one, prints a traceback through them. The failure they describe reaches the
-    caller as an exception anyway (py4j returns an error answer), so nothing is lost. Records
-    of other loggers, and root records from anywhere else, pass."""
+class _NoPy4JTracebacks:
+    """A logger filter for the tracebacks py4j logs when Ctrl-C crosses one of its calls.
+    py4j logs "KeyboardInterrupt while sending command." on the *root* logger (which, with no
+    handler yet, also runs ``logging.basicConfig``), then closes the connection and logs
+    "Exception occurred while shutting down connection" on ``py4j.clientserver`` when the
+    JVM is already gone; pyspark's own SIGINT handler calling into py4j in the middle of a
+    call does the same. The failure they describe reaches the caller as an exception anyway
+    (py4j returns an error answer), so nothing is lost. A logger's filters see only the
+    records logged *to* it, so one is installed on root and on each py4j logger; records of
+    other loggers, and root records from anywhere but py4j's files, pass."""
 
     def filter(self, record) -> bool:
-        return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in (record.pathname or ""))
+        return f"{os.sep}py4j{os.sep}" not in (record.pathname or "")
+
+
+_PY4J_LOGGERS = ("", "py4j", "py4j.clientserver", "py4j.java_gateway")
 
 
 def quiet_interrupts() -> None:
-    """Install :class:`_NoPy4JRootTracebacks` on the root logger (once)."""
+    """Install :class:`_NoPy4JTracebacks` on root and py4j's loggers (once each)."""
     import logging
 
-    root = logging.getLogger()
-    if not any(isinstance(f, _NoPy4JRootTracebacks) for f in root.filters):
-        root.addFilter(_NoPy4JRootTracebacks())
+    for name in _PY4J_LOGGERS:
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _NoPy4JTracebacks) for f in log.filters):
+            log.addFilter(_NoPy4JTracebacks())
 
 
 def stop_now(session) -> None:

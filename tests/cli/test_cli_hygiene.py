@@ -154,3 +154,34 @@ def test_ctrl_c_in_audit_all_ends_the_jvm_at_once(tmp_path):
     assert took < 5, f"audit all took {took:.1f} s to exit after Ctrl-C"
     for pid in jvm:                              # no JVM left behind
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_py4j_tracebacks_of_an_interrupted_call_are_not_printed():
+    """What a CI run caught once: Ctrl-C lands in a py4j call after the JVM has gone, py4j logs
+    the KeyboardInterrupt on root (which runs ``basicConfig``), then closes the connection and
+    logs the BrokenPipeError on ``py4j.clientserver``. Both go through py4j's real code here,
+    in a child so the logging set-up stays there; a record of another logger still prints."""
+    code = """
+import collections, logging, socket
+from py4j.clientserver import ClientServerConnection, JavaClient
+from kafkasim.spark_jobs.session import quiet_interrupts
+quiet_interrupts()
+def interrupted(command):
+    raise KeyboardInterrupt
+conn = object.__new__(ClientServerConnection)
+conn.is_connected, conn.stream, conn.send_command = True, None, interrupted
+server = socket.create_server(("127.0.0.1", 0))
+conn.socket = socket.create_connection(server.getsockname())
+conn.socket.shutdown(socket.SHUT_WR)            # as if the JVM were gone: sendall raises BrokenPipeError
+client = object.__new__(JavaClient)
+client.deque, client._get_connection = collections.deque(), lambda: conn
+try:
+    client.send_command("c\\n")
+except KeyboardInterrupt:
+    pass
+conn.close = lambda *a: None                    # what __del__ calls on this half-built connection
+logging.getLogger("kafkasim.audit").error("still printed")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines() == ["ERROR:kafkasim.audit:still printed"], done.stderr
