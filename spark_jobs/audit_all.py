@@ -37,7 +37,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
-from kafkasim.spark_jobs import common, options, values
+from kafkasim.spark_jobs import common, connect, options, values
 from kafkasim.spark_jobs.progress import Progress
 from kafkasim.spark_jobs.session import plain_ctrl_c, quiet_interrupts, stop_now
 
@@ -143,7 +143,7 @@ def run(args, spark=None) -> int:
         raise
     finally:
         if own:     # stop what we started: a cluster otherwise relaunches executors while we exit
-            spark.stop()
+            connect.end(spark)
 
 
 def main(argv: Optional[Sequence[str]] = None, spark=None) -> int:

@@ -298,9 +298,17 @@ def open_spark(args, spark=None, *, input_bytes: Optional[int] = None):
         return spark
     session = _open(args, small=input_bytes is not None and input_bytes <= LOCAL_SCAN_BYTES)
     if input_bytes is not None:
-        given = (lambda k: False) if is_connect(session) else session.sparkContext.getConf().contains
-        for k, v in session_conf_for(input_bytes, default_parallelism(session)).items():
-            if not given(k):      # what the user or spark-submit set wins (a Connect session is ours alone)
+        conf = session_conf_for(input_bytes, default_parallelism(session))
+        if is_connect(session):     # ours alone, but maybe a warm one an earlier audit set: set or unset each
+            for k in sorted(set(SMALL_INPUT_CONF) | set(conf)):
+                if k in conf:
+                    session.conf.set(k, conf[k])
+                else:
+                    session.conf.unset(k)
+            return session
+        given = session.sparkContext.getConf().contains
+        for k, v in conf.items():
+            if not given(k):      # what the user or spark-submit set wins
                 session.conf.set(k, v)
     return session
 
@@ -312,7 +320,7 @@ def _open(args, small: bool = False):
         from kafkasim.spark_jobs import connect
         url = connect.remote_url(getattr(args, "remote", None), data_dir_of(args))
         if url:
-            return connect.session(url)
+            return connect.session(url, data_dir=data_dir_of(args))
     if not master:   # under spark-submit the JVM is already up and names the master
         master = None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
     in_process = bool(master) and master.startswith("local") and not master.startswith("local-cluster")

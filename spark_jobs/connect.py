@@ -43,10 +43,10 @@ import time
 from typing import Optional
 
 from kafkasim.errors import IllegalStateError, InvalidArgumentError
-from kafkasim.spark_jobs import daemons
+from kafkasim.spark_jobs import daemons, session_pool
 from kafkasim.spark_jobs.session import LOG4J2_CONFIG, in_process_master
 
-__all__ = ["start", "stop", "status", "remote_url", "session", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
+__all__ = ["start", "stop", "status", "remote_url", "session", "end", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
 
 DEFAULT_PORT = 15002
 """``spark.connect.grpc.binding.port``'s default."""
@@ -165,18 +165,33 @@ def remote_url(remote: Optional[str], data_dir: Optional[str]) -> Optional[str]:
     return None
 
 
-def session(url: str, *, ship_package: Optional[bool] = None):
+_SLOTS: dict = {}
+"""``id(session)`` → its ``session_pool.Slot``, for :func:`end`."""
+
+
+def session(url: str, *, ship_package: Optional[bool] = None, data_dir: Optional[str] = None):
     """A Spark Connect session on ``url`` with the ``kafkasim`` data source registered and,
     for a server whose tasks do not run in its own JVM (or with ``ship_package=True``), the
-    package zip added as a Python artifact."""
-    from pyspark.sql import SparkSession
+    package zip added as a Python artifact.
 
+    With ``data_dir``, the session is one of that data dir's warm sessions on this server
+    (:mod:`kafkasim.spark_jobs.session_pool`) when a slot is free: end it with :func:`end`,
+    which keeps it open on the server for the next audit."""
     host, port = parse_url(url)
     if not daemons.port_open(host, port, timeout=2.0):
         raise IllegalStateError(f"no Spark Connect server answers at {url} (kafkasim spark start, or check --remote)")
-    spark = SparkSession.builder.remote(url).getOrCreate()
-    from kafkasim.spark_jobs.datasource import register
-    register(spark)
+    slot = None if "session_id=" in url else session_pool.take(data_dir, host, port)   # the user's own session wins
+    try:
+        spark = _registered(url, slot)
+    except Exception as exc:        # noqa: BLE001  (pyspark's gRPC errors have no common kafkasim type)
+        if slot is None or "SESSION_CLOSED" not in str(exc):
+            if slot is not None:
+                slot.release()
+            raise
+        slot.renew()                # the server closed this slot's session (idle timeout): a new one
+        spark = _registered(url, slot)
+    if slot is not None:        # stop() closes our channel only: the session stays warm
+        _SLOTS[id(spark)] = slot
     if ship_package is None:
         ship_package = not in_process_master(spark)
     if ship_package:
@@ -184,3 +199,33 @@ def session(url: str, *, ship_package: Optional[bool] = None):
         with tempfile.TemporaryDirectory(prefix="kafkasim-jobs-") as tmp:
             spark.addArtifacts(build_zip(os.path.join(tmp, "kafkasim-jobs.zip")), pyfile=True)
     return spark
+
+
+def _registered(url: str, slot):
+    """A session on ``url`` (the slot's session id, if any) with the data source registered:
+    the registration is the session's first round trip."""
+    from pyspark.sql import SparkSession
+    from kafkasim.spark_jobs.datasource import register
+    if slot is None:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+    else:
+        joined = f"{url};" if "/;" in url else f"{url.rstrip('/')}/;"
+        spark = SparkSession.builder.remote(f"{joined}session_id={slot.session_id}").create()
+        spark.release_session_on_close = False
+    try:
+        register(spark)
+    except BaseException:
+        spark.stop()        # no longer this process's active session (pyspark's functions ask it)
+        raise
+    return spark
+
+
+def end(spark) -> None:
+    """Stop ``spark`` (any session): a warm session from :func:`session` closes only its
+    client and frees its slot, the server keeps the session for the next audit."""
+    slot = _SLOTS.pop(id(spark), None)
+    try:
+        spark.stop()
+    finally:
+        if slot is not None:
+            slot.release()

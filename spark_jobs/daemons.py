@@ -141,9 +141,18 @@ def _group_members(pgid: int) -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
+            if int(fields[2]) == pgid and (fields[0] != "Z" or _threads_left(entry)):
                 out.append(int(entry))
     return out
+
+
+def _threads_left(pid: str) -> bool:
+    """Whether a zombie group leader still has threads exiting: a JVM's main thread is a
+    zombie before its other threads (which hold its listening sockets) are gone."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def stop(proc: Optional[dict], timeout: float = 15.0) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from kafkasim.spark_jobs import audit_all, common, options
+from kafkasim.spark_jobs import audit_all, common, connect, options
 
 __all__ = ["warm_up"]
 
@@ -39,5 +39,5 @@ def warm_up(data_dir: str, url: str, runs: int = 2) -> list[float]:
             audit_all.build_report(spark, data_dir, topics, args)
             took.append(round(time.perf_counter() - t0, 3))
     finally:
-        spark.stop()
+        connect.end(spark)
     return took

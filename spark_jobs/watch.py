@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from kafkasim.spark_jobs import common
+from kafkasim.spark_jobs import common, connect
 from kafkasim.spark_jobs.logdir import LogDir
 
 __all__ = ["fingerprint", "changes", "summary", "watch", "run", "POLL_S"]
@@ -152,7 +152,7 @@ def run(args, spark=None) -> int:
         pass
     finally:
         if own:
-            spark.stop()
+            connect.end(spark)
     return 0
 
 

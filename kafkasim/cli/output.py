@@ -11,9 +11,6 @@ from __future__ import annotations
 import io
 from typing import Any, Iterable, Optional, Sequence
 
-from rich.console import Console
-from rich.table import Table
-
 __all__ = ["table", "cell", "MISSING"]
 
 MISSING = "-"
@@ -25,7 +22,12 @@ def cell(value: Any) -> str:
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: Optional[str] = None) -> str:
-    """Render ``rows`` under ``columns`` in the shared style; returns the text (no trailing newline)."""
+    """Render ``rows`` under ``columns`` in the shared style; returns the text (no trailing newline).
+    rich is imported here, not with the module: every command's module imports this one, and
+    most commands (an audit on a warm Spark, ``produce``) never print a table."""
+    from rich.console import Console
+    from rich.table import Table
+
     rows = [[cell(v) for v in row] for row in rows]
     numeric = [any(r[i] != MISSING for r in rows)
                and all(r[i].lstrip("-").isdigit() or r[i] == MISSING for r in rows)

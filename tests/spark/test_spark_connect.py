@@ -112,6 +112,46 @@ def test_spark_remote_points_a_skew_audit_at_the_server_with_the_cold_report(ser
     assert json.loads(warm_json.read_text()) == json.loads(cold_json.read_text())
 
 
+_ATTACH = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(sys.argv[1] + "/;session_id=" + sys.argv[2]).create()
+print(spark.conf.get("spark.sql.adaptive.enabled"))
+spark.stop()       # releases it: as the server closing an idle session
+"""
+
+_OPEN_FOR_A_LARGE_INPUT = """
+import argparse, sys
+from kafkasim.spark_jobs import common, connect
+args = argparse.Namespace(master=None, remote=sys.argv[1], data_dir=sys.argv[2])
+spark = common.open_spark(args, input_bytes=common.LOCAL_SCAN_BYTES + 1)
+print(spark.conf.get("spark.sql.adaptive.enabled"), spark.conf.get("spark.sql.codegen.wholeStage"))
+connect.end(spark)
+"""
+
+
+@pytest.mark.slow
+def test_audits_resume_the_data_dirs_warm_session_and_replace_a_closed_one(server, tmp_path):
+    d, url = server["data_dir"], server["url"]
+    slot = os.path.join(d, "spark", "sessions", f"127.0.0.1_{server['port']}", "0")
+    first = _cli("audit", "skew", "--data-dir", d, "--json", str(tmp_path / "1.json"), env=_env_without_remote())
+    assert first.returncode == 0, first.stderr
+    sid = open(slot).read()
+    # the session outlived the audit, with the small-input settings the audit gave it
+    attach = subprocess.run([sys.executable, "-c", _ATTACH, url, sid], capture_output=True, text=True,
+                            timeout=120, env=_env_without_remote())
+    assert attach.returncode == 0 and attach.stdout.split() == ["false"], attach.stderr[-2000:]
+    # released on the server: the next audit gets a new session in the same slot, and the same report
+    second = _cli("audit", "skew", "--data-dir", d, "--json", str(tmp_path / "2.json"), env=_env_without_remote())
+    assert second.returncode == 0 and second.stderr == "", second.stderr[-2000:]
+    assert open(slot).read() != sid
+    assert json.loads((tmp_path / "2.json").read_text()) == json.loads((tmp_path / "1.json").read_text())
+    # a large input in that warm session: the small-input settings are unset, not inherited
+    large = subprocess.run([sys.executable, "-c", _OPEN_FOR_A_LARGE_INPUT, url, d], capture_output=True,
+                           text=True, timeout=120, env=_env_without_remote())
+    assert large.returncode == 0 and large.stdout.split() == ["true", "true"], large.stderr[-2000:]
+
+
 _DATA_SOURCE_UNDER_CONNECT = """
 import json, sys
 from kafkasim.spark_jobs import common, connect
@@ -212,6 +252,10 @@ def test_stop_leaves_no_process_behind(server):
     assert len(before) >= 1 and cmdlines_with(os.path.join(d, "spark"))
     out = _cli("spark", "stop", "--data-dir", d, "--json", env=_env_without_remote())
     assert out.returncode == 0 and json.loads(out.stdout) == {"stopped": True, "pid": pid}
+    # at once: a JVM's main thread turns zombie before the threads holding its sockets are gone
+    from kafkasim.spark_jobs.connect import parse_url
+    from kafkasim.spark_jobs.daemons import port_open
+    assert not port_open(*parse_url(server["state"]["url"])), "stop returned while the server still listened"
     alive = {p for p in before if os.path.exists(f"/proc/{p}") and
              open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"}
     assert alive == set()
