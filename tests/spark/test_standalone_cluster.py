@@ -108,6 +108,31 @@ def test_audit_all_on_two_standalone_workers_gives_the_local_report(cluster, spa
 
 
 @pytest.mark.slow
+def test_spark_connect_attached_to_the_master_runs_a_skew_audit_on_the_workers(cluster, spark, tmp_path):
+    """``kafkasim spark start --master spark://...``: the server is an application of the
+    standalone Master (the package zip shipped to it), and a skew audit through it gives the
+    local report, run by executors on the Workers."""
+    d, state = cluster["data_dir"], cluster["state"]
+    local_json, warm_json = tmp_path / "local.json", tmp_path / "warm.json"
+    from kafkasim.spark_jobs import skew
+    skew.main(["--data-dir", d, "--json", str(local_json)], spark=spark)
+    port = daemons.free_port()
+    started = _cli("spark", "start", "--data-dir", d, "--master", state["master_url"], "--port", str(port),
+                   "--warm-up", "0", "--json")
+    assert started.returncode == 0, started.stderr[-3000:]
+    try:
+        out = _cli("audit", "skew", "--data-dir", d, "--json", str(warm_json), timeout=600)
+        assert out.returncode in (0, 3) and out.stderr == "", out.stderr[-3000:]
+        assert json.loads(warm_json.read_text()) == json.loads(local_json.read_text())
+        master = standalone.master_json(state)
+        (app,) = [a for a in master["activeapps"] if a["name"] == "kafkasim Spark Connect"]
+        assert len({e["worker"] for e in standalone.executors_of(d, app["id"])}) == 2
+    finally:
+        stopped = _cli("spark", "stop", "--data-dir", d, "--json")
+    assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+
+
+@pytest.mark.slow
 def test_cluster_stop_leaves_no_process_behind(cluster):
     """Last in the module: it stops the module's cluster."""
     d, state = cluster["data_dir"], cluster["state"]
