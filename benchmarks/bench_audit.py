@@ -31,9 +31,9 @@ then measures in one run, all on the same rows:
   gain of the audit's own work is visible apart from the JIT setting.
 
 - ``audit_warm_small_wall_s`` / ``audit_warm_100k_wall_s``: the wall time of the CLI process
-  ``kafkasim audit skew --remote sc://...`` on a warm Spark Connect server
-  (``kafkasim.spark_jobs.connect.start`` on the 100k log's data dir, ``local[*]``, warmed up
-  as ``kafkasim spark start`` does: ``warmup.warm_up``; then one untimed audit per log and
+  ``kafkasim audit skew --data-dir D`` after ``kafkasim spark start --data-dir D`` (a Spark
+  Connect server on ``local[*]`` per log's data dir, warmed up, with its warm client
+  ``kafkasim.cli.warm_client``), as a user runs them; then one untimed audit per log and
   the best of ``WARM_ROUNDS``, the logs taking turns), on the quick tour's log (2 records, 6 partitions, a
   group committing: :func:`generate_small` with ``n=2``) and on the 100k-record log.
   Baseline: the cold audit of the same log in the same run (the same command with no server:
@@ -310,30 +310,41 @@ def _skew_process(data_dir: str, remote: Optional[str] = None) -> tuple[float, d
     return took, json.loads(out.stdout)
 
 
+def _spark_start(data_dir: str) -> None:
+    """``kafkasim spark start --data-dir D`` as a user runs it (its warm-up and warm client)."""
+    import subprocess
+    import sys
+    from kafkasim.spark_jobs import daemons
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE")}
+    out = subprocess.run([sys.executable, "-m", "kafkasim", "spark", "start", "--data-dir", data_dir,
+                          "--port", str(daemons.free_port()), "--json"], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 def run_warm(records: int = SMALL_RECORDS) -> dict:
     """``audit_warm_small_wall_s`` and ``audit_warm_100k_wall_s`` (see the module docstring)."""
-    from kafkasim.spark_jobs import connect, daemons
+    from kafkasim.spark_jobs import connect
     logs = {"small": 2, "100k": records}
     with scratch_dir("kafkasim-bench-audit-warm-") as d:
         cold = {}
         for name, n in logs.items():
             generate_small(os.path.join(d, name), n)
             cold[name] = _skew_process(os.path.join(d, name))      # no server yet: a new JVM each
-        from kafkasim.spark_jobs.warmup import warm_up
-        home = os.path.join(d, "100k")      # as `kafkasim spark start --data-dir D`: the server warms up on D
-        url = connect.start(home, port=daemons.free_port())["url"]
         try:
-            warm_up(home, url)
+            for name in logs:                                       # `kafkasim spark start` on each log's data dir
+                _spark_start(os.path.join(d, name))
             warm = {name: float("inf") for name in logs}
             for name in logs:
-                _skew_process(os.path.join(d, name), url)           # warm-up: the server's first queries
+                _skew_process(os.path.join(d, name))                # warm-up: the server's first queries
             for _ in range(WARM_ROUNDS):                            # the logs take turns
                 for name in logs:
-                    took, report = _skew_process(os.path.join(d, name), url)
+                    took, report = _skew_process(os.path.join(d, name))
                     assert report == cold[name][1], f"the warm skew report of the {name} log differs from the cold one"
                     warm[name] = min(warm[name], took)
         finally:
-            connect.stop(home)
+            for name in logs:
+                connect.stop(os.path.join(d, name))
     return {f"audit_warm_{name}_wall_s": figure(
         warm[name], "s", baseline=cold[name][0], higher_is_better=False, baseline_name="cold_audit_skew_process_s",
         target=f"<= 3 s (kafkasim audit skew on a warm Spark Connect server, {logs[name]:,} records; "

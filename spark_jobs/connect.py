@@ -46,7 +46,7 @@ from kafkasim.errors import IllegalStateError, InvalidArgumentError
 from kafkasim.spark_jobs import daemons, session_pool
 from kafkasim.spark_jobs.session import LOG4J2_CONFIG, in_process_master
 
-__all__ = ["start", "stop", "status", "remote_url", "session", "end", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
+__all__ = ["start", "stop", "status", "record_client", "remote_url", "session", "end", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
 
 DEFAULT_PORT = 15002
 """``spark.connect.grpc.binding.port``'s default."""
@@ -140,12 +140,28 @@ def _local_cores(master: str) -> int:
     return (os.cpu_count() or 1) if inside == "*" else int(inside)
 
 
+def record_client(data_dir: str, client: dict) -> dict:
+    """Record the audits' warm client (``kafkasim.cli.warm_client``) with the server, so
+    :func:`stop` ends it too; returns :func:`status`."""
+    state = daemons.read_state(data_dir, STATE)
+    if state is None:
+        raise IllegalStateError(f"no Spark Connect server is recorded for {data_dir}")
+    daemons.write_state(data_dir, STATE, dict(state, client=client))
+    return status(data_dir)
+
+
 def stop(data_dir: str) -> dict:
-    """End the recorded server and all it started; forget it. ``{"stopped": bool, "pid"}``."""
+    """End the recorded server, its warm client, and all they started; forget them.
+    ``{"stopped": bool, "pid"}``."""
     state = daemons.read_state(data_dir, STATE)
     if state is None:
         return {"stopped": False, "pid": None}
     was = daemons.alive(state["server"])
+    daemons.stop(state.get("client"))
+    try:
+        os.unlink(os.path.join(daemons.state_dir(data_dir), "client.sock"))
+    except FileNotFoundError:
+        pass
     daemons.stop(state["server"])
     daemons.remove_state(data_dir, STATE)
     return {"stopped": was, "pid": state["server"]["pid"]}

@@ -80,6 +80,7 @@ def _version() -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)     # as given: a warm client reruns it
     if getattr(args, "data_dir", None) is None and args.global_data_dir is not None:
         args.data_dir = args.global_data_dir
     if args.global_json and hasattr(args, "json"):

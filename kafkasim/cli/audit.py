@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from kafkasim.cli.common import command
 from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
@@ -62,5 +63,11 @@ def _module(name: str):
 
 def _handler(name: str):
     def handle(args: argparse.Namespace) -> int:
+        if not args.master and getattr(args, "argv", None) is not None:
+            # `kafkasim spark start` on this data dir: run in a fork of its warm client
+            from kafkasim.cli.warm_client import delegate
+            code = delegate(args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or "./kafkasim-data", args.argv)
+            if code is not None:
+                return code
         return _module(name).run(args)
     return handle

@@ -77,6 +77,7 @@ def register(sub) -> None:
 
 def _start(args) -> int:
     from kafkasim.errors import InvalidArgumentError
+    from kafkasim.cli import warm_client
     from kafkasim.spark_jobs import connect
     from kafkasim.spark_jobs.warmup import warm_up
 
@@ -86,6 +87,7 @@ def _start(args) -> int:
     state = connect.start(data_dir, port=args.port, master=args.master, ui=args.spark_ui,
                           ui_port=args.ui_port, driver_memory=args.driver_memory, timeout=args.timeout)
     try:
+        state = connect.record_client(data_dir, warm_client.launch(data_dir))   # audits run in forks of it
         state["warm_up_s"] = warm_up(data_dir, state["url"], args.warm_up)
     except BaseException:       # a server that cannot run an audit is no use: do not leave it behind
         connect.stop(data_dir)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -70,6 +72,10 @@ def test_start_records_a_loopback_server_and_status_reports_it(server):
     addrs = listening(tree(state["server"]["pid"]))
     assert addrs and addrs <= {"127.0.0.1", "::1"}, addrs
     assert state["server"]["log"].startswith(os.path.join(server["data_dir"], "spark", "logs"))
+    # the audits' warm client runs beside it, on a socket only this user can open
+    assert daemons.alive(state["client"])
+    sock = os.path.join(server["data_dir"], "spark", "client.sock")
+    assert stat.S_ISSOCK(os.stat(sock).st_mode) and stat.S_IMODE(os.stat(sock).st_mode) == 0o600
     # a second start on the same data dir is refused, naming the running server
     again = _cli("spark", "start", "--data-dir", server["data_dir"], "--port", str(daemons.free_port()),
                  env=_env_without_remote())
@@ -110,6 +116,42 @@ def test_spark_remote_points_a_skew_audit_at_the_server_with_the_cold_report(ser
                env=dict(_env_without_remote(), SPARK_REMOTE=server["url"]))
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert json.loads(warm_json.read_text()) == json.loads(cold_json.read_text())
+
+
+@pytest.mark.slow
+def test_an_audit_runs_in_a_fork_of_the_warm_client_and_ctrl_c_ends_it_with_one_line(server, tmp_path):
+    d = server["data_dir"]
+    log = os.path.join(d, "spark", "logs", "client.log")
+    before = open(log).read().count("kafkasim audit")
+    out = _cli("audit", "skew", "--data-dir", d, "--json", str(tmp_path / "skew.json"), env=_env_without_remote())
+    assert out.returncode == 0 and out.stderr == "", out.stderr[-2000:]
+    assert "skew audit:" in out.stdout                          # its stdout reached ours
+    assert json.loads((tmp_path / "skew.json").read_text())["records"] > 0
+    lines = open(log).read().splitlines()
+    assert sum("kafkasim audit" in line for line in lines) == before + 1
+    assert lines[-1].endswith(f"kafkasim audit skew --data-dir {d} --json {tmp_path / 'skew.json'}")
+    # the same audit run here, not handed on: the same report
+    here = _cli("audit", "skew", "--data-dir", d, "--json", str(tmp_path / "here.json"),
+                env=dict(_env_without_remote(), KAFKASIM_WARM_CLIENT_CHILD="1"))
+    assert here.returncode == 0, here.stderr[-2000:]
+    assert json.loads((tmp_path / "here.json").read_text()) == json.loads((tmp_path / "skew.json").read_text())
+    # Ctrl-C at the CLI reaches the child: one line, exit 130, and no child left behind
+    proc = subprocess.Popen([sys.executable, "-m", "kafkasim", "audit", "all", "--data-dir", d],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env_without_remote(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while open(log).read().count("kafkasim audit") < before + 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "the audit was not handed to the warm client"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.decode().splitlines() == ["kafkasim audit: interrupted (Ctrl-C)"], err
+    client = server["state"]["client"]["pid"]
+    deadline = time.monotonic() + 10
+    while tree(client) - {client} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tree(client) == {client}
 
 
 _ATTACH = """
@@ -260,6 +302,9 @@ def test_stop_leaves_no_process_behind(server):
              open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"}
     assert alive == set()
     assert cmdlines_with(os.path.join(d, "spark")) == {}      # nothing launched for this data dir runs
+    client = server["state"]["client"]["pid"]                   # nor the warm client, nor its socket
+    assert not os.path.exists(f"/proc/{client}") or open(f"/proc/{client}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    assert not os.path.exists(os.path.join(d, "spark", "client.sock"))
     assert not os.path.exists(os.path.join(d, "spark", "connect.json"))
     status = json.loads(_cli("spark", "status", "--data-dir", d, "--json", env=_env_without_remote()).stdout)
     assert status["connect"]["running"] is False
