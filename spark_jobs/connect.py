@@ -46,7 +46,7 @@ from kafkasim.errors import IllegalStateError, InvalidArgumentError
 from kafkasim.spark_jobs import daemons, session_pool
 from kafkasim.spark_jobs.session import LOG4J2_CONFIG, in_process_master
 
-__all__ = ["start", "stop", "status", "record_client", "remote_url", "session", "end", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
+__all__ = ["start", "stop", "status", "client_socket", "record_client", "remote_url", "session", "end", "parse_url", "DEFAULT_PORT", "SERVER_CLASS", "STATE"]
 
 DEFAULT_PORT = 15002
 """``spark.connect.grpc.binding.port``'s default."""
@@ -140,6 +140,11 @@ def _local_cores(master: str) -> int:
     return (os.cpu_count() or 1) if inside == "*" else int(inside)
 
 
+def client_socket(data_dir: str) -> str:
+    """``<data dir>/spark/client.sock``: where the audits' warm client listens."""
+    return os.path.join(daemons.state_dir(data_dir), "client.sock")
+
+
 def record_client(data_dir: str, client: dict) -> dict:
     """Record the audits' warm client (``kafkasim.cli.warm_client``) with the server, so
     :func:`stop` ends it too; returns :func:`status`."""
@@ -159,7 +164,7 @@ def stop(data_dir: str) -> dict:
     was = daemons.alive(state["server"])
     daemons.stop(state.get("client"))
     try:
-        os.unlink(os.path.join(daemons.state_dir(data_dir), "client.sock"))
+        os.unlink(client_socket(data_dir))
     except FileNotFoundError:
         pass
     daemons.stop(state["server"])

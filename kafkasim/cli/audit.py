@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 
 from kafkasim.cli.common import command
 from kafkasim.spark_jobs.options import ADD_OPTIONS, add_common_options
@@ -66,7 +65,8 @@ def _handler(name: str):
         if not args.master and getattr(args, "argv", None) is not None:
             # `kafkasim spark start` on this data dir: run in a fork of its warm client
             from kafkasim.cli.warm_client import delegate
-            code = delegate(args.data_dir or os.environ.get("KAFKASIM_DATA_DIR") or "./kafkasim-data", args.argv)
+            from kafkasim.spark_jobs.common import data_dir_of
+            code = delegate(data_dir_of(args), args.argv)
             if code is not None:
                 return code
         return _module(name).run(args)

@@ -38,8 +38,9 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from kafkasim.spark_jobs import daemons
+from kafkasim.spark_jobs.connect import client_socket as socket_path
 
-__all__ = ["serve", "delegate", "socket_path", "launch", "PRELOAD", "INSIDE"]
+__all__ = ["serve", "delegate", "launch", "PRELOAD", "INSIDE"]
 
 _ENTRY = ("import sys; from kafkasim.cli import main; from kafkasim.cli.warm_client import serve; "
           "serve(sys.argv[1], main)")
@@ -53,10 +54,6 @@ PRELOAD = ("pyspark.sql.connect.session", "pyarrow", "pandas", "kafkasim.cli.aud
 INSIDE = "KAFKASIM_WARM_CLIENT_CHILD"
 """Set in a child's environment: the command runs here, it is not handed on again."""
 _MAX_REQUEST = 1 << 20
-
-
-def socket_path(data_dir: str) -> str:
-    return os.path.join(daemons.state_dir(data_dir), "client.sock")
 
 
 def launch(data_dir: str, timeout: float = 60.0) -> dict:
