@@ -33,6 +33,15 @@ them; a full fetch with epoch 0 opens one, an incremental fetch reads the sessio
 partitions and answers only those with something new (that module's docstring has the
 rules and the errors). Loop-thread coroutines; broker calls run on the executor, the
 session cache is touched only on the loop thread.
+
+One exception: a one-broker server's non-transactional Produce appends on the loop thread.
+Such an append never waits (no follower, no transaction coordinator): it is a validation
+and a ``write()`` to the page cache, an fsync only where ``flush.messages`` asks for one
+or a segment rolls. Handing it to the executor and back cost more CPU than the append
+itself (the wake-up of a worker thread, the GIL changing hands, two futures), CPU the
+server's clients on the same machine then lacked. Kafka's own split (network threads, I/O
+threads) is kept where an append can wait: a served cluster's Produce (``acks=all`` waits
+for the followers) and a transactional one go to the executor.
 """
 
 from __future__ import annotations
@@ -191,8 +200,14 @@ async def produce(ctx, req):
              "error_code": error_code(exc), "error_message": error_message(exc)}
             for p in t.partition_data]} for t in body.topic_data]
         return None if acks == 0 else {"responses": responses}
-    responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id,
-                                         req.api_version, body.transactional_id)
+    if ctx.topology is None and body.transactional_id is None:
+        # one broker, no transaction: the append cannot wait on anything (no follower to
+        # replicate to, no coordinator to ask), so it runs here on the loop thread; the hop to
+        # the executor and back cost more server CPU than the append (docs/server.md)
+        responses, appended = _produce_all(ctx.broker, body.topic_data, acks, None, req.api_version, None)
+    else:
+        responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id,
+                                             req.api_version, body.transactional_id)
     if appended:
         ctx.data_waker.notify()
         if ctx.metrics is not None:

@@ -48,7 +48,7 @@ from kafkasim.server.address import ADDRESS_FILE, read_address
 from kafkasim.server.fault_http import RULE_FIELDS, FaultHttpClient, is_loopback, rule_json
 
 __all__ = ["CONTROL_DIR", "METHODS", "FAULT_METHODS", "ServedServer", "ServedCluster", "served_server",
-           "served_cluster", "serve_requests", "remove_control_dir", "fault_control"]
+           "served_cluster", "has_requests", "serve_requests", "remove_control_dir", "fault_control"]
 
 log = logging.getLogger("kafkasim.server")
 
@@ -65,6 +65,16 @@ def _write_json(path: str, value: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def has_requests(data_dir: str) -> bool:
+    """Whether a request waits in ``data_dir``'s control directory: one ``listdir``, cheap
+    enough for the event loop's thread, so an idle server's 100 ms tick hands nothing to a
+    worker thread."""
+    try:
+        return any(n.endswith(".req.json") for n in os.listdir(os.path.join(data_dir, CONTROL_DIR)))
+    except FileNotFoundError:
+        return False
 
 
 def serve_requests(data_dir: str, cluster, faults=None) -> int:

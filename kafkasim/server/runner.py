@@ -42,7 +42,7 @@ from kafkasim.errors import InvalidArgumentError
 from kafkasim.server.address import ADDRESS_FILE, read_address, remove_address, write_address
 from kafkasim.faults import Faults
 from kafkasim.server.api import ServerOptions
-from kafkasim.server.control import remove_control_dir, serve_requests
+from kafkasim.server.control import has_requests, remove_control_dir, serve_requests
 from kafkasim.server.fault_events import FaultEventsFile
 from kafkasim.server.fault_http import FaultHttpServer, check_control_address
 from kafkasim.server.positions import FetchPositions
@@ -216,11 +216,12 @@ def _start_control(control: Optional[dict], faults, brokers=None) -> Optional[Fa
 
 async def _serve_control(data_dir: str, faults, stop: asyncio.Event) -> None:
     """Until ``stop``: the control directory's pending requests (``kafkasim fault``) every
-    :data:`CONTROL_TICK_S`, on the executor (they touch files)."""
+    :data:`CONTROL_TICK_S`, on the executor (they touch files) when there are any."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
-            await loop.run_in_executor(None, serve_requests, data_dir, None, faults)
+            if has_requests(data_dir):
+                await loop.run_in_executor(None, serve_requests, data_dir, None, faults)
         except OSError:
             log.exception("reading control requests failed")
         try:
