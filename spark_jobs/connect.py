@@ -70,7 +70,8 @@ def parse_url(url: str) -> tuple[str, int]:
 
 
 def status(data_dir: str) -> dict:
-    """``{"running": bool, "url", "pid", "master", "log", ...}`` of the recorded server
+    """``{"running": bool, "url", "pid", "master", "log", "client_running": bool, ...}`` of the
+    recorded server and its warm client
     (``running`` false and no ``url`` when none was started; a recorded server that died is
     reported with ``running`` false)."""
     state = daemons.read_state(data_dir, STATE)
@@ -78,7 +79,9 @@ def status(data_dir: str) -> dict:
         return {"running": False, "data_dir": os.path.abspath(data_dir)}
     host, port = parse_url(state["url"])
     running = daemons.alive(state["server"]) and daemons.port_open(host, port)
-    return dict(state, running=running, data_dir=os.path.abspath(data_dir))
+    client = state.get("client")
+    return dict(state, running=running, data_dir=os.path.abspath(data_dir),
+                client_running=client is not None and daemons.alive(client))
 
 
 def start(data_dir: str, *, port: int = DEFAULT_PORT, master: str = "local[*]", ui: bool = False,

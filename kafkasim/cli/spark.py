@@ -120,6 +120,9 @@ def _status_text(out: dict) -> str:
     c, k = out["connect"], out["cluster"]
     lines = [f"Spark Connect: running at {c['url']} on {c['master']} (pid {c['server']['pid']})" if c["running"]
              else "Spark Connect: not running" + (" (recorded server is gone)" if c.get("url") else "")]
+    if c["running"]:
+        lines.append(f"warm client: running (pid {c['client']['pid']}); audits of this data dir run in forks of it"
+                     if c.get("client_running") else "warm client: not running; audits start their own Python")
     lines.append(f"standalone cluster: running at {k['master_url']}, {k['alive_workers']} worker(s) alive "
                  f"(UI {k['webui']})" if k["running"] else "standalone cluster: not running")
     return "\n".join(lines)

@@ -68,6 +68,9 @@ def test_start_records_a_loopback_server_and_status_reports_it(server):
     assert recorded["server"]["pid"] == state["server"]["pid"]
     status = _cli("spark", "status", "--data-dir", server["data_dir"], "--json", env=_env_without_remote())
     assert status.returncode == 0 and json.loads(status.stdout)["connect"]["running"] is True
+    assert json.loads(status.stdout)["connect"]["client_running"] is True
+    text = _cli("spark", "status", "--data-dir", server["data_dir"], env=_env_without_remote()).stdout
+    assert f"warm client: running (pid {state['client']['pid']})" in text, text
     # the server JVM and everything it started listen on loopback only; its log is in the data dir
     addrs = listening(tree(state["server"]["pid"]))
     assert addrs and addrs <= {"127.0.0.1", "::1"}, addrs
