@@ -70,6 +70,7 @@ from pyspark.sql import functions as F
 from kafkasim.storage.partition_history import counts_of
 from kafkasim.types import DELIVERY_COUNT_HEADER, INPUT_HEADER, PRODUCER_HEADER, SEQUENCE_HEADER
 from kafkasim.spark_jobs import common, options, values
+from kafkasim.spark_jobs.collect import collect_together
 
 __all__ = ["with_sequence", "key_moves", "sequence_violations", "with_input", "input_order_inversions",
            "partition_count_history",
@@ -282,11 +283,15 @@ def ordering_details(df: DataFrame, current_counts: dict[str, int], *, sequence:
     return out
 
 
+ROUND_ROBIN_ORDER = ("_rank", "kind")
+
+
 def round_robin(details: DataFrame) -> DataFrame:
     """``details`` ordered so that kinds alternate: the 1st of every kind, then the 2nd, ...
-    (within a kind by topic, partition, offset)."""
+    (within a kind by topic, partition, offset), with that rank kept as column ``_rank``
+    (:data:`ROUND_ROBIN_ORDER` sorts by it again after ``collect_together``)."""
     w = Window.partitionBy("kind").orderBy("topic", "partition", "offset")
-    return details.withColumn("_rank", F.row_number().over(w)).orderBy("_rank", "kind").drop("_rank")
+    return details.withColumn("_rank", F.row_number().over(w)).orderBy(*ROUND_ROBIN_ORDER)
 
 
 def report(records: int, keys: int, counts: dict[str, int], details: list[dict],
@@ -352,18 +357,21 @@ def build_report(spark, data_dir: str, topics: list[str], *, sequence: str = "he
         found = details.groupBy("kind").agg(
             F.when(F.first("kind") == "key_in_multiple_partitions", F.count_distinct("topic", "key"))
              .when(F.first("kind") == "partitioner_mismatch", F.sum("records"))
-             .otherwise(F.count(F.lit(1))).alias("n"), F.count(F.lit(1)).alias("rows")).collect()
-        counts = {r["kind"]: r["n"] for r in found}
-        detail_rows = sum(r["rows"] for r in found)
-        rows = round_robin(details).limit(max_details).collect()
+             .otherwise(F.count(F.lit(1))).alias("n"), F.count(F.lit(1)).alias("rows"))
+        got = collect_together({     # one Spark action for the counts and the details shown
+            "found": (found, ["kind"]),
+            "rows": (round_robin(details).limit(max_details), list(ROUND_ROBIN_ORDER))})
+        counts = {r["kind"]: r["n"] for r in got["found"]}
+        detail_rows = sum(r["rows"] for r in got["found"])
+        rows = got["rows"]
         details.unpersist()
         causes = (causes_of(firsts, current, counts, partitioner=partitioner, sequence=sequence, recorded=recorded,
                             records=records, value_format=value_format) if counts else [])
     finally:
         if own:
             scan.close()
-    out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items() if v is not None}
-           for r in rows]
+    out = [{k: (common.key_text(v) if k == "key" else v) for k, v in r.asDict().items()
+            if v is not None and k != "_rank"} for r in rows]
     if corruption is None:
         corruption = common.corruption_of(spark, data_dir, topics)
     rep = report(sizes["records"], sizes["keys"], counts, out, corruption, max_details,

@@ -182,3 +182,23 @@ def test_sequence_from_a_json_value_field(spark):
     got = ordering.sequence_violations(seq).select("kind", "offset", "sequence", "other_offset")
     assertDataFrameEqual(got, spark.createDataFrame([("duplicate", 3, 2, 2)],
                                                     "kind string, offset bigint, sequence bigint, other_offset bigint"))
+
+
+def test_the_counts_and_the_details_shown_are_fetched_in_one_spark_action(faulty, spark, tmp_path, monkeypatch):
+    """On a warm Spark Connect server every action is a round trip and a planning pass: the
+    violation counts and the details shown come back together (collect.collect_together),
+    and the report is the one of the module's own run."""
+    d, _, rep, _ = faulty
+    calls = []
+    real = ordering.collect_together
+
+    def recording(parts):
+        calls.append(sorted(parts))
+        return real(parts)
+
+    monkeypatch.setattr(ordering, "collect_together", recording)
+    out = tmp_path / "ordering.json"
+    ordering.main(["--data-dir", d, "--json", str(out)], spark=spark)
+    assert calls == [["found", "rows"]]
+    again = json.loads(out.read_text())
+    assert again["violations"] == rep["violations"] and again["details"] == rep["details"]
