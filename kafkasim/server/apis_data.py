@@ -200,14 +200,14 @@ async def produce(ctx, req):
              "error_code": error_code(exc), "error_message": error_message(exc)}
             for p in t.partition_data]} for t in body.topic_data]
         return None if acks == 0 else {"responses": responses}
+    args = (ctx.broker, body.topic_data, acks, ctx.node_id, req.api_version, body.transactional_id)
     if ctx.topology is None and body.transactional_id is None:
         # one broker, no transaction: the append cannot wait on anything (no follower to
         # replicate to, no coordinator to ask), so it runs here on the loop thread; the hop to
         # the executor and back cost more server CPU than the append (docs/server.md)
-        responses, appended = _produce_all(ctx.broker, body.topic_data, acks, None, req.api_version, None)
+        responses, appended = _produce_all(*args)
     else:
-        responses, appended = await ctx.call(_produce_all, ctx.broker, body.topic_data, acks, ctx.node_id,
-                                             req.api_version, body.transactional_id)
+        responses, appended = await ctx.call(_produce_all, *args)
     if appended:
         ctx.data_waker.notify()
         if ctx.metrics is not None:
