@@ -55,7 +55,7 @@ def check_size(size: int, config: LogConfig, partition: str) -> None:
 
 def validate_batch(batch, config: LogConfig, partition: str, *,
                    in_transaction: bool = False) -> tuple[bytes, BatchHeader, None]:
-    """``(batch bytes, its header, None)`` of a producer's v2 batch, checked in order: header
+    """``(batch, its header, None)`` of a producer's v2 batch, checked in order: header
     and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes, record count,
     the records (``CorruptRecordError`` for malformed ones, ``InvalidRecordError`` for offset
     deltas that are not ``0..n-1``, ``InvalidTimestampError`` for a timestamp outside
@@ -63,8 +63,8 @@ def validate_batch(batch, config: LogConfig, partition: str, *,
     when the topic's ``compression.type`` differs from the batch's codec."""
     if not isinstance(batch, (bytes, bytearray, memoryview)):
         raise InvalidRecordError(f"a batch must be bytes, got {type(batch).__name__}")
-    if type(batch) is not bytes:
-        batch = bytes(batch)
+    if type(batch) is not bytes and not _immutable_view(batch):
+        batch = bytes(batch)      # a mutable buffer could change between the checks and the write
     h = rb.decode_header(batch, 0, where="appended batch")
     if h.size != len(batch):
         raise CorruptRecordError(
@@ -108,6 +108,14 @@ def validate_batch(batch, config: LogConfig, partition: str, *,
             h = rb.decode_header(batch)
             check_size(len(batch), config, partition)
     return batch, h, None
+
+
+def _immutable_view(batch) -> bool:
+    """Whether ``batch`` is a plain byte view of a ``bytes`` object (a Produce request's
+    records, sliced from its frame): nothing can change those bytes, so the batch is checked
+    and written from the view, not from a copy (a 1 MB batch is 1 MB less to copy)."""
+    return (type(batch) is memoryview and batch.readonly and type(batch.obj) is bytes
+            and batch.c_contiguous and batch.itemsize == 1)
 
 
 def _recompress(batch: bytes, h: BatchHeader, codec: int) -> bytes:

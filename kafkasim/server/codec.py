@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import io
 import struct
 import uuid
 from typing import Any, NamedTuple
@@ -63,6 +62,7 @@ __all__ = ["MalformedRequest", "Request", "peek", "peek_client_id", "request_cla
 
 API_VERSIONS_KEY = 18
 _PEEK = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -161,16 +161,27 @@ def decode_request_with_kio(frame, api_key: int, version: int) -> Request:
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size prefix, response header, body."""
     flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
+    parts = _Parts((b"",))              # [0]: the size prefix, filled in by frame()
     if flexible:
-        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+        entity_writer(ResponseHeaderV1)(parts, ResponseHeaderV1(correlation_id=correlation_id))
     else:
-        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
-    entity_writer(type(body))(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+        entity_writer(ResponseHeaderV0)(parts, ResponseHeaderV0(correlation_id=correlation_id))
+    entity_writer(type(body))(parts, body)
+    return parts.frame()
+
+
+class _Parts(list):
+    """What kio writes, kept as the objects it writes, joined once into the frame: a Fetch
+    response's records (megabytes, read from the segments) are copied once, by the join,
+    where an ``io.BytesIO`` copied them in and then out again."""
+
+    __slots__ = ()
+    write = list.append
+
+    def frame(self) -> bytes:
+        """The size prefix and every part, as one ``bytes``."""
+        self[0] = _SIZE.pack(sum(map(len, self)))
+        return b"".join(self)
 
 
 # ----------------------------------------------------------------- the client side
@@ -180,14 +191,11 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     """The whole request frame (size prefix, request header, body) for a kio request
     ``body`` of ``version``: what a client sends (:mod:`kafkasim.server.remote`)."""
     header_cls = RequestHeaderV2 if type(body).__flexible__ else RequestHeaderV1
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    entity_writer(header_cls)(buf, header_cls(request_api_key=api_key, request_api_version=version,
-                                              correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(body))(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    parts = _Parts((b"",))
+    entity_writer(header_cls)(parts, header_cls(request_api_key=api_key, request_api_version=version,
+                                                correlation_id=correlation_id, client_id=client_id))
+    entity_writer(type(body))(parts, body)
+    return parts.frame()
 
 
 def decode_response(api_key: int, version: int, frame) -> tuple[int, Any]:

@@ -12,6 +12,8 @@ protocol codec). For confluent-kafka and kafka-python, uncompressed and with eac
   which Kafka's CRC does not cover; the CRC is the client's and checks out;
 - every Fetch response's records are the segment file's bytes from the batch they start at.
 
+And the records go into a Fetch response frame with one copy.
+
 kafka-python compresses with its own codecs (python-snappy, lz4, zstandard: the dev extras
 install them).
 """
@@ -24,6 +26,7 @@ import socket
 import struct
 import threading
 import time
+import tracemalloc
 
 import crc32c
 import pytest
@@ -321,3 +324,22 @@ def test_batches_are_stored_as_sent_and_fetched_as_stored(served, client, compre
         start = starts[header(records)["base_offset"]]
         assert records == stored_file[start:start + len(records)], "a fetch returned other bytes than the stored ones"
     assert not proxy.errors, proxy.errors
+
+
+def test_a_fetch_response_frame_copies_its_records_once():
+    """The records read from the segments go into the response frame with one copy (the
+    join of what kio writes), not three (into a buffer, out of it, then the frame)."""
+    records = os.urandom(4 << 20)
+    body = codec.build(codec.response_class(1, 12), {"responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "high_watermark": 1, "last_stable_offset": 1, "log_start_offset": 0,
+         "records": records}]}]})
+    tracemalloc.start()
+    try:
+        frame = codec.encode_response(1, 12, 7, body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(records) < peak < 1.5 * len(records), f"{peak} bytes allocated for {len(records)} bytes of records"
+    assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    correlation_id, decoded = codec.decode_response(1, 12, frame[4:])
+    assert correlation_id == 7 and decoded.responses[0].partitions[0].records == records

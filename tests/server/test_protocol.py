@@ -135,6 +135,8 @@ def _codes(obj) -> list[int]:
 @pytest.mark.parametrize("key,version", SERVED, ids=[f"{APIS[k].name}-v{v}" for k, v in SERVED])
 def test_every_served_version_answers(served, key, version):
     with raw.connect(served.host, served.port) as sock:
+        if key == 9:   # the offset it reads back: committed here, not left to an earlier case
+            raw.call(sock, 8, 8, minimal_request(8, 8))
         response = raw.call(sock, key, version, minimal_request(key, version), correlation_id=version + 7)
     codes = _codes(response)
     if (key, version) == (28, 5):   # TV2: the unknown id's coordinator answers the implicit add

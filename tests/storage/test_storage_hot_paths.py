@@ -5,6 +5,7 @@
 - ``encode_records_parts`` joins to ``encode_records`` and its header is the parsed one.
 - ``encode_trusted_batch`` is byte-identical to ``encode_batch`` for producer-shaped records.
 - ``append_batch`` (now validated with ``decode_columns``) still rejects what it rejected.
+- a read-only view of ``bytes`` is validated and written as it is, a mutable buffer copied.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kafkasim.config import LogConfig
 from kafkasim.errors import CorruptRecordError, InvalidRecordError
 from kafkasim.records import record_batch as rb
 from kafkasim.storage.log import Log, RecordColumns
+from kafkasim.storage.validation import validate_batch
 from storage_helpers import T0
 
 _key = st.one_of(st.none(), st.binary(max_size=12))
@@ -127,6 +129,26 @@ def test_append_batch_with_log_append_time_rewrites_timestamps(tmp_path):
     recs = log.read(0)
     assert [r.timestamp for r in recs] == [T0 + 1_000] * 3
     assert [(r.key, r.headers) for r in recs] == [(b"a", (("h", b"x"),)), (b"b", ()), (b"c", ())]
+    log.close()
+
+
+def test_a_view_of_a_requests_bytes_is_validated_and_written_without_a_copy(tmp_path):
+    """A Produce request's batch arrives as a read-only view of the frame's ``bytes``:
+    validation keeps that view (nothing can change it); a mutable buffer is copied first, so
+    a change after the call cannot reach what was checked. Both are stored as given."""
+    batch = rb.encode_batch(0, [(0, T0, b"a", b"1", ()), (1, T0 + 1, b"b", b"2", ())])
+    frame = b"request header" + batch
+    view = memoryview(frame)[len(b"request header"):]
+    checked, h, _ = validate_batch(view, LogConfig(), "t-0")
+    assert checked is view and h.record_count == 2
+    mutable = bytearray(batch)
+    checked, _, _ = validate_batch(mutable, LogConfig(), "t-0")
+    mutable[-1] ^= 0xFF
+    assert checked == batch
+    log = Log(str(tmp_path / "v-0"))
+    log.append_batch(view)
+    log.append_batch(bytearray(batch))
+    assert [(r.offset, r.key) for r in log.read(0)] == [(0, b"a"), (1, b"b"), (2, b"a"), (3, b"b")]
     log.close()
 
 
