@@ -54,8 +54,9 @@ def check_size(size: int, config: LogConfig, partition: str) -> None:
 
 
 def validate_batch(batch, config: LogConfig, partition: str, *,
-                   in_transaction: bool = False) -> tuple[bytes, BatchHeader, None]:
-    """``(batch, its header, None)`` of a producer's v2 batch, checked in order: header
+                   in_transaction: bool = False) -> tuple[bytes | memoryview, BatchHeader, None]:
+    """``(batch, its header, None)`` of a producer's v2 batch (the view given when it is a
+    read-only view of ``bytes``, else bytes), checked in order: header
     and CRC (``CorruptRecordError``), size (:func:`check_size`), attributes, record count,
     the records (``CorruptRecordError`` for malformed ones, ``InvalidRecordError`` for offset
     deltas that are not ``0..n-1``, ``InvalidTimestampError`` for a timestamp outside

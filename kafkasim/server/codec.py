@@ -161,27 +161,26 @@ def decode_request_with_kio(frame, api_key: int, version: int) -> Request:
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """The whole response frame: size prefix, response header, body."""
     flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
-    parts = _Parts((b"",))              # [0]: the size prefix, filled in by frame()
-    if flexible:
-        entity_writer(ResponseHeaderV1)(parts, ResponseHeaderV1(correlation_id=correlation_id))
-    else:
-        entity_writer(ResponseHeaderV0)(parts, ResponseHeaderV0(correlation_id=correlation_id))
-    entity_writer(type(body))(parts, body)
-    return parts.frame()
+    header_cls = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    return _frame(header_cls(correlation_id=correlation_id), body)
 
 
 class _Parts(list):
-    """What kio writes, kept as the objects it writes, joined once into the frame: a Fetch
-    response's records (megabytes, read from the segments) are copied once, by the join,
-    where an ``io.BytesIO`` copied them in and then out again."""
+    """What kio writes, kept as the objects it writes, to be joined once into the frame."""
 
     __slots__ = ()
     write = list.append
 
-    def frame(self) -> bytes:
-        """The size prefix and every part, as one ``bytes``."""
-        self[0] = _SIZE.pack(sum(map(len, self)))
-        return b"".join(self)
+
+def _frame(header: Any, body: Any) -> bytes:
+    """Size prefix, ``header`` and ``body`` (kio entities) as one ``bytes``: what kio writes
+    is joined once, so a Fetch response's records (megabytes, read from the segments) are
+    copied once, where an ``io.BytesIO`` copied them in and then out again."""
+    parts = _Parts((b"",))              # [0]: the size prefix, filled in below
+    entity_writer(type(header))(parts, header)
+    entity_writer(type(body))(parts, body)
+    parts[0] = _SIZE.pack(sum(map(len, parts)))
+    return b"".join(parts)
 
 
 # ----------------------------------------------------------------- the client side
@@ -191,11 +190,8 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     """The whole request frame (size prefix, request header, body) for a kio request
     ``body`` of ``version``: what a client sends (:mod:`kafkasim.server.remote`)."""
     header_cls = RequestHeaderV2 if type(body).__flexible__ else RequestHeaderV1
-    parts = _Parts((b"",))
-    entity_writer(header_cls)(parts, header_cls(request_api_key=api_key, request_api_version=version,
-                                                correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(body))(parts, body)
-    return parts.frame()
+    return _frame(header_cls(request_api_key=api_key, request_api_version=version,
+                             correlation_id=correlation_id, client_id=client_id), body)
 
 
 def decode_response(api_key: int, version: int, frame) -> tuple[int, Any]:

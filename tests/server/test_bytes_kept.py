@@ -328,7 +328,7 @@ def test_batches_are_stored_as_sent_and_fetched_as_stored(served, client, compre
 
 def test_a_fetch_response_frame_copies_its_records_once():
     """The records read from the segments go into the response frame with one copy (the
-    join of what kio writes), not three (into a buffer, out of it, then the frame)."""
+    join of what kio writes), not two (into a buffer, then out of it)."""
     records = os.urandom(4 << 20)
     body = codec.build(codec.response_class(1, 12), {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "high_watermark": 1, "last_stable_offset": 1, "log_start_offset": 0,
